@@ -1,0 +1,120 @@
+package config
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/BurntSushi/toml"
+)
+
+// The effective* types mirror the file's schema with Go types the TOML
+// encoder writes directly. Durations become float seconds so that sub-second
+// values survive; optional settings that are off are left out, because
+// writing their zero value would read back as a (mostly invalid) setting.
+
+type effectiveFile struct {
+	Daemon effectiveDaemon          `toml:"daemon"`
+	Pools  map[string]effectivePool `toml:"pools,omitempty"`
+}
+
+type effectiveDaemon struct {
+	PollIntervalSec float64 `toml:"poll_interval_sec"`
+}
+
+type effectivePool struct {
+	App                       string            `toml:"app,omitempty"`
+	Exec                      []string          `toml:"exec,omitempty"`
+	User                      string            `toml:"user"`
+	Group                     string            `toml:"group"`
+	WorkingDirectory          string            `toml:"working_directory,omitempty"`
+	Environment               map[string]string `toml:"environment,omitempty"`
+	MinWorkers                int               `toml:"min_workers"`
+	MaxWorkers                int               `toml:"max_workers"`
+	TargetQueueDepthPerWorker float64           `toml:"target_queue_depth_per_worker"`
+	TargetUtilisation         float64           `toml:"target_utilisation"`
+	ThreadsPerWorker          int               `toml:"threads_per_worker"`
+	TargetCPUUtilisation      float64           `toml:"target_cpu_utilisation,omitzero"`
+	CPUPerWorker              float64           `toml:"cpu_per_worker"`
+	Tolerance                 float64           `toml:"tolerance"`
+	ScaleUpWindowSec          float64           `toml:"scale_up_window_sec"`
+	ScaleDownWindowSec        float64           `toml:"scale_down_window_sec"`
+	PollIntervalSec           float64           `toml:"poll_interval_sec"`
+	DrainTimeoutSec           float64           `toml:"drain_timeout_sec"`
+	DrainSignal               string            `toml:"drain_signal"`
+	Source                    effectiveSource   `toml:"source"`
+	Limits                    *effectiveLimits  `toml:"limits,omitempty"`
+}
+
+type effectiveSource struct {
+	Type      string   `toml:"type"`
+	Path      string   `toml:"path"`
+	Queues    []string `toml:"queues,omitempty"`
+	Namespace string   `toml:"namespace,omitempty"`
+	Query     string   `toml:"query,omitempty"`
+}
+
+type effectiveLimits struct {
+	CPUQuota  string `toml:"cpu_quota,omitempty"`
+	MemoryMax string `toml:"memory_max,omitempty"`
+	TasksMax  uint64 `toml:"tasks_max,omitzero"`
+}
+
+// WriteEffective writes c as TOML with every default filled in. Loading the
+// output gives back the same configuration, except that user is then
+// written out and so explicit.
+func WriteEffective(w io.Writer, c *Config) error {
+	f := effectiveFile{
+		Daemon: effectiveDaemon{PollIntervalSec: c.Daemon.PollInterval.Seconds()},
+		Pools:  make(map[string]effectivePool, len(c.Pools)),
+	}
+	for name, p := range c.Pools {
+		e := effectivePool{
+			App:                       p.App,
+			User:                      p.User,
+			Group:                     p.Group,
+			WorkingDirectory:          p.WorkingDirectory,
+			Environment:               p.Environment,
+			MinWorkers:                p.MinWorkers,
+			MaxWorkers:                p.MaxWorkers,
+			TargetQueueDepthPerWorker: p.TargetQueueDepthPerWorker,
+			TargetUtilisation:         p.TargetUtilisation,
+			ThreadsPerWorker:          p.ThreadsPerWorker,
+			TargetCPUUtilisation:      p.TargetCPUUtilisation,
+			CPUPerWorker:              p.CPUPerWorker,
+			Tolerance:                 p.Tolerance,
+			ScaleUpWindowSec:          p.ScaleUpWindow.Seconds(),
+			ScaleDownWindowSec:        p.ScaleDownWindow.Seconds(),
+			PollIntervalSec:           p.PollInterval.Seconds(),
+			DrainTimeoutSec:           p.DrainTimeout.Seconds(),
+			DrainSignal:               p.DrainSignal,
+			Source: effectiveSource{
+				Type:      p.Source.Type,
+				Path:      p.Source.Path,
+				Queues:    p.Source.Queues,
+				Namespace: p.Source.Namespace,
+				Query:     p.Source.Query,
+			},
+		}
+		// app and exec together are an error, and exec is derived from app.
+		if p.App == "" {
+			e.Exec = p.Exec
+		}
+		if p.Limits != (Limits{}) {
+			e.Limits = &effectiveLimits{
+				CPUQuota:  p.Limits.CPUQuota,
+				MemoryMax: p.Limits.MemoryMax,
+				TasksMax:  p.Limits.TasksMax,
+			}
+		}
+		f.Pools[name] = e
+	}
+	if _, err := fmt.Fprintf(w, "# Effective configuration of %q, every default filled in.\n\n", c.Path); err != nil {
+		return fmt.Errorf("write effective config: %w", err)
+	}
+	enc := toml.NewEncoder(w)
+	enc.Indent = ""
+	if err := enc.Encode(f); err != nil {
+		return fmt.Errorf("write effective config: %w", err)
+	}
+	return nil
+}

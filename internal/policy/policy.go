@@ -1,0 +1,205 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Decision is the outcome of one tick for one pool, with every intermediate
+// signal kept so that logs and the simulator can explain it.
+type Decision struct {
+	Now     time.Time
+	Action  Action
+	Current int
+	Desired int
+
+	Depth      int  // workers the backlog asks for
+	Busy       int  // workers the running tasks ask for at target utilisation
+	CPU        int  // workers the CPU signal asks for; 0 unless CPUUsed
+	CPUUsed    bool // the CPU signal took part in this decision
+	Overloaded bool // more tasks running than the workers have threads
+
+	// Raw is the recommendation of this tick alone: the signals combined,
+	// clamped to the bounds and snapped to Current when within tolerance.
+	Raw int
+	// Up and Down are the stabilisation bounds: the least and the greatest
+	// recommendation within the scale-up and scale-down windows. Zero on a
+	// hold.
+	Up, Down int
+
+	Rationale string
+}
+
+// sample is one recorded recommendation.
+type sample struct {
+	at  time.Time
+	raw int
+}
+
+// Recommender turns observations of one pool into decisions. It remembers
+// the pool's recent recommendations for the stabilisation windows, so each
+// pool needs its own. The zero value is ready to use. It is not safe for
+// concurrent use.
+type Recommender struct {
+	history []sample // oldest first, pruned to the longer window
+}
+
+// maxCount bounds every computed worker count. Go leaves the conversion of an
+// out-of-range float to int implementation-defined, and a huge backlog over a
+// small per-worker target can exceed int; a bound far above any real
+// max_workers keeps the arithmetic exact for every count that matters.
+const maxCount = math.MaxInt32
+
+// ceil is ceil(x - 1e-9): float division such as 0.3/0.1 lands a hair above
+// an integer and would otherwise ask for a whole extra worker. NaN (only from
+// unvalidated zero targets) counts as no demand.
+func ceil(x float64) int {
+	v := math.Ceil(x - 1e-9)
+	switch {
+	case !(v > 0):
+		return 0
+	case v >= maxCount:
+		return maxCount
+	}
+	return int(v)
+}
+
+// Decide computes the decision for the tick at now. Params are expected to be
+// valid (the config package checks them); now should not go backwards between
+// calls, as the stabilisation windows are measured against it.
+func (r *Recommender) Decide(now time.Time, p Params, o Observation) Decision {
+	c := o.Current
+	d := Decision{Now: now, Action: Hold, Current: c, Desired: c}
+
+	// A failed or nonsensical read tells us nothing about demand. Holding at
+	// C, and keeping the tick out of the history, means missing data can
+	// neither scale the pool down nor pull a later window's bounds around.
+	switch {
+	case !o.Valid:
+		d.Rationale = "hold: source unavailable"
+		return d
+	case o.Pending < 0 || o.Running < 0:
+		d.Rationale = "hold: negative count"
+		return d
+	}
+
+	d.Depth = ceil(float64(o.Pending) / p.TargetQueueDepthPerWorker)
+	// With no workers the running count is stale or foreign; demand from a
+	// cold start comes from the backlog alone.
+	if c > 0 && o.Running > 0 {
+		d.Busy = ceil(float64(o.Running) / float64(p.ThreadsPerWorker) / p.TargetUtilisation)
+	}
+	if p.TargetCPUUtilisation > 0 && c > 0 && o.CPUKnown {
+		d.CPUUsed = true
+		d.CPU = ceil(float64(c) * o.CPU / p.TargetCPUUtilisation)
+	}
+	d.Overloaded = c > 0 && o.Running > int64(c)*int64(p.ThreadsPerWorker)
+
+	raw := max(d.Depth, d.Busy, d.CPU, p.MinWorkers)
+	if d.Overloaded {
+		raw = max(raw, c+1)
+	}
+	raw = clamp(raw, p)
+	var notes []string
+	if c > 0 && !d.Overloaded && raw != c && math.Abs(float64(raw-c))/float64(c) < p.Tolerance {
+		// Snapping to C must not carry a pool that is outside its bounds
+		// (after a config change, or started by hand) any further outside
+		// them, so the bounds apply again.
+		raw = clamp(c, p)
+		notes = append(notes, "within tolerance")
+	}
+	d.Raw = raw
+
+	// Stabilisation as in the Kubernetes HPA: scale up only as far as every
+	// recommendation in the scale-up window agrees, and down only as far as
+	// every recommendation in the scale-down window agrees.
+	upCutoff, downCutoff := now.Add(-p.ScaleUpWindow), now.Add(-p.ScaleDownWindow)
+	d.Up, d.Down = raw, raw
+	for _, s := range r.history {
+		if s.at.After(upCutoff) {
+			d.Up = min(d.Up, s.raw)
+		}
+		if s.at.After(downCutoff) {
+			d.Down = max(d.Down, s.raw)
+		}
+	}
+	r.record(now, raw, max(p.ScaleUpWindow, p.ScaleDownWindow))
+
+	target := c
+	if target < d.Up {
+		target = d.Up
+	}
+	if target > d.Down {
+		target = d.Down
+	}
+	switch {
+	case target > raw:
+		notes = append(notes, fmt.Sprintf("held by scale-down window: %d", d.Down))
+	case target < raw:
+		notes = append(notes, fmt.Sprintf("held by scale-up window: %d", d.Up))
+	}
+
+	// Tasks are already queueing for threads; waiting out a window would
+	// only lengthen that queue.
+	if d.Overloaded {
+		if floor := min(c+1, p.MaxWorkers); target < floor {
+			target = floor
+			notes = append(notes, "overload")
+		}
+	}
+	// With constant params every recorded raw is within bounds and so is the
+	// target; this matters only when the bounds changed within a window.
+	if t := clamp(target, p); t != target {
+		target = t
+		notes = append(notes, fmt.Sprintf("clamped to %d..%d", p.MinWorkers, p.MaxWorkers))
+	}
+
+	d.Desired = target
+	switch {
+	case target > c:
+		d.Action = ScaleUp
+	case target < c:
+		d.Action = ScaleDown
+	default:
+		d.Action = Stable
+	}
+	d.Rationale = rationale(d, notes)
+	return d
+}
+
+// clamp bounds n to [MinWorkers, MaxWorkers], the floor winning should the
+// two ever cross.
+func clamp(n int, p Params) int {
+	return max(min(n, p.MaxWorkers), p.MinWorkers)
+}
+
+// record appends a recommendation and drops those no window can reach any
+// more: a sample at or before now-longest fails every later cutoff test.
+func (r *Recommender) record(now time.Time, raw int, longest time.Duration) {
+	cutoff := now.Add(-longest)
+	kept := r.history[:0]
+	for _, s := range r.history {
+		if s.at.After(cutoff) {
+			kept = append(kept, s)
+		}
+	}
+	r.history = kept
+	if now.After(cutoff) {
+		r.history = append(r.history, sample{at: now, raw: raw})
+	}
+}
+
+func rationale(d Decision, notes []string) string {
+	cpu := "-"
+	if d.CPUUsed {
+		cpu = strconv.Itoa(d.CPU)
+	}
+	s := fmt.Sprintf("%s: depth=%d busy=%d cpu=%s overload=%t", d.Action, d.Depth, d.Busy, cpu, d.Overloaded)
+	if len(notes) > 0 {
+		s += " (" + strings.Join(notes, "; ") + ")"
+	}
+	return s
+}

@@ -1,0 +1,456 @@
+package policy
+
+import (
+	"math/rand"
+	"strings"
+	"testing"
+	"time"
+)
+
+var epoch = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// flexiqParams are the knobs of flexiq's own autoscaler tests
+// (tests/test_autoscale_compute.py), with both windows off so that a single
+// tick shows the raw formula.
+func flexiqParams() Params {
+	return Params{
+		MinWorkers:                1,
+		MaxWorkers:                10,
+		TargetQueueDepthPerWorker: 10,
+		TargetUtilisation:         0.75,
+		ThreadsPerWorker:          4,
+		Tolerance:                 0.1,
+	}
+}
+
+func obs(pending, running int64, current int) Observation {
+	return Observation{Valid: true, Pending: pending, Running: running, Current: current}
+}
+
+func TestDecideSingleTick(t *testing.T) {
+	tests := []struct {
+		name      string
+		params    func(*Params)
+		obs       Observation
+		want      int
+		action    Action
+		rationale string // prefix
+	}{
+		{
+			// 2 workers x 4 threads at 75% is 6 running.
+			name:      "stable at target utilisation",
+			obs:       obs(0, 6, 2),
+			want:      2,
+			action:    Stable,
+			rationale: "stable: depth=0 busy=2 cpu=- overload=false",
+		},
+		{
+			name:      "scale-up on depth",
+			params:    func(p *Params) { p.MaxWorkers = 20 },
+			obs:       obs(100, 0, 2),
+			want:      10,
+			action:    ScaleUp,
+			rationale: "scale-up: depth=10 busy=0 cpu=- overload=false",
+		},
+		{
+			name:      "scale-down at zero load",
+			obs:       obs(0, 0, 8),
+			want:      1,
+			action:    ScaleDown,
+			rationale: "scale-down: depth=0 busy=0 cpu=- overload=false",
+		},
+		{
+			// depth=ceil(1.1)=2, busy=ceil(1.25/0.75)=2: the wide band has
+			// nothing to suppress here, which is flexiq's published case.
+			name:   "tolerance band, flexiq case",
+			params: func(p *Params) { p.Tolerance = 0.5 },
+			obs:    obs(11, 5, 2),
+			want:   2,
+			action: Stable,
+		},
+		{
+			// raw=ceil(25/10)=3 against C=4: |3-4|/4 = 0.25 < 0.3.
+			name:      "tolerance band suppresses a small scale-down",
+			params:    func(p *Params) { p.Tolerance = 0.3 },
+			obs:       obs(25, 0, 4),
+			want:      4,
+			action:    Stable,
+			rationale: "stable: depth=3 busy=0 cpu=- overload=false (within tolerance)",
+		},
+		{
+			// Same numbers, band just too narrow: 0.25 is not < 0.25.
+			name:   "tolerance band edge is exclusive",
+			params: func(p *Params) { p.Tolerance = 0.25 },
+			obs:    obs(25, 0, 4),
+			want:   3,
+			action: ScaleDown,
+		},
+		{
+			// 2 workers x 4 threads = 8 < 10 running; busy=ceil(2.5/0.75)=4.
+			name:      "overload bypasses tolerance",
+			params:    func(p *Params) { p.Tolerance = 0.9 },
+			obs:       obs(0, 10, 2),
+			want:      4,
+			action:    ScaleUp,
+			rationale: "scale-up: depth=0 busy=4 cpu=- overload=true",
+		},
+		{
+			// busy=ceil(9/4/0.9)=3 = C, yet 9 > 8 threads forces C+1.
+			name:      "overload forces one more worker",
+			params:    func(p *Params) { p.TargetUtilisation = 0.9 },
+			obs:       obs(0, 9, 2),
+			want:      3,
+			action:    ScaleUp,
+			rationale: "scale-up: depth=0 busy=3 cpu=- overload=true",
+		},
+		{
+			name:   "min floor",
+			params: func(p *Params) { p.MinWorkers = 3 },
+			obs:    obs(0, 0, 2),
+			want:   3,
+			action: ScaleUp,
+		},
+		{
+			name:   "max ceiling",
+			params: func(p *Params) { p.MaxWorkers = 4 },
+			obs:    obs(10_000, 0, 2),
+			want:   4,
+			action: ScaleUp,
+		},
+		{
+			name:   "overload at max stays at max",
+			params: func(p *Params) { p.MaxWorkers = 2 },
+			obs:    obs(0, 100, 2),
+			want:   2,
+			action: Stable,
+		},
+		{
+			// Running tasks without workers (left over from a previous
+			// daemon) must not count: busy is 0 and there is no overload.
+			name:      "cold start from zero",
+			params:    func(p *Params) { p.MinWorkers = 0 },
+			obs:       obs(50, 7, 0),
+			want:      5,
+			action:    ScaleUp,
+			rationale: "scale-up: depth=5 busy=0 cpu=- overload=false",
+		},
+		{
+			name:   "idle pool with min 0 stays at zero",
+			params: func(p *Params) { p.MinWorkers = 0 },
+			obs:    obs(0, 0, 0),
+			want:   0,
+			action: Stable,
+		},
+		{
+			// The HPA documentation example: 2 replicas at 100% of a 50%
+			// target want 4.
+			name: "HPA formula",
+			params: func(p *Params) {
+				p.TargetUtilisation = 0.5
+				p.ThreadsPerWorker = 2
+				p.TargetQueueDepthPerWorker = 1000
+			},
+			obs:    obs(0, 4, 2),
+			want:   4,
+			action: ScaleUp,
+		},
+		{
+			// 3 workers at 10% CPU against a 10% target is 3.0000000000000004
+			// in floats; the epsilon keeps it from asking for a fourth.
+			name:   "ceil epsilon",
+			params: func(p *Params) { p.TargetCPUUtilisation = 0.1 },
+			obs:    Observation{Valid: true, Current: 3, CPU: 0.1, CPUKnown: true},
+			want:   3,
+			action: Stable,
+		},
+		{
+			// 3 workers at 90% CPU against an 80% target: ceil(3.375)=4.
+			name:      "cpu signal",
+			params:    func(p *Params) { p.TargetCPUUtilisation = 0.8 },
+			obs:       Observation{Valid: true, Current: 3, CPU: 0.9, CPUKnown: true},
+			want:      4,
+			action:    ScaleUp,
+			rationale: "scale-up: depth=0 busy=0 cpu=4 overload=false",
+		},
+		{
+			name:      "cpu signal unknown",
+			params:    func(p *Params) { p.TargetCPUUtilisation = 0.8 },
+			obs:       Observation{Valid: true, Current: 3, CPU: 0.9},
+			want:      1,
+			action:    ScaleDown,
+			rationale: "scale-down: depth=0 busy=0 cpu=- overload=false",
+		},
+		{
+			name:   "cpu signal off",
+			obs:    Observation{Valid: true, Current: 3, CPU: 0.9, CPUKnown: true},
+			want:   1,
+			action: ScaleDown,
+		},
+		{
+			name:      "hold on source failure",
+			obs:       Observation{Valid: false, Current: 8},
+			want:      8,
+			action:    Hold,
+			rationale: "hold: source unavailable",
+		},
+		{
+			name:      "hold on negative count",
+			obs:       obs(-1, 0, 8),
+			want:      8,
+			action:    Hold,
+			rationale: "hold: negative count",
+		},
+		{
+			// A lowered max_workers: 100 workers against max 95 is within
+			// the 10% band, but the band must not keep the pool above max.
+			name:   "tolerance does not hold a pool above max",
+			params: func(p *Params) { p.MaxWorkers = 95 },
+			obs:    obs(10_000, 0, 100),
+			want:   95,
+			action: ScaleDown,
+		},
+		{
+			name:   "tolerance does not hold a pool below min",
+			params: func(p *Params) { p.MinWorkers = 20; p.MaxWorkers = 30 },
+			obs:    obs(0, 0, 19),
+			want:   20,
+			action: ScaleUp,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := flexiqParams()
+			if tt.params != nil {
+				tt.params(&p)
+			}
+			var r Recommender
+			d := r.Decide(epoch, p, tt.obs)
+			if d.Desired != tt.want || d.Action != tt.action {
+				t.Errorf("Decide = %d %s, want %d %s (%s)", d.Desired, d.Action, tt.want, tt.action, d.Rationale)
+			}
+			if !strings.HasPrefix(d.Rationale, string(tt.action)+":") {
+				t.Errorf("rationale %q does not start with the action", d.Rationale)
+			}
+			if tt.rationale != "" && !strings.HasPrefix(d.Rationale, tt.rationale) {
+				t.Errorf("rationale = %q, want prefix %q", d.Rationale, tt.rationale)
+			}
+		})
+	}
+}
+
+// tick is one step of a multi-tick scenario. current is fed in as observed;
+// the scenarios do not assume the actuator obeyed.
+type tick struct {
+	at      time.Duration
+	obs     Observation
+	desired int
+	action  Action
+}
+
+func runTicks(t *testing.T, p Params, ticks []tick) *Recommender {
+	t.Helper()
+	var r Recommender
+	for i, tk := range ticks {
+		d := r.Decide(epoch.Add(tk.at), p, tk.obs)
+		if d.Desired != tk.desired || d.Action != tk.action {
+			t.Errorf("tick %d (t=%v): got %d %s, want %d %s (%s)",
+				i, tk.at, d.Desired, d.Action, tk.desired, tk.action, d.Rationale)
+		}
+	}
+	return &r
+}
+
+func TestStabilisation(t *testing.T) {
+	down300 := flexiqParams()
+	down300.ScaleDownWindow = 300 * time.Second
+
+	t.Run("burst then lull holds the high value inside the window", func(t *testing.T) {
+		runTicks(t, down300, []tick{
+			{0, obs(100, 0, 2), 10, ScaleUp},
+			{5 * time.Second, obs(0, 0, 10), 10, Stable},
+			{150 * time.Second, obs(0, 0, 10), 10, Stable},
+			// The burst's sample at t=0 is still after now-300s.
+			{299 * time.Second, obs(0, 0, 10), 10, Stable},
+		})
+	})
+
+	t.Run("scales down once the window has passed", func(t *testing.T) {
+		runTicks(t, down300, []tick{
+			{0, obs(100, 0, 2), 10, ScaleUp},
+			{5 * time.Second, obs(0, 0, 10), 10, Stable},
+			// At exactly 300s the burst sample is at the cutoff, not after it.
+			{300 * time.Second, obs(0, 0, 10), 1, ScaleDown},
+		})
+	})
+
+	t.Run("scale-down follows the highest recommendation left in the window", func(t *testing.T) {
+		runTicks(t, down300, []tick{
+			{0, obs(100, 0, 2), 10, ScaleUp},
+			{100 * time.Second, obs(50, 0, 10), 10, Stable},
+			{200 * time.Second, obs(0, 0, 10), 10, Stable},
+			// The 10 has left the window; the 5 at t=100 has not.
+			{301 * time.Second, obs(0, 0, 10), 5, ScaleDown},
+			{401 * time.Second, obs(0, 0, 5), 1, ScaleDown},
+		})
+	})
+
+	t.Run("scale-up window delays up-scaling to the window minimum", func(t *testing.T) {
+		p := flexiqParams()
+		p.MaxWorkers = 20
+		p.ScaleUpWindow = 60 * time.Second
+		runTicks(t, p, []tick{
+			{0, obs(20, 0, 2), 2, Stable},
+			// Raw 10, but the window still remembers 2.
+			{30 * time.Second, obs(100, 0, 2), 2, Stable},
+			// Raw 15; t=0 is still inside the window, so still 2.
+			{45 * time.Second, obs(150, 0, 2), 2, Stable},
+			// t=0 has left; the window holds 10 and 15, so up = 10.
+			{61 * time.Second, obs(200, 0, 2), 10, ScaleUp},
+			{106 * time.Second, obs(200, 0, 10), 20, ScaleUp},
+		})
+	})
+
+	t.Run("overload is not held back by the scale-up window", func(t *testing.T) {
+		p := flexiqParams()
+		p.ScaleUpWindow = 600 * time.Second
+		runTicks(t, p, []tick{
+			{0, obs(0, 0, 2), 1, ScaleDown},
+			// busy=ceil(12/4/0.75)=4 wants 4, the window allows 1, overload
+			// forces C+1.
+			{5 * time.Second, obs(0, 12, 2), 3, ScaleUp},
+		})
+	})
+
+	t.Run("holds are not recorded", func(t *testing.T) {
+		r := runTicks(t, down300, []tick{
+			{0, Observation{Current: 5}, 5, Hold},
+			{5 * time.Second, obs(-3, 0, 5), 5, Hold},
+			// Nothing in the window from the holds, so scale-down is free.
+			{10 * time.Second, obs(0, 0, 5), 1, ScaleDown},
+		})
+		if len(r.history) != 1 {
+			t.Errorf("history has %d samples, want 1", len(r.history))
+		}
+	})
+}
+
+func TestPruning(t *testing.T) {
+	p := flexiqParams()
+	p.ScaleUpWindow = 30 * time.Second
+	p.ScaleDownWindow = 60 * time.Second
+	var r Recommender
+	for i := range 100 {
+		r.Decide(epoch.Add(time.Duration(i)*5*time.Second), p, obs(int64(i), 0, 1))
+	}
+	// The longer window (60s) at a 5s tick keeps the samples at
+	// now-55s..now: 12 of them.
+	if len(r.history) != 12 {
+		t.Fatalf("history has %d samples, want 12", len(r.history))
+	}
+	last := epoch.Add(99 * 5 * time.Second)
+	for _, s := range r.history {
+		if !s.at.After(last.Add(-p.ScaleDownWindow)) {
+			t.Errorf("sample at %v outlived the window", s.at)
+		}
+	}
+
+	// With both windows off nothing needs remembering.
+	p.ScaleUpWindow, p.ScaleDownWindow = 0, 0
+	r = Recommender{}
+	for i := range 10 {
+		r.Decide(epoch.Add(time.Duration(i)*time.Second), p, obs(0, 0, 1))
+	}
+	if len(r.history) != 0 {
+		t.Errorf("history has %d samples with windows off, want 0", len(r.history))
+	}
+}
+
+// randomTick draws parameters and an observation that are valid by the
+// config package's rules, with a fair share of holds, C outside the bounds,
+// zero workers and overload.
+func randomTick(rng *rand.Rand) (Params, Observation) {
+	minW := rng.Intn(4)
+	p := Params{
+		MinWorkers:                minW,
+		MaxWorkers:                max(1, minW) + rng.Intn(12),
+		TargetQueueDepthPerWorker: 1 + rng.Float64()*30,
+		TargetUtilisation:         0.05 + rng.Float64()*0.95,
+		ThreadsPerWorker:          1 + rng.Intn(8),
+		Tolerance:                 rng.Float64() * 0.5,
+		ScaleUpWindow:             time.Duration(rng.Intn(3)) * 30 * time.Second,
+		ScaleDownWindow:           time.Duration(rng.Intn(3)) * 150 * time.Second,
+	}
+	if rng.Intn(2) == 0 {
+		p.TargetCPUUtilisation = 0.1 + rng.Float64()*0.9
+	}
+	o := Observation{
+		Valid:    rng.Intn(10) != 0,
+		Pending:  rng.Int63n(500) - 10,
+		Running:  rng.Int63n(100) - 5,
+		Current:  rng.Intn(25),
+		CPU:      rng.Float64() * 1.5,
+		CPUKnown: rng.Intn(3) != 0,
+	}
+	return p, o
+}
+
+func TestProperties(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for run := range 200 {
+		// Params stay fixed over one run, as they do between reloads.
+		p, _ := randomTick(rng)
+		var a, b Recommender
+		now := epoch
+		for i := range 200 {
+			_, o := randomTick(rng)
+			now = now.Add(time.Duration(rng.Intn(20)) * time.Second)
+			da := a.Decide(now, p, o)
+			db := b.Decide(now, p, o)
+			if da != db {
+				t.Fatalf("run %d tick %d: two recommenders disagree:\n%+v\n%+v", run, i, da, db)
+			}
+			hold := !o.Valid || o.Pending < 0 || o.Running < 0
+			switch {
+			case hold:
+				if da.Action != Hold || da.Desired != o.Current {
+					t.Fatalf("run %d tick %d: hold moved the pool: %+v", run, i, da)
+				}
+			case da.Desired < p.MinWorkers || da.Desired > p.MaxWorkers:
+				// Including when Current was outside the bounds.
+				t.Fatalf("run %d tick %d: desired %d outside [%d,%d] (current %d): %s",
+					run, i, da.Desired, p.MinWorkers, p.MaxWorkers, o.Current, da.Rationale)
+			}
+			if want := actionFor(da.Desired, o.Current, hold); da.Action != want {
+				t.Fatalf("run %d tick %d: action %s for %d -> %d", run, i, da.Action, o.Current, da.Desired)
+			}
+		}
+	}
+}
+
+func actionFor(desired, current int, hold bool) Action {
+	switch {
+	case hold:
+		return Hold
+	case desired > current:
+		return ScaleUp
+	case desired < current:
+		return ScaleDown
+	}
+	return Stable
+}
+
+func BenchmarkDecide(b *testing.B) {
+	p := flexiqParams()
+	p.TargetCPUUtilisation = 0.8
+	p.ScaleDownWindow = 300 * time.Second
+	var r Recommender
+	now := epoch
+	o := Observation{Valid: true, Current: 4, CPU: 0.5, CPUKnown: true}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		now = now.Add(5 * time.Second)
+		o.Pending = int64(i % 200)
+		o.Running = int64(i % 17)
+		r.Decide(now, p, o)
+	}
+}

@@ -1,0 +1,41 @@
+// Package policy is the scaling decision: the HPA-style replica calculation
+// with tolerance, stabilisation windows and an overload override. It is pure:
+// no I/O, no clock, no goroutines. Time and observations come in; a decision
+// and its rationale go out.
+package policy
+
+import "time"
+
+// Params are one pool's scaling knobs, named as in flexiq's AutoscaleConfig.
+type Params struct {
+	MinWorkers                int
+	MaxWorkers                int
+	TargetQueueDepthPerWorker float64
+	TargetUtilisation         float64
+	ThreadsPerWorker          int
+	TargetCPUUtilisation      float64 // 0 = CPU signal off
+	Tolerance                 float64
+	ScaleUpWindow             time.Duration
+	ScaleDownWindow           time.Duration
+}
+
+// Observation is what the controller saw at one tick.
+type Observation struct {
+	// Valid is false when the source failed; the tick is then a hold.
+	Valid    bool
+	Pending  int64
+	Running  int64
+	Current  int     // live workers: active or activating, not draining
+	CPU      float64 // U: mean utilisation as a fraction of cpu_per_worker
+	CPUKnown bool    // false when no worker has a full tick of samples
+}
+
+// Action is what the controller should do.
+type Action string
+
+const (
+	ScaleUp   Action = "scale-up"
+	ScaleDown Action = "scale-down"
+	Stable    Action = "stable"
+	Hold      Action = "hold"
+)

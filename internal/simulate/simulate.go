@@ -1,0 +1,307 @@
+// Package simulate replays a recorded or hand-written trace of queue
+// observations through the daemon's scaling policy, so that a pool's knobs
+// can be tuned offline. It uses policy.Recommender exactly as the daemon
+// does; only the clock and the workers are simulated, and the workers are
+// assumed to follow every decision at once.
+package simulate
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/policy"
+)
+
+// Output formats.
+const (
+	FormatJSONL = "jsonl"
+	FormatTable = "table"
+)
+
+// epoch anchors trace time. The policy only compares instants, so any fixed
+// one gives the same decisions; fixing it keeps runs reproducible.
+var epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// maxSeconds keeps epoch + t within time.Duration's range.
+var maxSeconds = float64(math.MaxInt64) / float64(time.Second)
+
+// Trace columns. Only t, pending and running are required.
+const (
+	colT         = "t"
+	colPending   = "pending"
+	colRunning   = "running"
+	colCPU       = "cpu"
+	colOldestAge = "oldest_age"
+)
+
+// tick is one parsed trace row.
+type tick struct {
+	t                float64
+	pending, running *int64 // nil when the source failed on this tick
+	cpu              float64
+	cpuKnown         bool
+}
+
+// Run replays trace for pool and writes one line per row to out in format
+// ("jsonl" or "table"). The pool starts at initial workers, or at its
+// min_workers when initial is negative, and each tick's desired count is the
+// next tick's current one.
+//
+// The trace is CSV with a header naming its columns, in any order: t
+// (seconds, non-decreasing), pending and running, and optionally cpu (mean
+// utilisation as a fraction of cpu_per_worker) and oldest_age. An empty
+// pending cell is a tick on which the source failed. The whole trace is
+// read before anything is written, so a bad trace produces no output.
+func Run(pool *config.Pool, trace io.Reader, initial int, format string, out io.Writer) error {
+	newSink, ok := sinks[format]
+	if !ok {
+		return fmt.Errorf("unknown output format %q (want %q or %q)", format, FormatJSONL, FormatTable)
+	}
+	ticks, err := readTrace(trace)
+	if err != nil {
+		return err
+	}
+	s := newSink(out)
+
+	current := initial
+	if current < 0 {
+		current = pool.MinWorkers
+	}
+	params := pool.PolicyParams()
+	var rec policy.Recommender
+	for _, tk := range ticks {
+		o := policy.Observation{Current: current, CPU: tk.cpu, CPUKnown: tk.cpuKnown}
+		if tk.pending != nil {
+			o.Valid, o.Pending, o.Running = true, *tk.pending, *tk.running
+		}
+		now := epoch.Add(time.Duration(math.Round(tk.t * float64(time.Second))))
+		d := rec.Decide(now, params, o)
+		if err := s.write(tk, d); err != nil {
+			return fmt.Errorf("write simulation output: %w", err)
+		}
+		current = d.Desired
+	}
+	if err := s.flush(); err != nil {
+		return fmt.Errorf("write simulation output: %w", err)
+	}
+	return nil
+}
+
+// readTrace parses the whole trace. Errors name the line and the column.
+func readTrace(r io.Reader) ([]tick, error) {
+	cr := csv.NewReader(r)
+	cr.TrimLeadingSpace = true
+	cr.Comment = '#'
+	header, err := cr.Read()
+	if errors.Is(err, io.EOF) {
+		return nil, errors.New("trace is empty: want a header line naming t, pending and running")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read trace: %w", err)
+	}
+	cols := make(map[string]int, len(header))
+	headerLine, _ := cr.FieldPos(0)
+	for i, name := range header {
+		// Spreadsheets like to start files with a byte order mark.
+		name = strings.ToLower(strings.TrimSpace(strings.TrimPrefix(name, "\ufeff")))
+		switch name {
+		case colT, colPending, colRunning, colCPU, colOldestAge:
+		default:
+			return nil, fmt.Errorf("trace line %d, column %d: unknown column %q (want %s, %s, %s, %s or %s)",
+				headerLine, i+1, name, colT, colPending, colRunning, colCPU, colOldestAge)
+		}
+		if _, dup := cols[name]; dup {
+			return nil, fmt.Errorf("trace line %d, column %d: column %q appears twice", headerLine, i+1, name)
+		}
+		cols[name] = i
+	}
+	for _, name := range []string{colT, colPending, colRunning} {
+		if _, ok := cols[name]; !ok {
+			return nil, fmt.Errorf("trace line %d: no %q column", headerLine, name)
+		}
+	}
+
+	var ticks []tick
+	prevT := math.Inf(-1)
+	for {
+		rec, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			return ticks, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read trace: %w", err)
+		}
+		line, _ := cr.FieldPos(0)
+		tk, err := parseRow(rec, cols, prevT)
+		if err != nil {
+			return nil, fmt.Errorf("trace line %d, %w", line, err)
+		}
+		prevT = tk.t
+		ticks = append(ticks, tk)
+	}
+}
+
+// cellError names the column a bad cell is in; readTrace adds the line.
+type cellError struct {
+	col string
+	msg string
+}
+
+func (e *cellError) Error() string { return fmt.Sprintf("column %s: %s", e.col, e.msg) }
+
+func parseRow(rec []string, cols map[string]int, prevT float64) (tick, error) {
+	cell := func(name string) string {
+		if i, ok := cols[name]; ok {
+			return strings.TrimSpace(rec[i])
+		}
+		return ""
+	}
+	var tk tick
+
+	t, err := parseFloat(cell(colT))
+	switch {
+	case err != nil:
+		return tk, &cellError{colT, err.Error()}
+	case math.Abs(t) > maxSeconds:
+		return tk, &cellError{colT, fmt.Sprintf("%g seconds is out of range", t)}
+	case t < prevT:
+		return tk, &cellError{colT, fmt.Sprintf("%g is before the previous row's %g; time must not go backwards", t, prevT)}
+	}
+	tk.t = t
+
+	// An empty pending cell is the source failing, which the policy turns
+	// into a hold; running is meaningless then.
+	if p := cell(colPending); p != "" {
+		pending, err := parseInt(p)
+		if err != nil {
+			return tk, &cellError{colPending, err.Error()}
+		}
+		r := cell(colRunning)
+		if r == "" {
+			return tk, &cellError{colRunning, "empty while pending is not; leave both empty for a failed tick"}
+		}
+		running, err := parseInt(r)
+		if err != nil {
+			return tk, &cellError{colRunning, err.Error()}
+		}
+		tk.pending, tk.running = &pending, &running
+	}
+
+	if c := cell(colCPU); c != "" {
+		cpu, err := parseFloat(c)
+		if err == nil && cpu < 0 {
+			err = errors.New("must not be negative")
+		}
+		if err != nil {
+			return tk, &cellError{colCPU, err.Error()}
+		}
+		tk.cpu, tk.cpuKnown = cpu, true
+	}
+
+	// oldest_age is accepted so that traces carrying it replay as they are;
+	// the policy does not use it, but a malformed one still means a
+	// malformed trace.
+	if a := cell(colOldestAge); a != "" {
+		if _, err := parseFloat(a); err != nil {
+			return tk, &cellError{colOldestAge, err.Error()}
+		}
+	}
+	return tk, nil
+}
+
+func parseFloat(s string) (float64, error) {
+	if s == "" {
+		return 0, errors.New("empty; want a number")
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("%q is not a number", s)
+	}
+	return f, nil
+}
+
+func parseInt(s string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not an integer", s)
+	}
+	return n, nil
+}
+
+// sink writes decisions in one output format.
+type sink interface {
+	write(tk tick, d policy.Decision) error
+	flush() error
+}
+
+var sinks = map[string]func(io.Writer) sink{
+	FormatJSONL: newJSONLSink,
+	FormatTable: newTableSink,
+}
+
+type jsonlSink struct{ enc *json.Encoder }
+
+func newJSONLSink(out io.Writer) sink {
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
+	return jsonlSink{enc}
+}
+
+// jsonlRow fixes the key order of a jsonl line.
+type jsonlRow struct {
+	T         float64       `json:"t"`
+	Pending   *int64        `json:"pending"`
+	Running   *int64        `json:"running"`
+	Current   int           `json:"current"`
+	Desired   int           `json:"desired"`
+	Action    policy.Action `json:"action"`
+	Rationale string        `json:"rationale"`
+}
+
+func (s jsonlSink) write(tk tick, d policy.Decision) error {
+	return s.enc.Encode(jsonlRow{
+		T:         tk.t,
+		Pending:   tk.pending,
+		Running:   tk.running,
+		Current:   d.Current,
+		Desired:   d.Desired,
+		Action:    d.Action,
+		Rationale: d.Rationale,
+	})
+}
+
+func (jsonlSink) flush() error { return nil }
+
+type tableSink struct{ tw *tabwriter.Writer }
+
+func newTableSink(out io.Writer) sink {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	// tabwriter keeps write errors until Flush, which reports them.
+	fmt.Fprintln(tw, "T\tPENDING\tRUNNING\tCURRENT\tDESIRED\tACTION\tRATIONALE")
+	return tableSink{tw}
+}
+
+func (s tableSink) write(tk tick, d policy.Decision) error {
+	_, err := fmt.Fprintf(s.tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n",
+		strconv.FormatFloat(tk.t, 'f', -1, 64), count(tk.pending), count(tk.running),
+		d.Current, d.Desired, d.Action, d.Rationale)
+	return err
+}
+
+func (s tableSink) flush() error { return s.tw.Flush() }
+
+func count(n *int64) string {
+	if n == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*n, 10)
+}

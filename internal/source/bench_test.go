@@ -1,0 +1,74 @@
+package source
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/flexiqdb"
+)
+
+// benchDB is a flexiq database in a plausible steady state: a backlog, a few
+// running jobs and a long tail of finished ones the index must skip.
+func benchDB(b *testing.B) string {
+	var jobs []flexiqdb.Job
+	past := time.Now().Add(-time.Minute)
+	for i := range 50_000 {
+		j := flexiqdb.Job{Queue: []string{"a", "b", "c"}[i%3], ScheduledAt: past, Status: flexiqdb.StatusComplete}
+		switch {
+		case i < 1000:
+			j.Status = flexiqdb.StatusPending
+		case i < 1100:
+			j.Status = flexiqdb.StatusRunning
+		}
+		jobs = append(jobs, j)
+	}
+	path, _ := newDB(b, jobs...)
+	return path
+}
+
+// BenchmarkObserve measures Observe as shipped (a fresh connection per
+// call) against the same query on a long-lived pooled connection, the
+// alternative readOnce rejects.
+func BenchmarkObserve(b *testing.B) {
+	path := benchDB(b)
+	ctx := context.Background()
+	specs := map[string]config.Source{
+		"flexiq-sqlite":           {Type: TypeFlexiqSQLite, Path: path},
+		"flexiq-sqlite/queues":    {Type: TypeFlexiqSQLite, Path: path, Queues: []string{"a", "b"}},
+		"flexiq-sqlite/namespace": {Type: TypeFlexiqSQLite, Path: path, Namespace: "x"},
+		"sqlite-query":            {Type: TypeSQLiteQuery, Path: path, Query: countsQuery},
+	}
+	for name, spec := range specs {
+		b.Run(name+"/open-per-observe", func(b *testing.B) {
+			s := mustNew(b, spec)
+			for b.Loop() {
+				if _, err := s.Observe(ctx, time.Now()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+
+	b.Run("flexiq-sqlite/pooled", func(b *testing.B) {
+		s, err := newFlexiqSQLite(config.Source{Type: TypeFlexiqSQLite, Path: path})
+		if err != nil {
+			b.Fatal(err)
+		}
+		db, err := sql.Open("sqlite", readOnlyDSN(path))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		db.SetMaxOpenConns(1)
+		var pending, running int64
+		var oldest sql.NullInt64
+		for b.Loop() {
+			if err := db.QueryRowContext(ctx, s.query, time.Now().UnixMilli()).Scan(&pending, &running, &oldest); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

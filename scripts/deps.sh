@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages that building and testing need, if missing:
+# the distro's systemd and D-Bus (booted inside the test sandbox, never on
+# the host), util-linux's nsenter, and the package tools.
+set -euo pipefail
+need=()
+have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+for p in systemd dbus util-linux dpkg-dev ca-certificates; do
+	have "$p" || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+	if [ "$(id -u)" != 0 ]; then
+		echo "deps: missing packages ${need[*]}; run as root or install them" >&2
+		exit 1
+	fi
+	echo "deps: installing ${need[*]}" >&2
+	apt-get update -qq
+	# policy-rc.d stops the packages' own services from starting on this
+	# host: systemd only ever runs inside the sandbox here.
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi

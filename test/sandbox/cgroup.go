@@ -1,0 +1,103 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// findCgroup2 returns where the host mounts the cgroup2 hierarchy: at
+// /sys/fs/cgroup on a unified host, elsewhere (e.g. /sys/fs/cgroup/unified)
+// on a hybrid one.
+func findCgroup2() (string, error) {
+	f, err := os.Open("/proc/self/mounts")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 3 && fields[2] == "cgroup2" {
+			return fields[1], nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	return "", errors.New("no cgroup2 mount in /proc/self/mounts")
+}
+
+// ownCgroup2 is this process's cgroup2 path, relative to the hierarchy root.
+func ownCgroup2() (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "0::"); ok {
+			return rest, nil
+		}
+	}
+	return "", errors.New("no cgroup2 entry in /proc/self/cgroup")
+}
+
+// cgroupPath is the sandbox's child cgroup: beside the keeper, below the
+// cgroup the keeper was started in. On a host where systemd is PID 1 that is
+// the delegated scope the keeper runs in; on a host without systemd it is
+// wherever the caller runs. Nothing else of the host's tree is touched.
+func cgroupPath(name string) (string, error) {
+	mnt, err := findCgroup2()
+	if err != nil {
+		return "", err
+	}
+	own, err := ownCgroup2()
+	if err != nil {
+		return "", err
+	}
+	// A keeper inside a delegated scope has moved itself to "keeper"; its
+	// sibling is where the sandbox goes.
+	own = strings.TrimSuffix(own, "/keeper")
+	return filepath.Join(mnt, own, "flexiq-sandbox-"+name), nil
+}
+
+// removeCgroup removes a cgroup and every cgroup below it, deepest first. The
+// processes of a dying sandbox take a moment to be reaped, so an EBUSY is
+// retried until ctx ends.
+func removeCgroup(ctx context.Context, dir string) error {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	var dirs []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("walking cgroup %s: %w", dir, err)
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
+		for {
+			err := os.Remove(dirs[i])
+			if err == nil || errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("removing cgroup %s: %w", dirs[i], err)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
