@@ -461,5 +461,7 @@ func runInit() error {
 		}
 	}
 	env := []string{"container=flexiq-sandbox", "TERM=dumb"}
-	return unix.Exec(systemdBinary, []string{systemdBinary, "--log-target=console", "--show-status=0"}, env)
+	// systemd's own messages (unit start/stop, watchdog timeouts, kills) go
+	// to the sandbox's journal, where tests read them.
+	return unix.Exec(systemdBinary, []string{systemdBinary, "--show-status=0"}, env)
 }

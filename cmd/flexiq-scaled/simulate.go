@@ -1,0 +1,125 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/simulate"
+)
+
+func cmdSimulate(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("simulate", "[--config FILE] [--pool NAME] --trace FILE [--initial N] [--format jsonl|table]", `
+Replay a trace of queue observations through a pool's scaling policy, exactly
+as the daemon would decide, and print one decision per trace row. Workers are
+assumed to follow every decision at once. Nothing is started and systemd is
+not contacted, so the workers' users need not exist here.
+
+The trace is CSV with a header naming its columns in any order: t (seconds,
+non-decreasing), pending and running, and optionally cpu (mean worker CPU use
+as a fraction of cpu_per_worker) and oldest_age. Lines starting with # are
+comments. A row with empty pending and running cells is a tick on which the
+source failed.
+
+jsonl output has one object per row with the keys t, pending, running,
+current, desired, action and rationale.`)
+	configPath := fs.String("config", config.DefaultPath, "configuration `FILE`")
+	poolName := fs.String("pool", "", "pool to simulate, as in [pools.`NAME`]; may be left out when the config has one pool")
+	tracePath := fs.String("trace", "", "trace `FILE` (CSV); - reads standard input")
+	var initial optionalCount
+	fs.Var(&initial, "initial", "start the trace with `N` workers running (default: the pool's min_workers)")
+	format := fs.String("format", simulate.FormatJSONL, "output `FORMAT`: "+simulate.FormatJSONL+" or "+simulate.FormatTable)
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
+	case *tracePath == "":
+		return usageError(fs, stderr, "--trace is required")
+	case *format != simulate.FormatJSONL && *format != simulate.FormatTable:
+		return usageError(fs, stderr, "unknown --format %q (want %s or %s)", *format, simulate.FormatJSONL, simulate.FormatTable)
+	}
+
+	// Only the file is checked: simulating is often done on a workstation,
+	// where the pool's users need not exist.
+	cfg, err := config.Load(*configPath)
+	if err != nil {
+		var cerr *config.Error
+		if errors.As(err, &cerr) {
+			for _, p := range cerr.Problems {
+				fmt.Fprintln(stderr, p.String())
+			}
+			return exitFail
+		}
+		return failf(stderr, "simulate", "%s: %v", *configPath, err)
+	}
+
+	names := slices.Sorted(maps.Keys(cfg.Pools))
+	var pool *config.Pool
+	switch {
+	case len(names) == 0:
+		return failf(stderr, "simulate", "%s has no pools to simulate", cfg.Path)
+	case *poolName != "":
+		pool = cfg.Pools[*poolName]
+		if pool == nil {
+			return usageError(fs, stderr, "no pool %q in %s (pools: %s)", *poolName, cfg.Path, strings.Join(names, ", "))
+		}
+	case len(names) == 1:
+		pool = cfg.Pools[names[0]]
+	default:
+		return usageError(fs, stderr, "%s has %d pools, choose one with --pool (pools: %s)", cfg.Path, len(names), strings.Join(names, ", "))
+	}
+
+	trace := io.Reader(os.Stdin)
+	if *tracePath != "-" {
+		f, err := os.Open(*tracePath)
+		if err != nil {
+			return failf(stderr, "simulate", "open trace: %v", err)
+		}
+		defer f.Close()
+		trace = f
+	}
+	if err := simulate.Run(pool, trace, initial.value(), *format, stdout); err != nil {
+		return failf(stderr, "simulate", "pool %s, trace %s: %v", pool.Name, *tracePath, err)
+	}
+	return exitOK
+}
+
+// optionalCount is a flag holding a count >= 0 that may be left unset. It
+// prints no default in the usage, where -1 (simulate.Run's "unset") would
+// only confuse.
+type optionalCount struct {
+	n   int
+	set bool
+}
+
+func (c *optionalCount) String() string {
+	if c == nil || !c.set {
+		return ""
+	}
+	return strconv.Itoa(c.n)
+}
+
+func (c *optionalCount) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return errors.New("want a whole number >= 0")
+	}
+	c.n, c.set = n, true
+	return nil
+}
+
+// value is the count, or -1 when unset, as simulate.Run takes it.
+func (c *optionalCount) value() int {
+	if !c.set {
+		return -1
+	}
+	return c.n
+}

@@ -1,0 +1,140 @@
+package units
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// cgroupReader reads a unit's cumulative CPU time straight from cgroupfs:
+// systemd's CPUUsageNSec property costs a D-Bus round trip per worker per
+// tick, while the file is one read, and it is the same kernel counter.
+type cgroupReader struct {
+	v2 string // cgroup2 mount (or the configured root); "" if none
+	v1 string // cgroup v1 hierarchy holding cpuacct; "" if none
+}
+
+func newCgroupReader(root string) (cgroupReader, error) {
+	if root != "" {
+		return cgroupReader{v2: root}, nil
+	}
+	f, err := os.Open("/proc/self/mounts")
+	if err != nil {
+		return cgroupReader{}, fmt.Errorf("finding cgroupfs: %w", err)
+	}
+	defer f.Close()
+	r, err := parseMounts(bufio.NewScanner(f))
+	if err != nil {
+		return cgroupReader{}, fmt.Errorf("finding cgroupfs: reading /proc/self/mounts: %w", err)
+	}
+	// No cgroupfs at all is not fatal here: only CPUUsage needs it, and it
+	// says so when called.
+	return r, nil
+}
+
+// parseMounts picks the cgroup2 mount and the v1 cpuacct mount from a
+// mounts table. A container may show several cgroup2 mounts; the
+// conventional places win over whatever comes first.
+func parseMounts(sc *bufio.Scanner) (cgroupReader, error) {
+	var r cgroupReader
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 {
+			continue
+		}
+		mnt, fstype := unescapeMount(f[1]), f[2]
+		switch {
+		case fstype == "cgroup2":
+			if r.v2 == "" || mnt == "/sys/fs/cgroup" || (mnt == "/sys/fs/cgroup/unified" && r.v2 != "/sys/fs/cgroup") {
+				r.v2 = mnt
+			}
+		case fstype == "cgroup" && r.v1 == "" && slices.Contains(strings.Split(f[3], ","), "cpuacct"):
+			r.v1 = mnt
+		}
+	}
+	return r, sc.Err()
+}
+
+// unescapeMount undoes the octal escapes (\040 for a space, ...) of
+// /proc/self/mounts.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// CPUUsage returns the unit's cumulative CPU time from its cgroup: cgroup2
+// cpu.stat usage_usec (present whether or not the cpu controller is enabled,
+// so it also works on the unified hierarchy of a hybrid host), else cgroup
+// v1 cpuacct.usage. It fails if the cgroup is gone, e.g. the worker exited.
+func (m *Manager) CPUUsage(w Worker) (time.Duration, error) {
+	if w.ControlGroup == "" {
+		return 0, fmt.Errorf("cpu usage of %s: no control group (unit not running)", w.Unit)
+	}
+	var errs []error
+	if m.cpu.v2 != "" {
+		d, err := readCPUStat(filepath.Join(m.cpu.v2, w.ControlGroup, "cpu.stat"))
+		if err == nil {
+			return d, nil
+		}
+		errs = append(errs, err)
+	}
+	if m.cpu.v1 != "" {
+		d, err := readCPUAcct(filepath.Join(m.cpu.v1, w.ControlGroup, "cpuacct.usage"))
+		if err == nil {
+			return d, nil
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		errs = append(errs, errors.New("no cgroup2 or cpuacct hierarchy mounted"))
+	}
+	return 0, fmt.Errorf("cpu usage of %s: %w", w.Unit, errors.Join(errs...))
+}
+
+func readCPUStat(path string) (time.Duration, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("%s: bad usage_usec %q", path, v)
+			}
+			return time.Duration(n) * time.Microsecond, nil
+		}
+	}
+	return 0, fmt.Errorf("%s: no usage_usec", path)
+}
+
+func readCPUAcct(path string) (time.Duration, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: bad value %q", path, b)
+	}
+	return time.Duration(n), nil
+}

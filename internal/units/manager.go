@@ -1,0 +1,274 @@
+// Package units is the only part of flexiq-scaled that speaks D-Bus to
+// systemd. Workers are transient services, flexiq-<pool>@<slot>.service, in
+// the slice flexiq-<pool>.slice; systemd's own unit list is the daemon's
+// only record of them, so every method here reads state afresh and nothing
+// depends on D-Bus signals arriving (job results aside, whose waits are
+// bounded by the caller's context).
+package units
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	sddbus "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
+)
+
+// Options configure a Manager.
+type Options struct {
+	// User selects the calling user's service manager instead of the system one.
+	User bool
+	// Dial overrides how to connect (tests dial the sandbox's bus). It is
+	// called again on every reconnect. The context it gets is the Manager's
+	// own, ended by Close: godbus ties a connection's life to the context it
+	// was dialled with, so it must outlive any single call.
+	Dial func(ctx context.Context) (*sddbus.Conn, error)
+	// CgroupRoot is where unit cgroup paths (ControlGroup) are resolved to
+	// read CPU usage. "" detects it from /proc/self/mounts: the cgroup2 mount
+	// (/sys/fs/cgroup, or /sys/fs/cgroup/unified on hybrid hosts), and the
+	// cgroup v1 cpuacct hierarchy as a fallback.
+	CgroupRoot string
+}
+
+// Reconnect backoff: quick enough to ride out a daemon-reexec (well under a
+// second), slow enough not to spin against a bus that is down for good.
+const (
+	backoffMin = 100 * time.Millisecond
+	backoffMax = 5 * time.Second
+)
+
+// Manager talks to one systemd instance. It is safe for concurrent use.
+type Manager struct {
+	dial func(ctx context.Context) (*sddbus.Conn, error)
+	cpu  cgroupReader
+
+	// life is the context connections are dialled with; Close cancels it.
+	life   context.Context
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	conn   *sddbus.Conn
+	closed bool
+
+	// redial admits one reconnect at a time; a channel rather than a mutex
+	// so that waiting for it is bounded by the caller's context.
+	redial     chan struct{}
+	reconnects atomic.Int64
+}
+
+// Connect dials the service manager and checks that systemd answers. It
+// does not retry: a host where systemd cannot be reached at all is better
+// reported at startup than hidden behind a backoff loop.
+func Connect(ctx context.Context, o Options) (*Manager, error) {
+	dial := o.Dial
+	if dial == nil {
+		if o.User {
+			dial = sddbus.NewUserConnectionContext
+		} else {
+			dial = sddbus.NewSystemConnectionContext
+		}
+	}
+	cpu, err := newCgroupReader(o.CgroupRoot)
+	if err != nil {
+		return nil, fmt.Errorf("units: %w", err)
+	}
+	life, cancel := context.WithCancel(context.Background())
+	m := &Manager{dial: dial, cpu: cpu, life: life, cancel: cancel, redial: make(chan struct{}, 1)}
+	c, err := m.dialOnce(ctx)
+	if err == nil {
+		err = ping(ctx, c)
+		if err != nil {
+			c.Close()
+		}
+	}
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("units: connecting to the service manager: %w", err)
+	}
+	m.conn = c
+	return m, nil
+}
+
+// Close closes the connection. Job-result channels still waiting then never
+// receive; calls made afterwards fail.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	m.closed = true
+	m.cancel()
+	if m.conn != nil {
+		m.conn.Close()
+		m.conn = nil
+	}
+}
+
+// Reconnects counts the connections dialled after the first one, e.g. after
+// a restart of the D-Bus daemon: worth exporting as a metric.
+func (m *Manager) Reconnects() int64 { return m.reconnects.Load() }
+
+var errClosed = errors.New("units: manager closed")
+
+func (m *Manager) current() (*sddbus.Conn, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, errClosed
+	}
+	return m.conn, nil
+}
+
+// call runs fn on the current connection. If fn fails because systemd or
+// the bus went away, it waits (with backoff, bounded by ctx) until systemd
+// answers again, on the same connection or a new one, and retries fn once.
+// Errors name the operation.
+func (m *Manager) call(ctx context.Context, op string, fn func(*sddbus.Conn) error) error {
+	c, err := m.current()
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	err = fn(c)
+	if err == nil {
+		return nil
+	}
+	if !transient(err, c) || ctx.Err() != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if rerr := m.reconnect(ctx); rerr != nil {
+		return fmt.Errorf("%s: %w (reconnecting: %v)", op, err, rerr)
+	}
+	c, err = m.current()
+	if err == nil {
+		err = fn(c)
+	}
+	if err != nil {
+		return fmt.Errorf("%s (after reconnecting): %w", op, err)
+	}
+	return nil
+}
+
+// reconnect makes systemd reachable again after a call failed. A
+// connection that is still up (the bus survived and only systemd left it, as
+// in daemon-reexec) is kept and pinged until systemd is back; a dead one (the
+// bus daemon restarted) is replaced by a fresh dial first.
+func (m *Manager) reconnect(ctx context.Context) error {
+	select {
+	case m.redial <- struct{}{}:
+		defer func() { <-m.redial }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	delay := backoffMin
+	for {
+		c, err := m.current()
+		if err != nil {
+			return err
+		}
+		if !c.Connected() {
+			c, err = m.replace(ctx, c)
+		}
+		if err == nil {
+			if err = ping(ctx, c); err == nil {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, backoffMax)
+	}
+}
+
+// replace dials a new connection and swaps it in for old.
+func (m *Manager) replace(ctx context.Context, old *sddbus.Conn) (*sddbus.Conn, error) {
+	c, err := m.dialOnce(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("dialling: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		c.Close()
+		return nil, errClosed
+	}
+	old.Close()
+	m.conn = c
+	m.reconnects.Add(1)
+	return c, nil
+}
+
+// dialOnce calls the dial function with the Manager's life context but
+// gives up waiting when ctx ends; a connection that arrives too late is
+// closed.
+func (m *Manager) dialOnce(ctx context.Context) (*sddbus.Conn, error) {
+	type result struct {
+		c   *sddbus.Conn
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		c, err := m.dial(m.life)
+		ch <- result{c, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.c, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-ch; r.c != nil {
+				r.c.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+// ping asks systemd for a trivial property, proving it is on the bus.
+func ping(ctx context.Context, c *sddbus.Conn) error {
+	_, err := c.SystemStateContext(ctx)
+	return err
+}
+
+// transient reports whether err means that systemd or the bus is
+// (temporarily) unreachable rather than that the request was refused.
+func transient(err error, c *sddbus.Conn) bool {
+	if !c.Connected() {
+		return true
+	}
+	if errors.Is(err, dbus.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	switch dbusErrorName(err) {
+	case "org.freedesktop.DBus.Error.NoReply", // systemd went away mid-call (reexec)
+		"org.freedesktop.DBus.Error.ServiceUnknown", // systemd not (yet) back on the bus
+		"org.freedesktop.DBus.Error.NameHasNoOwner",
+		"org.freedesktop.DBus.Error.Disconnected":
+		return true
+	}
+	return false
+}
+
+// dbusErrorName is the D-Bus error name carried by err, or "".
+func dbusErrorName(err error) string {
+	var v dbus.Error
+	if errors.As(err, &v) {
+		return v.Name
+	}
+	var p *dbus.Error
+	if errors.As(err, &p) && p != nil {
+		return p.Name
+	}
+	return ""
+}

@@ -1,0 +1,83 @@
+package units_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/test/sandbox"
+)
+
+// The Manager outlives systemd re-executing itself and the bus daemon
+// restarting. This test is not parallel: it runs while the parallel tests
+// wait, so their connections are not pulled away in the middle of a check.
+func TestReconnect(t *testing.T) {
+	sb := sandbox.Get(t)
+	ctx := testContext(t, 60*time.Second)
+	m := newManager(t, sb)
+	const pool = "reconn"
+
+	first := start(t, ctx, m, sb, sleeper(pool, 1))
+	w0, ok := listed(t, ctx, m, pool, first)
+	if !ok || w0.InvocationID == "" {
+		t.Fatalf("%s not listed: %+v", first, w0)
+	}
+	check := func(step string, slot int) {
+		t.Helper()
+		w, ok := listed(t, ctx, m, pool, first)
+		if !ok || w.InvocationID != w0.InvocationID || w.ActiveState != "active" {
+			t.Fatalf("after %s: %s listed %v as %+v; want it still active with invocation %s", step, first, ok, w, w0.InvocationID)
+		}
+		// A start needs the job-result signal too, on whatever connection
+		// the Manager now has.
+		start(t, ctx, m, sb, sleeper(pool, slot))
+		if n, err := m.QueuedJob(ctx, first, "stop"); err != nil || n {
+			t.Fatalf("after %s: QueuedJob = %v, %v", step, n, err)
+		}
+	}
+
+	t.Run("daemon-reexec", func(t *testing.T) {
+		// Keep calling while systemd leaves the bus and comes back: no
+		// call may fail.
+		done := make(chan error, 1)
+		go func() {
+			_, err := sb.Exec(ctx, "systemctl", "daemon-reexec")
+			done <- err
+		}()
+		calls := 0
+		for finished := false; !finished; calls++ {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+				finished = true
+			default:
+			}
+			if _, err := m.ListWorkers(ctx, pool); err != nil {
+				t.Fatalf("ListWorkers during daemon-reexec (call %d): %v", calls, err)
+			}
+		}
+		t.Logf("%d calls during daemon-reexec", calls)
+		check("daemon-reexec", 2)
+	})
+
+	t.Run("dbus restart", func(t *testing.T) {
+		before := m.Reconnects()
+		if _, err := sb.Exec(ctx, "systemctl", "restart", "dbus.service"); err != nil {
+			t.Fatal(err)
+		}
+		check("dbus restart", 3)
+		if m.Reconnects() <= before {
+			t.Errorf("Reconnects() = %d, was %d: the old connection cannot have survived a bus restart", m.Reconnects(), before)
+		}
+	})
+
+	m.Close()
+	if _, err := m.ListWorkers(ctx, pool); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("ListWorkers after Close: %v, want a closed error", err)
+	}
+	if err := m.StartWorker(ctx, sleeper(pool, 9)); err == nil {
+		t.Error("StartWorker after Close succeeded")
+	}
+}

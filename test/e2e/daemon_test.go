@@ -1,0 +1,367 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/flexiqdb"
+)
+
+// A burst scales the pool up to the number the policy predicts, and once the
+// queue is empty and the scale-down window has passed it scales back down.
+// The decisions are in the journal under the pool's FLEXIQ_POOL.
+func TestBurstScalesUpThenDown(t *testing.T) {
+	e := setup(t)
+	e.configure(e.poolConfig("burst", `
+min_workers = 1
+max_workers = 5
+target_queue_depth_per_worker = 10
+threads_per_worker = 1
+target_utilisation = 1.0
+scale_down_window_sec = 4
+`))
+	e.startDaemon()
+	e.waitWorkers("burst", 1, 10*time.Second)
+	if st := e.unitProp(daemonUnit, "StatusText"); !strings.HasPrefix(st, "burst 1/5 workers") {
+		t.Errorf("StatusText = %q, want it to start with %q", st, "burst 1/5 workers")
+	}
+
+	// 40 pending jobs: depth = ceil(40/10) = 4 workers; at utilisation 1.0
+	// the running jobs ask for no more than the workers running them.
+	e.enqueue(40, 1500*time.Millisecond)
+	e.waitWorkers("burst", 4, 15*time.Second)
+	// Never more than predicted while the burst is worked off.
+	for i := 0; i < 5; i++ {
+		if n := len(e.workers("burst", "active", "activating")); n > 4 {
+			t.Fatalf("%d workers, the policy allows 4 for this burst", n)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	e.eventually(60*time.Second, "the burst worked off", func() (bool, string) {
+		n, _ := flexiqdb.Count(e.db, flexiqdb.StatusComplete)
+		return n == 40, fmt.Sprintf("%d complete", n)
+	})
+	e.waitWorkers("burst", 1, 20*time.Second)
+
+	entries, err := e.sb.Journal(e.ctx(), "FLEXIQ_POOL=burst", "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var up, down bool
+	for _, en := range entries {
+		switch en.Field("FLEXIQ_ACTION") {
+		case "scale-up":
+			up = up || en.Field("FLEXIQ_DESIRED") == "4"
+		case "scale-down":
+			down = down || en.Field("FLEXIQ_DESIRED") == "1"
+		}
+	}
+	if !up || !down {
+		t.Errorf("journal decisions for pool burst: scale-up to 4 %v, scale-down to 1 %v; entries: %d", up, down, len(entries))
+	}
+	// Every worker's own output is in the journal under the pool's field too.
+	if out := e.journalText("FLEXIQ_POOL=burst", "_COMM=flexiq-testwork"); !strings.Contains(out, "claimed job") {
+		t.Errorf("no worker output under FLEXIQ_POOL=burst:\n%s", out)
+	}
+}
+
+// A worker that ignores SIGTERM is SIGKILLed at drain_timeout_sec, and
+// `systemctl stop` drains every pool and leaves no flexiq unit loaded.
+func TestStopDrainsAndKillsAtDrainTimeout(t *testing.T) {
+	e := setup(t)
+	e.configure(e.poolConfig("stubborn", `
+exec = ["/usr/local/bin/flexiq-testworker", "--ignore-sigterm"]
+min_workers = 2
+drain_timeout_sec = 2
+`) + e.poolConfig("polite", "min_workers = 1\n"))
+	e.startDaemon()
+	e.waitWorkers("stubborn", 2, 10*time.Second)
+	e.waitWorkers("polite", 1, 10*time.Second)
+
+	t0 := time.Now()
+	e.sh("systemctl stop " + daemonUnit)
+	took := time.Since(t0)
+	if took < 2*time.Second {
+		t.Errorf("stop took %s; the stubborn workers should have held it for their 2 s drain timeout", took)
+	}
+	if left := e.workers("*"); len(left) > 0 {
+		t.Errorf("units left loaded after stop: %v", left)
+	}
+	if out := e.journalText("-u", "flexiq-stubborn@1.service"); !strings.Contains(out, "Killing") {
+		t.Errorf("no SIGKILL at the drain timeout in the worker's journal:\n%s", out)
+	}
+	if out := e.journalText("-u", daemonUnit); !strings.Contains(out, "all workers drained") {
+		t.Errorf("the daemon did not report a full drain:\n%s", out)
+	}
+}
+
+// A crashed worker is replaced, and a crash-looping slot backs off
+// exponentially instead of spinning.
+func TestCrashedWorkerIsReplacedWithBackoff(t *testing.T) {
+	e := setup(t)
+	e.configure(e.poolConfig("crashy", `
+exec = ["/usr/local/bin/flexiq-testworker", "--crash-after", "300ms"]
+min_workers = 1
+max_workers = 1
+`))
+	e.startDaemon()
+	time.Sleep(12 * time.Second)
+	entries, err := e.sb.Journal(e.ctx(), "FLEXIQ_POOL=crashy", "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b04")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// With 1 s doubling (1+2+4 s of backoff, plus a tick each), a slot
+	// crashing every 0.3 s is restarted a handful of times in 12 s, not
+	// forty.
+	if len(entries) < 2 || len(entries) > 6 {
+		t.Fatalf("%d crash reports in 12 s, want 2..6 with backoff", len(entries))
+	}
+	first := entries[0]
+	if first.Field("FLEXIQ_EXIT_STATUS") != "3" || first.Field("FLEXIQ_RESULT") != "exit-code" {
+		t.Errorf("crash report lacks the exit status or result: %v", first)
+	}
+	msgs := ""
+	for _, en := range entries {
+		msgs += en.Field("MESSAGE") + "\n"
+	}
+	for _, want := range []string{"in 1s", "in 2s", "in 4s"} {
+		if !strings.Contains(msgs, want) {
+			t.Errorf("no %q backoff in the crash reports:\n%s", want, msgs)
+		}
+	}
+	started := e.journalText("-u", daemonUnit, "FLEXIQ_POOL=crashy", "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b02")
+	if !strings.Contains(started, "flexiq-crashy@1.service (replacing crashed worker)") {
+		t.Errorf("the crashed worker was not replaced in slot 1:\n%s", started)
+	}
+}
+
+// After a SIGKILL of the daemon, systemd restarts it and the new daemon
+// adopts the running workers: the same units and invocations, no duplicates.
+func TestRestartedDaemonAdoptsWorkers(t *testing.T) {
+	e := setup(t)
+	e.configure(e.poolConfig("adopt", "min_workers = 3\n"))
+	e.startDaemon()
+	e.waitWorkers("adopt", 3, 10*time.Second)
+	before := map[string]string{}
+	for _, u := range e.workers("adopt", "active") {
+		before[u] = e.unitProp(u, "InvocationID")
+	}
+	oldPID := e.daemonPID()
+	if err := syscall.Kill(hostPID(t, e, oldPID), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(15*time.Second, "a restarted daemon", func() (bool, string) {
+		pid := e.daemonPID()
+		return pid != 0 && pid != oldPID && e.unitProp(daemonUnit, "ActiveState") == "active", fmt.Sprintf("pid %d", pid)
+	})
+	time.Sleep(3 * time.Second) // a few ticks of the new daemon
+	after := e.workers("adopt", "active", "activating")
+	if len(after) != 3 {
+		t.Fatalf("after the restart: %v, want the same 3 workers", after)
+	}
+	for _, u := range after {
+		if inv := e.unitProp(u, "InvocationID"); inv != before[u] {
+			t.Errorf("%s: invocation %s, was %s: the worker was restarted", u, inv, before[u])
+		}
+	}
+	if out := e.journalText("-u", daemonUnit); !strings.Contains(out, "adopted 3 running workers") {
+		t.Errorf("the new daemon did not report adopting the workers:\n%s", out)
+	}
+}
+
+// A watchdog that is not fed (here: the daemon frozen with SIGSTOP, as a hung
+// D-Bus call would freeze its loop) gets the daemon restarted, and the
+// workers survive and are adopted.
+func TestWatchdogRestartsAWedgedDaemon(t *testing.T) {
+	e := setup(t)
+	e.configure(e.poolConfig("wd", "min_workers = 2\n"))
+	e.startDaemon()
+	e.waitWorkers("wd", 2, 10*time.Second)
+	inv := e.unitProp("flexiq-wd@1.service", "InvocationID")
+	oldPID := e.daemonPID()
+	if err := syscall.Kill(hostPID(t, e, oldPID), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(20*time.Second, "a daemon restarted by the watchdog", func() (bool, string) {
+		pid := e.daemonPID()
+		return pid != 0 && pid != oldPID && e.unitProp(daemonUnit, "ActiveState") == "active", fmt.Sprintf("pid %d", pid)
+	})
+	if out := e.journalText("-u", daemonUnit); !strings.Contains(out, "Watchdog timeout") {
+		t.Errorf("systemd did not log a watchdog timeout:\n%s", out)
+	}
+	if got := e.unitProp("flexiq-wd@1.service", "InvocationID"); got != inv {
+		t.Errorf("worker 1 was restarted (invocation %s, was %s)", got, inv)
+	}
+	e.waitWorkers("wd", 2, 5*time.Second)
+}
+
+// With the database gone, or locked, the pool holds: missing data never
+// scales anything down, even with no scale-down window.
+func TestMissingOrLockedDatabaseHolds(t *testing.T) {
+	e := setup(t)
+	e.configure(e.poolConfig("hold", `
+min_workers = 1
+max_workers = 4
+target_queue_depth_per_worker = 5
+threads_per_worker = 1
+target_utilisation = 1.0
+scale_down_window_sec = 0
+`))
+	e.startDaemon()
+	e.enqueue(15, 30*time.Second) // depth 3, and they keep the workers busy
+	e.waitWorkers("hold", 3, 15*time.Second)
+
+	// Lock: an exclusive transaction held from the host.
+	tx, err := e.db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec("PRAGMA locking_mode=EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec("UPDATE jobs SET status = status"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(4 * time.Second)
+	if n := len(e.workers("hold", "active")); n != 3 {
+		t.Errorf("with the database locked: %d workers, want a hold at 3", n)
+	}
+	tx.Rollback()
+
+	// Gone: the file is removed; the workers keep running, the pool holds.
+	e.sh("rm -f " + e.dbPath + " " + e.dbPath + "-wal " + e.dbPath + "-shm")
+	time.Sleep(4 * time.Second)
+	if n := len(e.workers("hold", "active")); n != 3 {
+		t.Errorf("with the database removed: %d workers, want a hold at 3", n)
+	}
+	entries, err := e.sb.Journal(e.ctx(), "FLEXIQ_POOL=hold", "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b05")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) == 0 {
+		t.Fatal("no source error in the journal")
+	}
+	// Logged at the first failure, then at most once a minute.
+	if len(entries) > 3 {
+		t.Errorf("%d source error entries in 8 s: the log is not throttled", len(entries))
+	}
+}
+
+// A reload with a bad configuration keeps the daemon running on the old one;
+// a good reload adds and removes pools.
+func TestReload(t *testing.T) {
+	e := setup(t)
+	good := e.poolConfig("reload_a", "min_workers = 1\n")
+	e.configure(good)
+	e.startDaemon()
+	e.waitWorkers("reload_a", 1, 10*time.Second)
+
+	e.configure(good + "\n[pools.reload_a.limits]\nmax_worker = 3\n")
+	e.sh("systemctl reload " + daemonUnit)
+	if st := e.unitProp(daemonUnit, "ActiveState"); st != "active" {
+		t.Fatalf("after a bad reload the daemon is %s", st)
+	}
+	if out := e.journalText("-u", daemonUnit); !strings.Contains(out, "reload rejected") || !strings.Contains(out, "max_worker") {
+		t.Errorf("the rejected reload does not name the bad key:\n%s", out)
+	}
+	e.waitWorkers("reload_a", 1, 5*time.Second)
+
+	e.configure(e.poolConfig("reload_b", "min_workers = 2\n"))
+	e.sh("systemctl reload " + daemonUnit)
+	e.waitWorkers("reload_b", 2, 10*time.Second)
+	e.waitWorkers("reload_a", 0, 10*time.Second)
+	if st := e.unitProp(daemonUnit, "StatusText"); !strings.HasPrefix(st, "reload_b 2/10 workers") {
+		t.Errorf("StatusText after reload = %q", st)
+	}
+}
+
+// Admins customise every worker of a pool with a template drop-in, and the
+// pool's budget with a slice drop-in.
+func TestDropInsApply(t *testing.T) {
+	e := setup(t)
+	e.write("/etc/systemd/system/flexiq-dropin@.service.d/50-admin.conf", "[Service]\nEnvironment=ADMIN_SETTING=from-drop-in\nNice=5\n")
+	e.write("/etc/systemd/system/flexiq-dropin.slice.d/50-budget.conf", "[Slice]\nCPUQuota=150%\nTasksMax=77\n")
+	e.sh("systemctl daemon-reload")
+	e.configure(e.poolConfig("dropin", "min_workers = 1\n"))
+	e.startDaemon()
+	e.waitWorkers("dropin", 1, 10*time.Second)
+	unit := "flexiq-dropin@1.service"
+	pid := e.unitProp(unit, "MainPID")
+	environ := e.sh("tr '\\0' '\\n' < /proc/" + pid + "/environ")
+	for _, want := range []string{"ADMIN_SETTING=from-drop-in", "FLEXIQ_SCALED_POOL=dropin", "FLEXIQ_SCALED_SLOT=1"} {
+		if !strings.Contains(environ, want) {
+			t.Errorf("worker environment lacks %s:\n%s", want, environ)
+		}
+	}
+	if nice := e.unitProp(unit, "Nice"); nice != "5" {
+		t.Errorf("Nice = %s, want the drop-in's 5", nice)
+	}
+	if q := e.unitProp("flexiq-dropin.slice", "CPUQuotaPerSecUSec"); q != "1.500000s" {
+		t.Errorf("slice CPUQuotaPerSecUSec = %s, want the drop-in's 150%%", q)
+	}
+	if tm := e.unitProp("flexiq-dropin.slice", "TasksMax"); tm != "77" {
+		t.Errorf("slice TasksMax = %s, want the drop-in's 77", tm)
+	}
+	if cg := e.unitProp(unit, "ControlGroup"); cg != "/flexiq.slice/flexiq-dropin.slice/"+unit {
+		t.Errorf("ControlGroup = %s", cg)
+	}
+	if user := e.unitProp(unit, "User"); user != "flexiq" {
+		t.Errorf("worker User = %q, want the default flexiq", user)
+	}
+}
+
+// A configuration problem stops the daemon from starting, with every problem
+// named by file and key.
+func TestBadConfigFailsStart(t *testing.T) {
+	e := setup(t)
+	e.configure(e.poolConfig("bad", "max_workers = 0\nmin_worker = 1\n"))
+	if _, err := e.sb.Exec(e.ctx(), "systemctl", "start", daemonUnit); err == nil {
+		t.Fatal("the daemon started on an invalid configuration")
+	}
+	out := e.journalText("-u", daemonUnit)
+	for _, want := range []string{"/etc/flexiq-scaled/config.toml", "pools.bad.max_workers", "pools.bad.min_worker"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the start failure does not name %q:\n%s", want, out)
+		}
+	}
+	e.sh("systemctl reset-failed " + daemonUnit)
+}
+
+// hostPID maps a PID inside the sandbox to the host's view, where the test
+// can signal it.
+func hostPID(t *testing.T, e *env, inner int) int {
+	t.Helper()
+	ents, _ := os.ReadDir("/proc")
+	for _, ent := range ents {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if f, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				ids := strings.Fields(f)
+				if len(ids) == 2 && ids[1] == strconv.Itoa(inner) {
+					if ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid)); ns == sandboxNS(e) {
+						return pid
+					}
+				}
+			}
+		}
+	}
+	t.Fatalf("no host PID for sandbox PID %d", inner)
+	return 0
+}
+
+func sandboxNS(e *env) string {
+	ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", e.sb.PID))
+	return ns
+}

@@ -1,0 +1,254 @@
+// Package e2e runs the real flexiq-scaled binary as a Type=notify service
+// under a real systemd (the sandbox), with the test worker as its workers
+// and a flexiq-schema SQLite database as the queue.
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/flexiqdb"
+	"github.com/flexiq/flexiq-scaled/test/sandbox"
+)
+
+// Binaries built once per run into the checkout, which the sandbox sees at
+// the same path.
+var binDir string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if why := sandbox.Unsupported(); why == "" {
+		root, err := sandbox.ModuleRoot()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		binDir = filepath.Join(root, "bin", "e2e")
+		for pkg, name := range map[string]string{"./cmd/flexiq-scaled": "flexiq-scaled", "./test/worker": "flexiq-testworker"} {
+			cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg)
+			cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
+				return 1
+			}
+		}
+	}
+	return sandbox.Main(m, sandbox.Options{Name: "e2e"})
+}
+
+// env is one test's view of the sandbox with the daemon installed.
+type env struct {
+	t  *testing.T
+	sb *sandbox.Sandbox
+	// dbPath is the queue database, at the same path inside and outside.
+	dbPath string
+	db     *sql.DB
+}
+
+const daemonUnit = "flexiq-scaled.service"
+
+// setup installs the daemon binary and unit into the sandbox (once), creates
+// an empty queue database for this test, and arranges for the daemon to be
+// stopped, draining every worker, when the test ends.
+func setup(t *testing.T) *env {
+	t.Helper()
+	sb := sandbox.Get(t)
+	e := &env{t: t, sb: sb}
+	root, _ := sandbox.ModuleRoot()
+	unitFile, err := os.ReadFile(filepath.Join(root, "systemd", daemonUnit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sh(`id flexiq >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin flexiq
+install -m 0755 ` + binDir + `/flexiq-scaled /usr/bin/flexiq-scaled
+install -m 0755 ` + binDir + `/flexiq-testworker /usr/local/bin/flexiq-testworker
+mkdir -p /etc/flexiq-scaled /var/lib/flexiq /etc/systemd/system/flexiq-scaled.service.d
+chown flexiq:flexiq /var/lib/flexiq`)
+	e.write("/etc/systemd/system/"+daemonUnit, string(unitFile))
+	// Short watchdog and restart delays keep the tests quick; the shipped
+	// values are for production.
+	e.write("/etc/systemd/system/flexiq-scaled.service.d/50-test.conf", "[Service]\nWatchdogSec=4s\nRestartSec=500ms\n")
+	e.sh("systemctl daemon-reload")
+
+	// The database lives in the bind-mounted checkout, at the same path for
+	// the test and the sandbox. (Not under /proc/PID/root: SQLite resolves
+	// that symlink and would open the host's own path.)
+	name := strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name()))
+	dbDir := filepath.Join(binDir, "db")
+	if err := os.MkdirAll(dbDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.dbPath = filepath.Join(dbDir, name+".db")
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		os.Remove(e.dbPath + suffix)
+	}
+	e.db, err = flexiqdb.Create(e.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sh("chown flexiq:flexiq " + dbDir + " " + e.dbPath + "*")
+	t.Cleanup(func() {
+		e.db.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if out, err := sb.Exec(ctx, "systemctl", "stop", daemonUnit); err != nil {
+			t.Errorf("stopping the daemon: %v\n%s", err, out)
+		}
+		sb.Exec(ctx, "systemctl", "reset-failed")
+		sb.Exec(ctx, "sh", "-c", "rm -rf /etc/systemd/system/flexiq-*.d /etc/systemd/system/flexiq-scaled.service.d/90-*.conf; systemctl daemon-reload")
+	})
+	return e
+}
+
+func (e *env) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	e.t.Cleanup(cancel)
+	return ctx
+}
+
+// sh runs a shell script inside the sandbox and fails the test if it fails.
+func (e *env) sh(script string) string {
+	e.t.Helper()
+	out, err := e.sb.Exec(e.ctx(), "sh", "-ec", script)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// write puts a file inside the sandbox.
+func (e *env) write(path, content string) {
+	e.t.Helper()
+	host := fmt.Sprintf("/proc/%d/root%s", e.sb.PID, path)
+	if err := os.MkdirAll(filepath.Dir(host), 0o755); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(host, []byte(content), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// poolConfig is a pool of test workers on this test's database.
+// extra may set exec; otherwise the worker is the plain test worker.
+func (e *env) poolConfig(pool, extra string) string {
+	exec := `exec = ["/usr/local/bin/flexiq-testworker", "--poll", "50ms"]`
+	if strings.Contains(extra, "exec =") {
+		exec = ""
+	}
+	return fmt.Sprintf(`
+[pools.%s]
+%s
+environment = { FLEXIQ_DB_PATH = %q }
+poll_interval_sec = 1
+%s
+[pools.%s.source]
+type = "flexiq-sqlite"
+path = %q
+`, pool, exec, e.dbPath, extra, pool, e.dbPath)
+}
+
+func (e *env) configure(toml string) {
+	e.t.Helper()
+	e.write("/etc/flexiq-scaled/config.toml", toml)
+}
+
+func (e *env) startDaemon() {
+	e.t.Helper()
+	e.sh("systemctl start " + daemonUnit)
+}
+
+// workers lists the pool's worker units in the given states (e.g. "active").
+func (e *env) workers(pool string, states ...string) []string {
+	e.t.Helper()
+	args := []string{"systemctl", "list-units", "--plain", "--no-legend", "--all", "flexiq-" + pool + "@*.service"}
+	out, err := e.sb.Exec(e.ctx(), args...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var units []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 {
+			continue
+		}
+		if len(states) == 0 || contains(states, f[2]) {
+			units = append(units, f[0])
+		}
+	}
+	return units
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if x == y {
+			return true
+		}
+	}
+	return false
+}
+
+// waitWorkers waits until the pool has exactly n active workers.
+func (e *env) waitWorkers(pool string, n int, within time.Duration) {
+	e.t.Helper()
+	e.eventually(within, fmt.Sprintf("%d active workers in pool %s", n, pool), func() (bool, string) {
+		ws := e.workers(pool, "active")
+		return len(ws) == n, fmt.Sprintf("active: %v", ws)
+	})
+}
+
+// eventually polls cond until it holds or within passes.
+func (e *env) eventually(within time.Duration, what string, cond func() (bool, string)) {
+	e.t.Helper()
+	deadline := time.Now().Add(within)
+	last := ""
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		if time.Now().After(deadline) {
+			e.t.Fatalf("after %s, still no %s (%s)\ndaemon journal:\n%s", within, what, last, e.journalText("-u", daemonUnit, "-n", "40"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (e *env) journalText(args ...string) string {
+	out, _ := e.sb.Exec(context.Background(), append([]string{"journalctl", "--no-pager", "-o", "short-monotonic"}, args...)...)
+	return out
+}
+
+// unitProp reads one property of a unit.
+func (e *env) unitProp(unit, prop string) string {
+	e.t.Helper()
+	return strings.TrimSpace(e.sh("systemctl show -P " + prop + " " + unit))
+}
+
+func (e *env) daemonPID() int {
+	pid, _ := strconv.Atoi(e.unitProp(daemonUnit, "MainPID"))
+	return pid
+}
+
+// enqueue adds n pending jobs of the given duration.
+func (e *env) enqueue(n int, d time.Duration) {
+	e.t.Helper()
+	jobs := make([]flexiqdb.Job, n)
+	for i := range jobs {
+		jobs[i] = flexiqdb.Job{DurationMs: int(d.Milliseconds())}
+	}
+	if err := flexiqdb.EnqueueMany(e.db, jobs); err != nil {
+		e.t.Fatal(err)
+	}
+}
