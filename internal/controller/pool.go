@@ -7,6 +7,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -356,8 +357,7 @@ func (p *Pool) startUpTo(ctx context.Context, now time.Time, want int, why strin
 	}
 }
 
-// freeSlots returns up to n slots, lowest first, that are neither live,
-// draining, nor backing off after a crash.
+// freeSlots returns the slots to start up to n workers in.
 func (p *Pool) freeSlots(now time.Time, n int) []int {
 	busy := map[int]bool{}
 	for slot := range p.live {
@@ -366,19 +366,27 @@ func (p *Pool) freeSlots(now time.Time, n int) []int {
 	for _, slot := range p.draining {
 		busy[slot] = true
 	}
-	// A slot that is backing off keeps its place: it counts towards the n
-	// but gets no start, so a crash loop cannot dodge its backoff by moving
-	// on to the next slot number.
+	backingOff := map[int]bool{}
+	for slot, b := range p.backoff {
+		backingOff[slot] = now.Before(b.until)
+	}
+	return pickSlots(busy, backingOff, n)
+}
+
+// pickSlots chooses n slots, lowest first, among those not busy (live or
+// draining). A slot that is backing off keeps its place: it counts towards
+// the n but gets no start, so a crash loop cannot dodge its backoff by moving
+// on to the next slot number.
+func pickSlots(busy, backingOff map[int]bool, n int) []int {
 	var slots []int
 	for slot := 1; n > 0; slot++ {
 		if busy[slot] {
 			continue
 		}
 		n--
-		if b := p.backoff[slot]; b != nil && now.Before(b.until) {
-			continue
+		if !backingOff[slot] {
+			slots = append(slots, slot)
 		}
-		slots = append(slots, slot)
 	}
 	return slots
 }
@@ -387,20 +395,28 @@ func (p *Pool) freeSlots(now time.Time, n int) []int {
 // remain. Their stop jobs are waited for in the background: systemd sends the
 // drain signal, waits drain_timeout_sec and SIGKILLs, which can take long.
 func (p *Pool) drainDownTo(ctx context.Context, want int) {
-	victims := make([]*worker, 0, len(p.live))
+	live := make([]*worker, 0, len(p.live))
 	for _, w := range p.live {
-		victims = append(victims, w)
+		live = append(live, w)
 	}
-	sort.Slice(victims, func(i, j int) bool {
-		a, b := victims[i], victims[j]
+	for _, w := range pickVictims(live, len(live)-want) {
+		p.stopWorker(ctx, w, "scale-down")
+	}
+}
+
+// pickVictims chooses the n workers to stop: the least CPU over the last tick
+// first (a worker without a full tick of samples counts as idle), then the
+// highest slot, so that the pool keeps its low slot numbers.
+func pickVictims(ws []*worker, n int) []*worker {
+	ws = slices.Clone(ws)
+	sort.Slice(ws, func(i, j int) bool {
+		a, b := ws[i], ws[j]
 		if a.util != b.util {
 			return a.util < b.util
 		}
 		return a.slot > b.slot
 	})
-	for _, w := range victims[:max(0, len(victims)-want)] {
-		p.stopWorker(ctx, w, "scale-down")
-	}
+	return ws[:max(0, min(n, len(ws)))]
 }
 
 // stopWorker asks systemd to stop one worker; it stops counting as current
@@ -505,7 +521,7 @@ func (p *Pool) sampleCPU(now time.Time, listed []units.Worker) {
 		byUnit[w.Unit] = w
 	}
 	for _, lw := range p.live {
-		lw.utilKnown = false
+		lw.util, lw.utilKnown = 0, false
 		w, ok := byUnit[lw.unit]
 		if !ok {
 			lw.havePrev = false

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -213,7 +214,9 @@ target_utilisation = 1.0
 scale_down_window_sec = 0
 `))
 	e.startDaemon()
-	e.enqueue(15, 30*time.Second) // depth 3, and they keep the workers busy
+	// depth 3; the jobs outlast the checks below, and are short enough for
+	// the cleanup's drain not to wait long.
+	e.enqueue(15, 14*time.Second)
 	e.waitWorkers("hold", 3, 15*time.Second)
 
 	// Lock: an exclusive transaction held from the host.
@@ -364,4 +367,93 @@ func hostPID(t *testing.T, e *env, inner int) int {
 func sandboxNS(e *env) string {
 	ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", e.sb.PID))
 	return ns
+}
+
+// The daemon keeps managing its pool across `systemctl daemon-reexec` and a
+// restart of the system bus: it reconnects, re-reads every unit, and neither
+// loses nor duplicates a worker.
+func TestSurvivesReexecAndBusRestart(t *testing.T) {
+	e := setup(t)
+	e.configure(e.poolConfig("reexec", `
+min_workers = 1
+max_workers = 4
+target_queue_depth_per_worker = 5
+threads_per_worker = 1
+target_utilisation = 1.0
+scale_down_window_sec = 0
+`))
+	e.startDaemon()
+	e.waitWorkers("reexec", 1, 10*time.Second)
+	pid := e.daemonPID()
+
+	e.sh("systemctl daemon-reexec")
+	e.sh("systemctl restart dbus.service")
+	// Demand after the disruption must still be acted on.
+	e.enqueue(15, 5*time.Second)
+	e.waitWorkers("reexec", 3, 20*time.Second)
+	if got := e.daemonPID(); got != pid {
+		t.Errorf("the daemon was restarted (pid %d, was %d); it should have reconnected", got, pid)
+	}
+	if n := len(e.workers("reexec")); n != 3 {
+		t.Errorf("%d worker units loaded, want exactly 3", n)
+	}
+}
+
+// `systemctl restart` (what a package upgrade does) is not a stop: the
+// workers keep running, untouched, and the new daemon adopts them.
+func TestRestartKeepsWorkers(t *testing.T) {
+	e := setup(t)
+	e.configure(e.poolConfig("keep", "min_workers = 2\n"))
+	e.startDaemon()
+	e.waitWorkers("keep", 2, 10*time.Second)
+	type identity struct{ pid, inv string }
+	before := map[string]identity{}
+	for _, u := range e.workers("keep", "active") {
+		before[u] = identity{e.unitProp(u, "MainPID"), e.unitProp(u, "InvocationID")}
+	}
+	oldPID := e.daemonPID()
+	e.sh("systemctl restart " + daemonUnit)
+	if e.daemonPID() == oldPID {
+		t.Fatal("the daemon was not restarted")
+	}
+	for u, id := range before {
+		if got := (identity{e.unitProp(u, "MainPID"), e.unitProp(u, "InvocationID")}); got != id {
+			t.Errorf("%s changed across the restart: %v, was %v", u, got, id)
+		}
+	}
+	out := e.journalText("-u", daemonUnit)
+	if !strings.Contains(out, "is restarting: leaving 2 workers running") || !strings.Contains(out, "adopted 2 running workers") {
+		t.Errorf("the journal does not show the hand-over:\n%s", out)
+	}
+}
+
+// With a CPU target, workers that burn their CPU budget ask for more
+// workers even with an empty queue.
+func TestCPUSignalScalesUp(t *testing.T) {
+	e := setup(t)
+	e.configure(e.poolConfig("cpu", `
+exec = ["/usr/local/bin/flexiq-testworker", "--busy"]
+min_workers = 1
+max_workers = 3
+target_cpu_utilisation = 0.5
+cpu_per_worker = 0.5
+threads_per_worker = 1
+target_utilisation = 1.0
+scale_down_window_sec = 60
+`))
+	e.startDaemon()
+	e.waitWorkers("cpu", 1, 10*time.Second)
+	// One long job on a busy worker: the queue asks for one worker, the CPU
+	// (a full core against 0.5 per worker at a 0.5 target) for more.
+	if err := flexiqdb.Enqueue(e.db, flexiqdb.Job{DurationMs: 20000}); err != nil {
+		t.Fatal(err)
+	}
+	cpuDriven := regexp.MustCompile(`scale-up: depth=[01] busy=1 cpu=[2-9]`)
+	e.eventually(20*time.Second, "a scale-up driven by the CPU signal", func() (bool, string) {
+		out := e.journalText("-u", daemonUnit, "FLEXIQ_POOL=cpu", "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b01")
+		return cpuDriven.MatchString(out), out
+	})
+	if n := len(e.workers("cpu", "active", "activating")); n < 2 {
+		t.Errorf("%d workers after a CPU-driven scale-up", n)
+	}
 }

@@ -49,7 +49,7 @@ func run(m *testing.M) int {
 
 // env is one test's view of the sandbox with the daemon installed.
 type env struct {
-	t  *testing.T
+	t  testing.TB
 	sb *sandbox.Sandbox
 	// dbPath is the queue database, at the same path inside and outside.
 	dbPath string
@@ -61,7 +61,7 @@ const daemonUnit = "flexiq-scaled.service"
 // setup installs the daemon binary and unit into the sandbox (once), creates
 // an empty queue database for this test, and arranges for the daemon to be
 // stopped, draining every worker, when the test ends.
-func setup(t *testing.T) *env {
+func setup(t testing.TB) *env {
 	t.Helper()
 	sb := sandbox.Get(t)
 	e := &env{t: t, sb: sb}
@@ -139,23 +139,26 @@ func (e *env) write(path, content string) {
 	}
 }
 
-// poolConfig is a pool of test workers on this test's database.
-// extra may set exec; otherwise the worker is the plain test worker.
+// poolConfig is a pool of test workers on this test's database, ticking
+// every second. extra adds keys, and may override exec and poll_interval_sec.
 func (e *env) poolConfig(pool, extra string) string {
-	exec := `exec = ["/usr/local/bin/flexiq-testworker", "--poll", "50ms"]`
-	if strings.Contains(extra, "exec =") {
-		exec = ""
+	defaults := ""
+	for key, line := range map[string]string{
+		"exec =":              `exec = ["/usr/local/bin/flexiq-testworker", "--poll", "50ms"]`,
+		"poll_interval_sec =": "poll_interval_sec = 1",
+	} {
+		if !strings.Contains(extra, key) {
+			defaults += line + "\n"
+		}
 	}
 	return fmt.Sprintf(`
 [pools.%s]
-%s
 environment = { FLEXIQ_DB_PATH = %q }
-poll_interval_sec = 1
-%s
+%s%s
 [pools.%s.source]
 type = "flexiq-sqlite"
 path = %q
-`, pool, exec, e.dbPath, extra, pool, e.dbPath)
+`, pool, e.dbPath, defaults, extra, pool, e.dbPath)
 }
 
 func (e *env) configure(toml string) {
