@@ -2,7 +2,10 @@
 SHELL := /bin/bash
 GO := $(shell scripts/ensure-go.sh)
 GOFMT := $(dir $(GO))gofmt
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.0.0)
+# The package version; a build from the same tree with another VERSION gives
+# the "N+1" of the upgrade test.
+VERSION ?= $(shell cat VERSION)
+LDFLAGS := -X github.com/flexiq/flexiq-scaled/internal/version.Version=$(VERSION)
 export CGO_ENABLED := 0
 
 .PHONY: help deps build test unit e2e vet sandbox-bench clean
@@ -10,7 +13,7 @@ export CGO_ENABLED := 0
 help:
 	@echo "make test           unit tests, then the end-to-end suite in a real systemd sandbox (root)"
 	@echo "make unit           unit tests only (no root needed)"
-	@echo "make build          build bin/"
+	@echo "make build          build bin/ (flexiq-scaled, the sandbox tool, the test worker)"
 	@echo "make sandbox-bench  median sandbox start+stop time"
 
 deps:
@@ -18,6 +21,7 @@ deps:
 
 build:
 	@mkdir -p bin
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/flexiq-scaled ./cmd/flexiq-scaled
 	$(GO) build -o bin/ ./test/sandbox/cmd/flexiq-sandbox
 	$(GO) build -o bin/flexiq-testworker ./test/worker
 
