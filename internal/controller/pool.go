@@ -87,7 +87,12 @@ type Pool struct {
 	target     int
 	lastAction policy.Action
 	srcLog     *eventlog.Throttle
-	status     Status
+
+	// The summary and the tick interval have their own lock: the watchdog
+	// reads them, and must not wait behind a slow tick holding mu.
+	summaryMu sync.Mutex
+	status    Status
+	poll      time.Duration
 
 	drains   sync.WaitGroup
 	progress atomic.Int64 // unix nanos of the last completed tick
@@ -111,6 +116,7 @@ func NewPool(cfg *config.Pool, u *units.Manager, log *eventlog.Logger) (*Pool, e
 		srcLog:   eventlog.NewThrottle(sourceLogRate),
 	}
 	p.status = Status{Name: cfg.Name, Max: cfg.MaxWorkers}
+	p.poll = cfg.PollInterval
 	p.progress.Store(time.Now().UnixNano())
 	return p, nil
 }
@@ -120,8 +126,8 @@ func (p *Pool) Name() string { return p.name }
 
 // Status is the pool's summary as of its last tick.
 func (p *Pool) Status() Status {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.summaryMu.Lock()
+	defer p.summaryMu.Unlock()
 	return p.status
 }
 
@@ -131,9 +137,9 @@ func (p *Pool) LastProgress() time.Time { return time.Unix(0, p.progress.Load())
 
 // PollInterval is the pool's current tick interval.
 func (p *Pool) PollInterval() time.Duration {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cfg.PollInterval
+	p.summaryMu.Lock()
+	defer p.summaryMu.Unlock()
+	return p.poll
 }
 
 // Start adopts the pool's running workers (from a previous daemon) and brings
@@ -493,7 +499,9 @@ func (p *Pool) Update(cfg *config.Pool) error {
 		p.src = src
 	}
 	p.cfg = cfg
-	p.status.Max = cfg.MaxWorkers
+	p.summaryMu.Lock()
+	p.status.Max, p.poll = cfg.MaxWorkers, cfg.PollInterval
+	p.summaryMu.Unlock()
 	return nil
 }
 
@@ -585,6 +593,8 @@ func (p *Pool) fields(extra eventlog.Fields) eventlog.Fields {
 }
 
 func (p *Pool) updateStatus(c *source.Counts) {
+	p.summaryMu.Lock()
+	defer p.summaryMu.Unlock()
 	p.status.Current = len(p.live)
 	p.status.Draining = len(p.draining)
 	p.status.Max = p.cfg.MaxWorkers

@@ -39,7 +39,7 @@ scale_down_window_sec = 4
 	// Never more than predicted while the burst is worked off.
 	for i := 0; i < 5; i++ {
 		if n := len(e.workers("burst", "active", "activating")); n > 4 {
-			t.Fatalf("%d workers, the policy allows 4 for this burst", n)
+			e.fatalf("%d workers, the policy allows 4 for this burst", n)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
@@ -232,7 +232,7 @@ scale_down_window_sec = 0
 	}
 	time.Sleep(4 * time.Second)
 	if n := len(e.workers("hold", "active")); n != 3 {
-		t.Errorf("with the database locked: %d workers, want a hold at 3", n)
+		e.errorf("with the database locked: %d workers, want a hold at 3", n)
 	}
 	tx.Rollback()
 
@@ -240,7 +240,7 @@ scale_down_window_sec = 0
 	e.sh("rm -f " + e.dbPath + " " + e.dbPath + "-wal " + e.dbPath + "-shm")
 	time.Sleep(4 * time.Second)
 	if n := len(e.workers("hold", "active")); n != 3 {
-		t.Errorf("with the database removed: %d workers, want a hold at 3", n)
+		e.errorf("with the database removed: %d workers, want a hold at 3", n)
 	}
 	entries, err := e.sb.Journal(e.ctx(), "FLEXIQ_POOL=hold", "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b05")
 	if err != nil {
@@ -395,7 +395,7 @@ scale_down_window_sec = 0
 		t.Errorf("the daemon was restarted (pid %d, was %d); it should have reconnected", got, pid)
 	}
 	if n := len(e.workers("reexec")); n != 3 {
-		t.Errorf("%d worker units loaded, want exactly 3", n)
+		e.errorf("%d worker units loaded, want exactly 3", n)
 	}
 }
 

@@ -228,6 +228,18 @@ func (e *env) eventually(within time.Duration, what string, cond func() (bool, s
 	}
 }
 
+// errorf and fatalf report a failure with the daemon's recent journal, which
+// says what it saw and decided.
+func (e *env) errorf(format string, args ...any) {
+	e.t.Helper()
+	e.t.Errorf(format+"\ndaemon journal:\n%s", append(args, e.journalText("-u", daemonUnit, "-n", "60"))...)
+}
+
+func (e *env) fatalf(format string, args ...any) {
+	e.t.Helper()
+	e.t.Fatalf(format+"\ndaemon journal:\n%s", append(args, e.journalText("-u", daemonUnit, "-n", "60"))...)
+}
+
 func (e *env) journalText(args ...string) string {
 	out, _ := e.sb.Exec(context.Background(), append([]string{"journalctl", "--no-pager", "-o", "short-monotonic"}, args...)...)
 	return out
