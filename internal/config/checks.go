@@ -40,6 +40,9 @@ func CheckUsers(c *Config) []Problem {
 		problems = append(problems, Problem{File: c.Path, Key: poolKey(p, field), Msg: fmt.Sprintf(format, args...)})
 	}
 	for _, p := range sortedPools(c) {
+		if p.User == "" {
+			continue // a user manager's workers run as its own user
+		}
 		if _, err := user.Lookup(p.User); err != nil {
 			var unknown user.UnknownUserError
 			if errors.As(err, &unknown) {
@@ -115,4 +118,16 @@ func Warnings(c *Config) []string {
 		}
 	}
 	return warnings
+}
+
+// ForUserManager adapts the configuration to a user's service manager
+// (`run --user`), which runs every unit as its own user and cannot switch to
+// another: the default worker user is dropped, while a user written in the
+// file is kept, for systemd to refuse loudly.
+func (c *Config) ForUserManager() {
+	for _, p := range c.Pools {
+		if !p.UserExplicit {
+			p.User, p.Group = "", ""
+		}
+	}
 }

@@ -525,3 +525,44 @@ func TestPolicyParams(t *testing.T) {
 		t.Errorf("PolicyParams = %+v, want %+v", got, want)
 	}
 }
+
+// Under a user manager, only a user written in the file survives; the
+// default would make every worker start fail.
+func TestForUserManager(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/config.toml"
+	src := `
+[pools.dflt]
+exec = ["/bin/true"]
+[pools.dflt.source]
+path = "/var/lib/flexiq/a.db"
+[pools.named]
+exec = ["/bin/true"]
+user = "alice"
+[pools.named.source]
+path = "/var/lib/flexiq/a.db"
+`
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ForUserManager()
+	if p := c.Pools["dflt"]; p.User != "" || p.Group != "" {
+		t.Errorf("default user kept under a user manager: %q/%q", p.User, p.Group)
+	}
+	if p := c.Pools["named"]; p.User != "alice" {
+		t.Errorf("explicit user dropped: %q", p.User)
+	}
+	probs := CheckUsers(c)
+	if len(probs) == 0 {
+		t.Error("CheckUsers found nothing; alice does not exist")
+	}
+	for _, p := range probs {
+		if !strings.HasPrefix(p.Key, "pools.named.") {
+			t.Errorf("CheckUsers reports %s; the default pool has no user to check", p.Key)
+		}
+	}
+}

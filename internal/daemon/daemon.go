@@ -65,7 +65,7 @@ func Run(ctx context.Context, o Options) int {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 
 	log := eventlog.New(os.Stderr)
-	cfg, err := loadConfig(o.ConfigPath)
+	cfg, err := loadConfig(o)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "flexiq-scaled: invalid configuration:\n%v\n", err)
 		return 1
@@ -106,13 +106,16 @@ func Run(ctx context.Context, o Options) int {
 
 // loadConfig reads and fully checks a configuration: syntax, values, the
 // file's safety, and that the workers' users exist.
-func loadConfig(path string) (*config.Config, error) {
-	if err := config.CheckFileSafety(path); err != nil {
+func loadConfig(o Options) (*config.Config, error) {
+	if err := config.CheckFileSafety(o.ConfigPath); err != nil {
 		return nil, err
 	}
-	cfg, err := config.Load(path)
+	cfg, err := config.Load(o.ConfigPath)
 	if err != nil {
 		return nil, err
+	}
+	if o.User {
+		cfg.ForUserManager()
 	}
 	if problems := config.CheckUsers(cfg); len(problems) > 0 {
 		return nil, &config.Error{Problems: problems}
@@ -235,7 +238,7 @@ func (d *daemon) reload(ctx context.Context) {
 	notify(fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", monotonicUsec()))
 	defer func() { notify("READY=1\nSTATUS=" + d.status()) }()
 
-	cfg, err := loadConfig(d.opts.ConfigPath)
+	cfg, err := loadConfig(d.opts)
 	if err != nil {
 		d.log.Event(eventlog.ConfigReloaded, eventlog.Err, eventlog.Fields{"FLEXIQ_ERROR": err.Error()},
 			"reload rejected, keeping the running configuration:\n%v", err)

@@ -457,3 +457,29 @@ scale_down_window_sec = 60
 		t.Errorf("%d workers after a CPU-driven scale-up", n)
 	}
 }
+
+// `run --user` drives a user's service manager: the workers are that user's
+// transient units, and run as that user.
+func TestUserManager(t *testing.T) {
+	e := setup(t)
+	e.sh("systemctl start user@0.service")
+	t.Cleanup(func() { e.sb.Exec(e.ctx(), "systemctl", "stop", "user@0.service") })
+	e.write("/etc/flexiq-scaled/user.toml", e.poolConfig("mine", "min_workers = 2\n"))
+	user := "XDG_RUNTIME_DIR=/run/user/0 "
+	e.sh(user + "systemd-run --user --unit flexiq-scaled-user.service -p Type=notify -p NotifyAccess=main /usr/bin/flexiq-scaled run --user --config /etc/flexiq-scaled/user.toml")
+	e.eventually(15*time.Second, "2 workers under the user manager", func() (bool, string) {
+		out := e.sh(user + "systemctl --user list-units --plain --no-legend 'flexiq-mine@*.service'")
+		return strings.Count(out, " active running ") == 2, out
+	})
+	if sys := e.workers("mine"); len(sys) > 0 {
+		t.Errorf("workers leaked into the system manager: %v", sys)
+	}
+	cg := e.sh(user + "systemctl --user show -P ControlGroup flexiq-mine@1.service")
+	if !strings.Contains(cg, "/user@0.service/flexiq.slice/flexiq-mine.slice/flexiq-mine@1.service") {
+		t.Errorf("worker cgroup %q is not under the user manager's flexiq.slice", cg)
+	}
+	e.sh(user + "systemctl --user stop flexiq-scaled-user.service")
+	if out := e.sh(user + "systemctl --user list-units --plain --no-legend 'flexiq-mine@*.service'"); strings.TrimSpace(out) != "" {
+		t.Errorf("workers left after stopping the user daemon:\n%s", out)
+	}
+}
