@@ -1,6 +1,7 @@
-// Package flexiqdb creates and fills databases in flexiq's SQLite storage
-// schema. It exists for tests, the demo and the test worker; the daemon itself
-// only ever reads a flexiq database, through package source.
+// Package flexiqdb knows flexiq's SQLite storage schema: it creates and fills
+// databases for tests, the demo and the test worker, and holds the job
+// selection (JobFilter) that the daemon's source and the test worker share.
+// The daemon itself only ever reads a flexiq database, through package source.
 package flexiqdb
 
 import (
@@ -227,4 +228,26 @@ func Waits(db *sql.DB) (WaitStats, error) {
 		P95:       rank(0.95),
 		Max:       time.Duration(waits[len(waits)-1]) * time.Millisecond,
 	}, nil
+}
+
+// JobFilter renders flexiq's queue and namespace selection of jobs as SQL to
+// append to a WHERE clause (" AND queue IN (...) AND namespace = ..."), with
+// parameters numbered from ?first, and the values to bind to them. No queues
+// means every queue; an empty namespace means any namespace.
+func JobFilter(queues []string, namespace string, first int) (string, []any) {
+	var sql strings.Builder
+	var args []any
+	if len(queues) > 0 {
+		marks := make([]string, len(queues))
+		for i, q := range queues {
+			args = append(args, q)
+			marks[i] = fmt.Sprintf("?%d", first+len(args)-1)
+		}
+		fmt.Fprintf(&sql, " AND queue IN (%s)", strings.Join(marks, ", "))
+	}
+	if namespace != "" {
+		args = append(args, namespace)
+		fmt.Fprintf(&sql, " AND namespace = ?%d", first+len(args)-1)
+	}
+	return sql.String(), args
 }

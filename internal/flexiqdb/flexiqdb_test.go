@@ -2,6 +2,7 @@ package flexiqdb
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -85,5 +86,29 @@ func TestWaits(t *testing.T) {
 	want := WaitStats{Completed: 100, P50: 50 * time.Millisecond, P95: 95 * time.Millisecond, Max: 100 * time.Millisecond}
 	if got, err := Waits(db); err != nil || got != want {
 		t.Errorf("got %+v, %v; want %+v", got, err, want)
+	}
+}
+
+func TestJobFilter(t *testing.T) {
+	tests := []struct {
+		name      string
+		queues    []string
+		namespace string
+		first     int
+		sql       string
+		args      []any
+	}{
+		{"everything", nil, "", 2, "", nil},
+		{"queues", []string{"a", "b"}, "", 2, " AND queue IN (?2, ?3)", []any{"a", "b"}},
+		{"namespace", nil, "ns", 3, " AND namespace = ?3", []any{"ns"}},
+		{"both", []string{"a"}, "ns", 3, " AND queue IN (?3) AND namespace = ?4", []any{"a", "ns"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sql, args := JobFilter(tc.queues, tc.namespace, tc.first)
+			if sql != tc.sql || fmt.Sprint(args) != fmt.Sprint(tc.args) {
+				t.Errorf("JobFilter = %q %v, want %q %v", sql, args, tc.sql, tc.args)
+			}
+		})
 	}
 }

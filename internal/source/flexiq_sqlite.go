@@ -4,10 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/flexiqdb"
 )
 
 // flexiqSQLite reads flexiq's own jobs table.
@@ -27,26 +27,14 @@ func newFlexiqSQLite(spec config.Source) (*flexiqSQLite, error) {
 	// and running can never disagree about a job that moved between them.
 	// Restricting to status IN (0, 1) lets the (status, queue, scheduled_at)
 	// index skip the finished jobs, which are most of a long-lived table.
-	var q strings.Builder
-	q.WriteString(`SELECT
+	where, filter := flexiqdb.JobFilter(spec.Queues, spec.Namespace, 2)
+	s.filter = filter
+	s.query = `SELECT
 	count(*) FILTER (WHERE status = 0 AND scheduled_at <= ?1),
 	count(*) FILTER (WHERE status = 1),
 	min(scheduled_at) FILTER (WHERE status = 0 AND scheduled_at <= ?1)
 FROM jobs
-WHERE status IN (0, 1)`)
-	if len(spec.Queues) > 0 {
-		marks := make([]string, len(spec.Queues))
-		for i, queue := range spec.Queues {
-			s.filter = append(s.filter, queue)
-			marks[i] = fmt.Sprintf("?%d", len(s.filter)+1)
-		}
-		fmt.Fprintf(&q, " AND queue IN (%s)", strings.Join(marks, ", "))
-	}
-	if spec.Namespace != "" {
-		s.filter = append(s.filter, spec.Namespace)
-		fmt.Fprintf(&q, " AND namespace = ?%d", len(s.filter)+1)
-	}
-	s.query = q.String()
+WHERE status IN (0, 1)` + where
 	return s, nil
 }
 

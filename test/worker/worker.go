@@ -92,22 +92,11 @@ type claimQuery struct {
 
 func (w *worker) claimQuery() claimQuery {
 	var c claimQuery
-	var where strings.Builder
-	if len(w.queues) > 0 {
-		marks := make([]string, len(w.queues))
-		for i, q := range w.queues {
-			c.filter = append(c.filter, q)
-			marks[i] = fmt.Sprintf("?%d", len(c.filter)+2)
-		}
-		fmt.Fprintf(&where, " AND queue IN (%s)", strings.Join(marks, ", "))
-	}
-	if w.namespace != "" {
-		c.filter = append(c.filter, w.namespace)
-		fmt.Fprintf(&where, " AND namespace = ?%d", len(c.filter)+2)
-	}
+	var where string
+	where, c.filter = flexiqdb.JobFilter(w.queues, w.namespace, 3)
 	c.sql = `UPDATE jobs SET status = 1, started_at = ?1, worker_id = ?2, attempts = attempts + 1
 WHERE id = (
-	SELECT id FROM jobs WHERE status = 0 AND scheduled_at <= ?1` + where.String() + `
+	SELECT id FROM jobs WHERE status = 0 AND scheduled_at <= ?1` + where + `
 	ORDER BY priority DESC, scheduled_at, id LIMIT 1
 ) AND status = 0
 RETURNING id, coalesce(payload, '')`
