@@ -8,13 +8,16 @@ VERSION ?= $(shell cat VERSION)
 LDFLAGS := -X github.com/flexiq/flexiq-scaled/internal/version.Version=$(VERSION)
 export CGO_ENABLED := 0
 
-.PHONY: help deps build test unit e2e vet sandbox-bench clean
+.PHONY: help deps build test unit e2e vet sandbox-bench clean demo deb lint-deb
 
 help:
+	@echo "make demo           the .deb in a throwaway systemd, replaying a real job trace (root)"
 	@echo "make test           unit tests, then the end-to-end suite in a real systemd sandbox (root)"
 	@echo "make unit           unit tests only (no root needed)"
 	@echo "make build          build bin/ (flexiq-scaled, the sandbox tool, the test worker)"
 	@echo "make sandbox-bench  median sandbox start+stop time"
+	@echo "make deb            dist/flexiq-scaled_$(VERSION)_<arch>.deb (VERSION=, DIST= to change)"
+	@echo "make lint-deb       make deb, then lintian: no error and no warning allowed"
 
 deps:
 	@scripts/deps.sh
@@ -30,14 +33,39 @@ vet:
 	@fmt=$$($(GOFMT) -l $$(git ls-files '*.go') 2>/dev/null); if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi
 
 unit: vet
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v /e2e)
+	$(GO) test -count=1 $$($(GO) list ./... | grep -Ev '/test/(e2e|debtest|sandbox)$$|/internal/units$$')
 
-# The e2e packages skip themselves with the reason when not run as root.
+# The packages that boot a sandbox skip themselves, saying why, when not run
+# as root. -p 1: each of them boots its own systemd; run side by side on two
+# cores they would only make each other's timings noisy.
 test: deps vet build
-	$(GO) test -count=1 -timeout 15m ./...
+	$(GO) test -count=1 -p 1 -timeout 15m ./...
 
 sandbox-bench: build
 	bench/sandbox-start-stop.sh
+
+# The README's first command (test/demo/README.md): the .deb that `make deb`
+# just built, installed in a throwaway systemd, scaling workers for a replayed
+# job trace. It needs root, Linux and overlayfs, says so and fails otherwise,
+# and fails if the daemon never scales or no job completes. It builds the test
+# worker itself. The package is this machine's architecture: it is installed
+# here, in the sandbox.
+demo: deps deb
+	@mkdir -p bin
+	$(GO) build -o bin/flexiq-demo ./test/demo
+	GO='$(GO)' bin/flexiq-demo --deb '$(DIST)'/flexiq-scaled_'$(VERSION)'_$$(dpkg --print-architecture).deb
+
+# The Debian package, from packaging/deb with dpkg-deb (see build.sh there):
+# the binary with this LDFLAGS's version, the units, the conffile, the man
+# pages. `make deb VERSION=0.1.1 DIST=/tmp/x` builds another version elsewhere.
+DIST ?= dist
+deb:
+	@GO='$(GO)' LDFLAGS='$(LDFLAGS)' packaging/deb/build.sh --version '$(VERSION)' --out '$(DIST)'
+
+# Overrides, each with its reason, are in packaging/deb/lintian-overrides.
+lint-deb:
+	@deb=$$(GO='$(GO)' LDFLAGS='$(LDFLAGS)' packaging/deb/build.sh --version '$(VERSION)' --out '$(DIST)') && \
+		echo "lintian $$deb" && lintian --fail-on error,warning "$$deb"
 
 clean:
 	rm -rf bin

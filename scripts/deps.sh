@@ -5,7 +5,7 @@
 set -euo pipefail
 need=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-for p in systemd dbus util-linux dpkg-dev ca-certificates; do
+for p in systemd dbus util-linux dpkg-dev lintian ca-certificates; do
 	have "$p" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

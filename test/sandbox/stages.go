@@ -425,6 +425,16 @@ func runInit() error {
 			}
 			return nil
 		}},
+		// A container image's policy-rc.d (Docker's exits 101) forbids
+		// maintainer scripts to start services. The sandbox is a booted
+		// system, where dpkg -i should start what it installs.
+		{"policy-rc.d", func() error {
+			err := os.Remove(root + "/usr/sbin/policy-rc.d")
+			if errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			return err
+		}},
 		// Its own machine ID, so that journals and D-Bus never mistake it for the host.
 		{"machine-id", func() error {
 			id := make([]byte, 16)

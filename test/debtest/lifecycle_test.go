@@ -1,0 +1,425 @@
+package debtest
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/flexiqdb"
+	"github.com/flexiq/flexiq-scaled/test/sandbox"
+)
+
+const (
+	daemonUnit = "flexiq-scaled.service"
+	pool       = "deb"
+	// The pool scales to this many workers on the test's backlog.
+	poolSize = 4
+	// maxExposure is the highest `systemd-analyze security` score the
+	// daemon's unit may have. Measured at 1.3 with Debian 12's systemd 252
+	// (8.0 before the unit was hardened); any loosening that shows in the
+	// score fails the test.
+	maxExposure = 1.3
+)
+
+// MESSAGE_ID of a scaling decision (internal/eventlog).
+const decisionID = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b01"
+
+// pkgEnv is the lifecycle test's view of the sandbox.
+type pkgEnv struct {
+	t  *testing.T
+	sb *sandbox.Sandbox
+}
+
+// The package's whole life on one host, in order: install N, configure a
+// pool, upgrade to N+1 under running workers, remove, purge. Each step
+// depends on the one before, so the first failure ends the test.
+func TestPackageLifecycle(t *testing.T) {
+	t.Parallel()
+	e := &pkgEnv{t: t, sb: sandbox.Get(t)}
+	debN, debN1 := packages(t)
+
+	// (The sandbox itself drops a container image's policy-rc.d, which
+	// would forbid deb-systemd-invoke to start anything.)
+
+	var db *sql.DB
+	var dbPath string
+	steps := []struct {
+		name string
+		run  func(e *pkgEnv)
+	}{
+		{"install", func(e *pkgEnv) { e.install(debN) }},
+		{"hardening", func(e *pkgEnv) { e.hardening() }},
+		{"pool", func(e *pkgEnv) { db, dbPath = e.pool() }},
+		{"journal", func(e *pkgEnv) { e.decisions() }},
+		{"upgrade", func(e *pkgEnv) { e.upgrade(debN1) }},
+		{"remove", func(e *pkgEnv) { e.remove() }},
+		{"purge", func(e *pkgEnv) { e.purge() }},
+	}
+	t.Cleanup(func() {
+		if db != nil {
+			db.Close()
+		}
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			os.Remove(dbPath + suffix)
+		}
+	})
+	for _, step := range steps {
+		t0 := time.Now()
+		ok := t.Run(step.name, func(t *testing.T) {
+			step.run(&pkgEnv{t: t, sb: e.sb})
+		})
+		t.Logf("%s: %.1fs", step.name, time.Since(t0).Seconds())
+		if !ok {
+			t.Logf("daemon journal:\n%s", e.text("journalctl", "--no-pager", "-n", "60", "-u", daemonUnit))
+			return
+		}
+	}
+}
+
+// install: dpkg -i version N on a host that has never had it. The service is
+// enabled and running, the workers' user exists, the configuration is a
+// conffile, and the shipped configuration starts no workers.
+func (e *pkgEnv) install(deb string) {
+	e.sh("dpkg -i " + deb)
+	if st := e.text("systemctl", "is-active", daemonUnit); st != "active" {
+		e.t.Fatalf("after dpkg -i, %s is %q, want active", daemonUnit, st)
+	}
+	if st := e.text("systemctl", "is-enabled", daemonUnit); st != "enabled" {
+		e.t.Errorf("after dpkg -i, %s is %q, want enabled", daemonUnit, st)
+	}
+	if v := e.sh("flexiq-scaled version"); !strings.HasPrefix(v, "flexiq-scaled "+versionN+" ") {
+		e.t.Errorf("flexiq-scaled version: %q, want version %s", v, versionN)
+	}
+
+	// The user the workers run as by default, a system user with no login.
+	pw := strings.Split(strings.TrimSpace(e.sh("getent passwd flexiq")), ":")
+	if len(pw) != 7 {
+		e.t.Fatalf("getent passwd flexiq: %q", pw)
+	}
+	if uid, _ := strconv.Atoi(pw[2]); uid == 0 || uid >= 1000 {
+		e.t.Errorf("user flexiq has uid %d, want a system uid", uid)
+	}
+	if pw[6] != "/usr/sbin/nologin" {
+		e.t.Errorf("user flexiq has shell %s, want /usr/sbin/nologin", pw[6])
+	}
+
+	if cf := e.sh("dpkg-query -W -f='${Conffiles}' flexiq-scaled"); !strings.Contains(cf, "/etc/flexiq-scaled/config.toml ") {
+		e.t.Errorf("config.toml is not a registered conffile; Conffiles: %q", cf)
+	}
+	// The daemon refuses a configuration that anyone but root can write.
+	if st := e.sh("stat -c '%U:%G %a' /etc/flexiq-scaled/config.toml"); strings.TrimSpace(st) != "root:root 644" {
+		e.t.Errorf("config.toml is %s, want root:root 644", st)
+	}
+	if ws := e.units("flexiq-*@*.service"); len(ws) > 0 {
+		e.t.Errorf("the shipped configuration started workers: %v", ws)
+	}
+	for _, f := range []string{"/usr/share/man/man8/flexiq-scaled.8.gz", "/usr/share/man/man5/flexiq-scaled.toml.5.gz",
+		"/usr/share/doc/flexiq-scaled/examples/config.example.toml", "/lib/systemd/system/flexiq.slice"} {
+		if _, err := e.sb.Exec(e.ctx(), "test", "-s", f); err != nil {
+			e.t.Errorf("the package did not install %s", f)
+		}
+	}
+}
+
+// hardening: the installed unit passes systemd-analyze verify (which also
+// resolves its man: documentation), and its exposure score has not regressed.
+func (e *pkgEnv) hardening() {
+	if out, err := e.sb.Exec(e.ctx(), "systemd-analyze", "verify", daemonUnit); err != nil {
+		e.t.Errorf("systemd-analyze verify: %v", err)
+	} else if strings.TrimSpace(out) != "" {
+		e.t.Logf("systemd-analyze verify said:\n%s", out)
+	}
+	// Not Exec: the command's exit status says nothing about the score
+	// unless --threshold is given, and then only as pass or fail.
+	out, _ := e.sb.Command(e.ctx(), "systemd-analyze", "security", daemonUnit).CombinedOutput()
+	m := regexp.MustCompile(`Overall exposure level for ` + regexp.QuoteMeta(daemonUnit) + `: ([0-9.]+)`).FindSubmatch(out)
+	if m == nil {
+		e.t.Fatalf("no overall exposure level in systemd-analyze security:\n%s", out)
+	}
+	score, _ := strconv.ParseFloat(string(m[1]), 64)
+	e.t.Logf("systemd-analyze security %s: exposure %.1f (at most %.1f allowed)", daemonUnit, score, maxExposure)
+	if score > maxExposure+1e-9 {
+		e.t.Errorf("exposure %.1f exceeds %.1f: the unit's hardening regressed\n%s", score, maxExposure, out)
+	}
+}
+
+// pool: a pool of test workers on a queue with a backlog, applied with a
+// reload. The daemon scales it straight to poolSize workers.
+func (e *pkgEnv) pool() (*sql.DB, string) {
+	// The database lives in the bind-mounted checkout, at the same path for
+	// the test and the sandbox. (Not under /proc/PID/root: SQLite resolves
+	// that symlink and would open the host's own path.) It belongs to the
+	// package's flexiq user, as the workers write to it.
+	dbDir := filepath.Join(workDir, "db")
+	if err := os.MkdirAll(dbDir, 0o755); err != nil {
+		e.t.Fatal(err)
+	}
+	dbPath := filepath.Join(dbDir, "queue.db")
+	db, err := flexiqdb.Create(dbPath)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	// 40 jobs of 2 s, 10 per worker: 4 workers, kept busy for 20 s, through
+	// the upgrade. A drain then waits for at most one 2 s job per worker.
+	jobs := make([]flexiqdb.Job, 40)
+	for i := range jobs {
+		jobs[i] = flexiqdb.Job{DurationMs: 2000}
+	}
+	if err := flexiqdb.EnqueueMany(db, jobs); err != nil {
+		e.t.Fatal(err)
+	}
+	e.sh(fmt.Sprintf("chown flexiq:flexiq %s %s*\ninstall -m 0755 %s /usr/local/bin/flexiq-testworker",
+		dbDir, dbPath, filepath.Join(workDir, "flexiq-testworker")))
+	e.write("/etc/flexiq-scaled/config.toml", fmt.Sprintf(`# Written by the debtest.
+[pools.%[1]s]
+exec = ["/usr/local/bin/flexiq-testworker", "--poll", "50ms"]
+environment = { FLEXIQ_DB_PATH = %[2]q }
+poll_interval_sec = 1
+min_workers = 1
+max_workers = %[3]d
+target_queue_depth_per_worker = 10
+threads_per_worker = 1
+target_utilisation = 1.0
+
+[pools.%[1]s.source]
+type = "flexiq-sqlite"
+path = %[2]q
+`, pool, dbPath, poolSize))
+	e.sh("flexiq-scaled check-config >/dev/null && systemctl reload " + daemonUnit)
+	e.eventually(20*time.Second, fmt.Sprintf("%d active workers", poolSize), func() (bool, string) {
+		ws := e.units("flexiq-" + pool + "@*.service")
+		return len(ws) == poolSize, fmt.Sprintf("active: %v", ws)
+	})
+	if cg := e.text("systemctl", "show", "-P", "ControlGroup", "flexiq-"+pool+"@1.service"); cg != "/flexiq.slice/flexiq-"+pool+".slice/flexiq-"+pool+"@1.service" {
+		e.t.Errorf("worker 1's cgroup is %s, want it under flexiq.slice", cg)
+	}
+	return db, dbPath
+}
+
+// journal: `journalctl -u flexiq-scaled` has the scale-up, as text and with
+// its structured fields.
+func (e *pkgEnv) decisions() {
+	e.eventually(5*time.Second, "the scale-up in the daemon's journal", func() (bool, string) {
+		entries, err := e.sb.Journal(e.ctx(), "-u", daemonUnit, "MESSAGE_ID="+decisionID, "FLEXIQ_POOL="+pool)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, en := range entries {
+			if en.Field("FLEXIQ_ACTION") == "scale-up" && en.Field("FLEXIQ_DESIRED") == strconv.Itoa(poolSize) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d decisions, none a scale-up to %d", len(entries), poolSize)
+	})
+	text := e.text("journalctl", "--no-pager", "-u", daemonUnit)
+	if want := fmt.Sprintf("-> %d (scale-up:", poolSize); !strings.Contains(text, want) {
+		e.t.Errorf("journalctl -u %s has no %q:\n%s", daemonUnit, want, text)
+	}
+}
+
+// identity is what must not change about a unit across an upgrade.
+type identity struct{ pid, invocation string }
+
+func (e *pkgEnv) identity(unit string) identity {
+	return identity{e.text("systemctl", "show", "-P", "MainPID", unit), e.text("systemctl", "show", "-P", "InvocationID", unit)}
+}
+
+// upgrade: dpkg -i version N+1 while the workers are busy. The daemon is
+// restarted (a new main process), and the workers are not touched: the same
+// units, main PIDs and invocations, adopted by the new daemon.
+func (e *pkgEnv) upgrade(deb string) {
+	workers := map[string]identity{}
+	for _, u := range e.units("flexiq-" + pool + "@*.service") {
+		workers[u] = e.identity(u)
+	}
+	if len(workers) != poolSize {
+		e.t.Fatalf("before the upgrade: %d workers, want %d", len(workers), poolSize)
+	}
+	daemon := e.identity(daemonUnit)
+
+	e.sh("dpkg -i " + deb)
+
+	if st := e.text("systemctl", "is-active", daemonUnit); st != "active" {
+		e.t.Fatalf("after the upgrade, %s is %q", daemonUnit, st)
+	}
+	now := e.identity(daemonUnit)
+	if now.pid == daemon.pid || now.invocation == daemon.invocation {
+		e.t.Errorf("the daemon was not restarted by the upgrade: MainPID %s -> %s", daemon.pid, now.pid)
+	}
+	if v := e.sh("flexiq-scaled version"); !strings.HasPrefix(v, "flexiq-scaled "+versionN1+" ") {
+		e.t.Errorf("after the upgrade, flexiq-scaled version: %q, want %s", v, versionN1)
+	}
+	if v := e.sh("dpkg-query -W -f='${Version}' flexiq-scaled"); v != versionN1 {
+		e.t.Errorf("installed version %q, want %s", v, versionN1)
+	}
+	// The old daemon saw the restart job and left; the new one adopted.
+	e.eventually(10*time.Second, "the new daemon adopting the workers", func() (bool, string) {
+		j := e.text("journalctl", "--no-pager", "-u", daemonUnit)
+		left := strings.Contains(j, fmt.Sprintf("is restarting: leaving %d workers running", poolSize))
+		adopted := strings.Contains(j, fmt.Sprintf("pool=%s adopted %d running workers", pool, poolSize))
+		return left && adopted, fmt.Sprintf("old daemon left them: %v, new one adopted them: %v", left, adopted)
+	})
+	// A few ticks of the new daemon, which must leave them alone too.
+	time.Sleep(2500 * time.Millisecond)
+	after := e.units("flexiq-" + pool + "@*.service")
+	if len(after) != len(workers) {
+		e.t.Errorf("after the upgrade: workers %v, before: %d", after, len(workers))
+	}
+	for _, u := range after {
+		before, ok := workers[u]
+		if !ok {
+			e.t.Errorf("after the upgrade: new worker %s", u)
+			continue
+		}
+		if got := e.identity(u); got != before {
+			e.t.Errorf("%s: MainPID %s -> %s, InvocationID %s -> %s: the upgrade touched the worker",
+				u, before.pid, got.pid, before.invocation, got.invocation)
+		}
+	}
+}
+
+// remove: apt-get remove stops the service, which drains every worker; the
+// slices go with them. The conffile stays until purge.
+func (e *pkgEnv) remove() {
+	e.sh("DEBIAN_FRONTEND=noninteractive apt-get remove -y -q flexiq-scaled")
+	if st := e.text("systemctl", "is-active", daemonUnit); st != "inactive" {
+		e.t.Errorf("after apt-get remove, %s is %q, want inactive", daemonUnit, st)
+	}
+	if j := e.text("journalctl", "--no-pager", "-u", daemonUnit); !strings.Contains(j, "all workers drained") {
+		e.t.Errorf("the daemon did not drain its workers on removal:\n%s", j)
+	}
+	// Left loaded: only the service itself, as "not-found", because removal
+	// keeps its multi-user.target.wants link (purge removes it), as for every
+	// Debian package, so that a reinstall comes back enabled.
+	for _, line := range e.allUnits() {
+		if !strings.HasPrefix(line, daemonUnit+" not-found inactive") {
+			e.t.Errorf("after apt-get remove: %s", line)
+		}
+	}
+	if _, err := e.sb.Exec(e.ctx(), "test", "-e", "/usr/bin/flexiq-scaled"); err == nil {
+		e.t.Error("apt-get remove left /usr/bin/flexiq-scaled")
+	}
+	if _, err := e.sb.Exec(e.ctx(), "test", "-f", "/etc/flexiq-scaled/config.toml"); err != nil {
+		e.t.Error("apt-get remove removed the conffile; only purge may")
+	}
+	if st := e.sh("dpkg-query -W -f='${Status}' flexiq-scaled"); st != "deinstall ok config-files" {
+		e.t.Errorf("after apt-get remove, the package is %q", st)
+	}
+}
+
+// purge: nothing of the package is left: no configuration, no unit or slice
+// loaded or on disk, no enablement state.
+func (e *pkgEnv) purge() {
+	e.sh("DEBIAN_FRONTEND=noninteractive apt-get purge -y -q flexiq-scaled")
+	if units := e.allUnits(); len(units) > 0 {
+		e.t.Errorf("after apt-get purge, units still loaded: %v", units)
+	}
+	if _, err := e.sb.Exec(e.ctx(), "test", "-e", "/etc/flexiq-scaled"); err == nil {
+		e.t.Error("apt-get purge left /etc/flexiq-scaled")
+	}
+	// Everywhere the package, systemd or deb-systemd-helper could have put a
+	// flexiq file. (Not /var/cache/man: man-db's page cache, which
+	// systemd-analyze verify's man lookup may have filled, is man-db's to
+	// clean.)
+	found := e.sh(`find /etc /lib/systemd /usr/lib/systemd /run/systemd /var/lib/systemd /usr/bin /usr/lib/sysusers.d \
+	/usr/share/doc /usr/share/man /usr/share/lintian /var/lib/dpkg/info -name '*flexiq*'`)
+	for _, f := range strings.Fields(found) {
+		// systemd 252 leaves the journal's LogExtraFields= link of every
+		// transient unit that had any, after the unit is gone (try
+		// `systemd-run -p LogExtraFields=A=b true`): systemd's own runtime
+		// state, in /run, which the workers' FLEXIQ_POOL field needs.
+		if strings.HasPrefix(f, "/run/systemd/units/log-extra-fields:flexiq-") {
+			e.t.Logf("left by systemd, not the package: %s", f)
+			continue
+		}
+		e.t.Errorf("after apt-get purge, left behind: %s", f)
+	}
+	if _, err := e.sb.Exec(e.ctx(), "dpkg-query", "-W", "flexiq-scaled"); err == nil {
+		e.t.Error("dpkg still knows flexiq-scaled after the purge")
+	}
+	// Debian keeps system users on purge: files may still belong to them.
+	if _, err := e.sb.Exec(e.ctx(), "getent", "passwd", "flexiq"); err == nil {
+		e.t.Log("user flexiq kept after purge, as Debian keeps system users")
+	}
+}
+
+func (e *pkgEnv) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	e.t.Cleanup(cancel)
+	return ctx
+}
+
+// sh runs a shell script inside the sandbox and fails the test if it fails.
+func (e *pkgEnv) sh(script string) string {
+	e.t.Helper()
+	out, err := e.sb.Exec(e.ctx(), "sh", "-ec", script)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// text runs argv inside the sandbox and returns its trimmed output, whatever
+// its exit status (systemctl is-active says "inactive" with status 3).
+func (e *pkgEnv) text(argv ...string) string {
+	out, _ := e.sb.Command(e.ctx(), argv...).CombinedOutput()
+	return strings.TrimSpace(string(out))
+}
+
+// write puts a root-owned file inside the sandbox.
+func (e *pkgEnv) write(path, content string) {
+	e.t.Helper()
+	host := fmt.Sprintf("/proc/%d/root%s", e.sb.PID, path)
+	if err := os.WriteFile(host, []byte(content), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// units lists the active units matching pattern.
+func (e *pkgEnv) units(pattern string) []string {
+	e.t.Helper()
+	var units []string
+	for _, line := range strings.Split(e.sh("systemctl list-units --plain --no-legend --state=active '"+pattern+"'"), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			units = append(units, f[0])
+		}
+	}
+	return units
+}
+
+// allUnits lists every unit systemd has loaded whose name starts with
+// flexiq, in any state, as "NAME LOAD ACTIVE SUB".
+func (e *pkgEnv) allUnits() []string {
+	e.t.Helper()
+	var units []string
+	for _, line := range strings.Split(e.sh("systemctl list-units --all --plain --no-legend 'flexiq*'"), "\n") {
+		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "●"))
+		if len(f) >= 4 {
+			units = append(units, strings.Join(f[:4], " "))
+		}
+	}
+	return units
+}
+
+// eventually polls cond until it holds or within passes.
+func (e *pkgEnv) eventually(within time.Duration, what string, cond func() (bool, string)) {
+	e.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("after %s, still no %s (%s)", within, what, state)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
