@@ -376,13 +376,13 @@ func TestUsage(t *testing.T) {
 
 // The example in the config reference must stay a valid configuration.
 func TestConfigReferenceExample(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/config-reference.md")
+	doc, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(doc), "\n## Example\n")
+	_, rest, ok := strings.Cut(string(doc), "\n### Example\n")
 	if !ok {
-		t.Fatal(`docs/config-reference.md has no "## Example" section`)
+		t.Fatal(`README.md has no "### Example" section in its configuration reference`)
 	}
 	_, rest, ok = strings.Cut(rest, "```toml\n")
 	example, _, ok2 := strings.Cut(rest, "```")

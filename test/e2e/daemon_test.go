@@ -49,10 +49,7 @@ scale_down_window_sec = 4
 	})
 	e.waitWorkers("burst", 1, 20*time.Second)
 
-	entries, err := e.sb.Journal(e.ctx(), "FLEXIQ_POOL=burst", "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b01")
-	if err != nil {
-		t.Fatal(err)
-	}
+	entries := e.entries("FLEXIQ_POOL=burst", "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b01")
 	var up, down bool
 	for _, en := range entries {
 		switch en.Field("FLEXIQ_ACTION") {
@@ -112,10 +109,7 @@ max_workers = 1
 `))
 	e.startDaemon()
 	time.Sleep(12 * time.Second)
-	entries, err := e.sb.Journal(e.ctx(), "FLEXIQ_POOL=crashy", "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b04")
-	if err != nil {
-		t.Fatal(err)
-	}
+	entries := e.entries("FLEXIQ_POOL=crashy", "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b04")
 	// With 1 s doubling (1+2+4 s of backoff, plus a tick each), a slot
 	// crashing every 0.3 s is restarted a handful of times in 12 s, not
 	// forty.
@@ -242,10 +236,7 @@ scale_down_window_sec = 0
 	if n := len(e.workers("hold", "active")); n != 3 {
 		e.errorf("with the database removed: %d workers, want a hold at 3", n)
 	}
-	entries, err := e.sb.Journal(e.ctx(), "FLEXIQ_POOL=hold", "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b05")
-	if err != nil {
-		t.Fatal(err)
-	}
+	entries := e.entries("FLEXIQ_POOL=hold", "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b05")
 	if len(entries) == 0 {
 		t.Fatal("no source error in the journal")
 	}

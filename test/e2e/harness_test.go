@@ -54,6 +54,9 @@ type env struct {
 	// dbPath is the queue database, at the same path inside and outside.
 	dbPath string
 	db     *sql.DB
+	// since is when the test began: journal queries see only its entries,
+	// not those of earlier tests (or runs) that used the same names.
+	since string
 }
 
 const daemonUnit = "flexiq-scaled.service"
@@ -64,7 +67,7 @@ const daemonUnit = "flexiq-scaled.service"
 func setup(t testing.TB) *env {
 	t.Helper()
 	sb := sandbox.Get(t)
-	e := &env{t: t, sb: sb}
+	e := &env{t: t, sb: sb, since: fmt.Sprintf("--since=@%d", time.Now().Unix()-1)}
 	root, _ := sandbox.ModuleRoot()
 	unitFile, err := os.ReadFile(filepath.Join(root, "systemd", daemonUnit))
 	if err != nil {
@@ -241,8 +244,18 @@ func (e *env) fatalf(format string, args ...any) {
 }
 
 func (e *env) journalText(args ...string) string {
-	out, _ := e.sb.Exec(context.Background(), append([]string{"journalctl", "--no-pager", "-o", "short-monotonic"}, args...)...)
+	out, _ := e.sb.Exec(context.Background(), append([]string{"journalctl", "--no-pager", "-o", "short-monotonic", e.since}, args...)...)
 	return out
+}
+
+// entries returns this test's journal entries that match the arguments.
+func (e *env) entries(args ...string) []sandbox.JournalEntry {
+	e.t.Helper()
+	entries, err := e.sb.Journal(e.ctx(), append([]string{e.since}, args...)...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return entries
 }
 
 // unitProp reads one property of a unit.
