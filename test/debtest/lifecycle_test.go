@@ -49,14 +49,14 @@ func TestPackageLifecycle(t *testing.T) {
 	// would forbid deb-systemd-invoke to start anything.)
 
 	var db *sql.DB
-	var dbPath string
+	var hostDB string
 	steps := []struct {
 		name string
 		run  func(e *pkgEnv)
 	}{
 		{"install", func(e *pkgEnv) { e.install(debN) }},
 		{"hardening", func(e *pkgEnv) { e.hardening() }},
-		{"pool", func(e *pkgEnv) { db, dbPath = e.pool() }},
+		{"pool", func(e *pkgEnv) { db, hostDB = e.pool() }},
 		{"journal", func(e *pkgEnv) { e.decisions() }},
 		{"upgrade", func(e *pkgEnv) { e.upgrade(debN1) }},
 		{"remove", func(e *pkgEnv) { e.remove() }},
@@ -67,7 +67,7 @@ func TestPackageLifecycle(t *testing.T) {
 			db.Close()
 		}
 		for _, suffix := range []string{"", "-wal", "-shm"} {
-			os.Remove(dbPath + suffix)
+			os.Remove(hostDB + suffix)
 		}
 	})
 	for _, step := range steps {
@@ -153,16 +153,13 @@ func (e *pkgEnv) hardening() {
 // pool: a pool of test workers on a queue with a backlog, applied with a
 // reload. The daemon scales it straight to poolSize workers.
 func (e *pkgEnv) pool() (*sql.DB, string) {
-	// The database lives in the bind-mounted checkout, at the same path for
-	// the test and the sandbox. (Not under /proc/PID/root: SQLite resolves
-	// that symlink and would open the host's own path.) It belongs to the
-	// package's flexiq user, as the workers write to it.
-	dbDir := filepath.Join(workDir, "db")
-	if err := os.MkdirAll(dbDir, 0o755); err != nil {
-		e.t.Fatal(err)
-	}
-	dbPath := filepath.Join(dbDir, "queue.db")
-	db, err := flexiqdb.Create(dbPath)
+	// The test writes the database through the host's path; the daemon and
+	// the workers read it at dbInside. (Not through /proc/PID/root: SQLite
+	// resolves that symlink and would open the host's own path.) It belongs
+	// to the package's flexiq user, as the workers write to it.
+	hostDB := filepath.Join(dbHost, "queue.db")
+	dbPath := filepath.Join(dbInside, "queue.db")
+	db, err := flexiqdb.Create(hostDB)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -176,7 +173,7 @@ func (e *pkgEnv) pool() (*sql.DB, string) {
 		e.t.Fatal(err)
 	}
 	e.sh(fmt.Sprintf("chown flexiq:flexiq %s %s*\ninstall -m 0755 %s /usr/local/bin/flexiq-testworker",
-		dbDir, dbPath, filepath.Join(workDir, "flexiq-testworker")))
+		dbInside, dbPath, filepath.Join(workDir, "flexiq-testworker")))
 	e.write("/etc/flexiq-scaled/config.toml", fmt.Sprintf(`# Written by the debtest.
 [pools.%[1]s]
 exec = ["/usr/local/bin/flexiq-testworker", "--poll", "50ms"]
@@ -200,7 +197,7 @@ path = %[2]q
 	if cg := e.text("systemctl", "show", "-P", "ControlGroup", "flexiq-"+pool+"@1.service"); cg != "/flexiq.slice/flexiq-"+pool+".slice/flexiq-"+pool+"@1.service" {
 		e.t.Errorf("worker 1's cgroup is %s, want it under flexiq.slice", cg)
 	}
-	return db, dbPath
+	return db, hostDB
 }
 
 // journal: `journalctl -u flexiq-scaled` has the scale-up, as text and with

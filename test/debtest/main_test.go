@@ -38,7 +38,30 @@ func TestMain(m *testing.M) {
 		defer close(built)
 		buildErr = build()
 	}()
-	os.Exit(sandbox.Main(m, sandbox.Options{Name: "deb"}))
+	os.Exit(sandbox.Main(m, sandbox.Options{Name: "deb", Binds: binds()}))
+}
+
+// dbInside is where the sandbox sees the queue database's directory: under
+// /var/lib, as on a real host, because the hardened unit hides /tmp and
+// /home, where a checkout may be, from the daemon.
+const dbInside = "/var/lib/flexiq-debtest"
+
+// dbHost is that directory on the host. It is made before the sandbox boots
+// (binds are mounted at boot) and kept apart from workDir, which build()
+// empties concurrently.
+var dbHost string
+
+func binds() []string {
+	root, err := sandbox.ModuleRoot()
+	if err != nil {
+		return nil
+	}
+	dbHost = filepath.Join(root, "bin", "debtest-db")
+	_ = os.RemoveAll(dbHost)
+	if err := os.MkdirAll(dbHost, 0o755); err != nil {
+		return nil
+	}
+	return []string{root, dbHost + ":" + dbInside}
 }
 
 func build() error {

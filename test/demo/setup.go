@@ -90,8 +90,11 @@ func (d *demo) run(ctx context.Context) (*result, error) {
 	// OwnerPID ties the sandbox to this process: however the demo dies, the
 	// keeper powers the sandbox off.
 	d.sb, err = sandbox.Start(ctx, sandbox.Options{
-		Name:     fmt.Sprintf("demo-%d", pid),
-		Binds:    []string{d.root},
+		Name: fmt.Sprintf("demo-%d", pid),
+		// The database's directory appears under /var/lib inside, as on a
+		// real host: the packaged unit hides /tmp and /home (where a
+		// checkout may be) from the daemon.
+		Binds:    []string{d.root, filepath.Dir(d.dbPath) + ":" + dbDirInside},
 		OwnerPID: pid,
 	})
 	if err != nil {
@@ -150,9 +153,18 @@ func (d *demo) build(ctx context.Context) error {
 	return nil
 }
 
-// createDB makes an empty flexiq database in bin/demo/. It must be in the
-// bind-mounted checkout: a path under /proc/PID/root would not do, because
-// SQLite resolves that symlink and would open the host's own path.
+// dbDirInside is where the sandbox sees bin/demo/, the database's directory.
+const dbDirInside = "/var/lib/flexiq-demo"
+
+// inside is a file of bin/demo/ as the sandbox sees it.
+func (d *demo) inside(hostPath string) string {
+	return filepath.Join(dbDirInside, filepath.Base(hostPath))
+}
+
+// createDB makes an empty flexiq database in bin/demo/, which the sandbox
+// sees at dbDirInside. The demo writes it through the host's path: a path
+// under /proc/PID/root would not do, because SQLite resolves that symlink and
+// would open the host's own path.
 func (d *demo) createDB() (*sql.DB, error) {
 	dir := filepath.Join(d.root, "bin", "demo")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -186,7 +198,7 @@ func (d *demo) install(ctx context.Context) error {
 			if err := copyFile(deb, dst); err != nil {
 				return err
 			}
-			deb = dst
+			deb = d.inside(dst)
 		}
 		out, err := d.sh(ctx, "dpkg -i "+shellQuote(deb))
 		if err != nil {
@@ -235,7 +247,7 @@ systemctl enable --now `+daemonUnit)
 	// The test worker stands in for `flexiq worker`; the database directory
 	// must be writable by the workers' user for SQLite's -wal and -shm files.
 	_, err = d.sh(ctx, "install -m 0755 "+shellQuote(filepath.Join(d.root, "bin", "flexiq-testworker"))+" "+workerBin+
-		"\nchown -R flexiq:flexiq "+shellQuote(filepath.Dir(d.dbPath)))
+		"\nchown -R flexiq:flexiq "+dbDirInside)
 	if err != nil {
 		return err
 	}
@@ -282,7 +294,7 @@ drain_timeout_sec = 10
 [pools.%[1]s.source]
 type = "flexiq-sqlite"
 path = %[4]q
-`, poolName, workerBin, p.Threads, d.dbPath, p.MinWorkers, p.MaxWorkers, p.QueueDepth,
+`, poolName, workerBin, p.Threads, d.inside(d.dbPath), p.MinWorkers, p.MaxWorkers, p.QueueDepth,
 		d.s.replay.Speedup, p.ScaleDownWindow.Seconds())
 }
 

@@ -23,6 +23,13 @@ import (
 // the same path.
 var binDir string
 
+// The queue databases live in a host directory that the sandbox sees as
+// dbInside: under /var/lib, as on a real host, since the daemon's unit hides
+// /tmp and /home (where a checkout may well be) from it.
+var dbHost string
+
+const dbInside = "/var/lib/flexiq-e2e"
+
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -44,14 +51,24 @@ func run(m *testing.M) int {
 			}
 		}
 	}
-	return sandbox.Main(m, sandbox.Options{Name: "e2e"})
+	var binds []string
+	if root, err := sandbox.ModuleRoot(); err == nil {
+		var err error
+		if dbHost, err = os.MkdirTemp("", "flexiq-e2e-db-"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dbHost)
+		binds = []string{root, dbHost + ":" + dbInside}
+	}
+	return sandbox.Main(m, sandbox.Options{Name: "e2e", Binds: binds})
 }
 
 // env is one test's view of the sandbox with the daemon installed.
 type env struct {
 	t  testing.TB
 	sb *sandbox.Sandbox
-	// dbPath is the queue database, at the same path inside and outside.
+	// dbPath is the queue database as the sandbox sees it.
 	dbPath string
 	db     *sql.DB
 	// since is when the test began: journal queries see only its entries,
@@ -84,23 +101,20 @@ chown flexiq:flexiq /var/lib/flexiq`)
 	e.write("/etc/systemd/system/flexiq-scaled.service.d/50-test.conf", "[Service]\nWatchdogSec=4s\nRestartSec=500ms\n")
 	e.sh("systemctl daemon-reload")
 
-	// The database lives in the bind-mounted checkout, at the same path for
-	// the test and the sandbox. (Not under /proc/PID/root: SQLite resolves
-	// that symlink and would open the host's own path.)
+	// The test writes the database through the host's path; the daemon and
+	// the workers read it at dbInside. (Not through /proc/PID/root: SQLite
+	// resolves that symlink and would open the host's own path.)
 	name := strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name()))
-	dbDir := filepath.Join(binDir, "db")
-	if err := os.MkdirAll(dbDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	e.dbPath = filepath.Join(dbDir, name+".db")
+	hostDB := filepath.Join(dbHost, name+".db")
 	for _, suffix := range []string{"", "-wal", "-shm"} {
-		os.Remove(e.dbPath + suffix)
+		os.Remove(hostDB + suffix)
 	}
-	e.db, err = flexiqdb.Create(e.dbPath)
+	e.dbPath = filepath.Join(dbInside, name+".db")
+	e.db, err = flexiqdb.Create(hostDB)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.sh("chown flexiq:flexiq " + dbDir + " " + e.dbPath + "*")
+	e.sh("chown flexiq:flexiq " + dbInside + " " + e.dbPath + "*")
 	t.Cleanup(func() {
 		e.db.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

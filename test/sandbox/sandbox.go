@@ -39,8 +39,11 @@ const StateRoot = "/run/flexiq-sandbox"
 type Options struct {
 	// Name is [a-z0-9-]{1,32}; several sandboxes run at once under different names.
 	Name string
-	// Binds are host directories mounted read-write at the same path inside,
-	// typically the project's checkout. Everything else is copy-on-write.
+	// Binds are host directories mounted read-write inside, as "HOST" (at the
+	// same path, typically the project's checkout) or "HOST:INSIDE".
+	// Everything else is copy-on-write. A queue database belongs in a bind
+	// at a path such as /var/lib/...: a service's PrivateTmp= or
+	// ProtectHome= hides a checkout under /tmp or /home.
 	Binds []string
 	// OwnerPID, when set, ties the sandbox's life to that process: the keeper
 	// stops the sandbox as soon as it exits, however it exits.

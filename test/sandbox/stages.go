@@ -326,6 +326,14 @@ func waitBoot(ctx context.Context, sb *Sandbox) error {
 	}
 }
 
+// splitBind splits "HOST[:INSIDE]"; without INSIDE the path is the same.
+func splitBind(b string) (src, dst string) {
+	if src, dst, ok := strings.Cut(b, ":"); ok {
+		return src, dst
+	}
+	return b, b
+}
+
 func tail(path string, n int) string {
 	b, _ := os.ReadFile(path)
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
@@ -406,10 +414,11 @@ func runInit() error {
 		}},
 		{"binds", func() error {
 			for _, b := range spec.Binds {
-				if err := os.MkdirAll(root+b, 0o755); err != nil {
+				src, dst := splitBind(b)
+				if err := os.MkdirAll(root+dst, 0o755); err != nil {
 					return err
 				}
-				if err := unix.Mount(b, root+b, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+				if err := unix.Mount(src, root+dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 					return fmt.Errorf("%s: %w", b, err)
 				}
 			}
