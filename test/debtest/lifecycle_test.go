@@ -353,14 +353,9 @@ func (e *pkgEnv) ctx() context.Context {
 	return ctx
 }
 
-// sh runs a shell script inside the sandbox and fails the test if it fails.
 func (e *pkgEnv) sh(script string) string {
 	e.t.Helper()
-	out, err := e.sb.Exec(e.ctx(), "sh", "-ec", script)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return out
+	return e.sb.Sh(e.t, script)
 }
 
 // text runs argv inside the sandbox and returns its trimmed output, whatever
@@ -370,11 +365,9 @@ func (e *pkgEnv) text(argv ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// write puts a root-owned file inside the sandbox.
 func (e *pkgEnv) write(path, content string) {
 	e.t.Helper()
-	host := fmt.Sprintf("/proc/%d/root%s", e.sb.PID, path)
-	if err := os.WriteFile(host, []byte(content), 0o644); err != nil {
+	if err := e.sb.WriteFile(path, content); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -405,18 +398,9 @@ func (e *pkgEnv) allUnits() []string {
 	return units
 }
 
-// eventually polls cond until it holds or within passes.
 func (e *pkgEnv) eventually(within time.Duration, what string, cond func() (bool, string)) {
 	e.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("after %s, still no %s (%s)", within, what, state)
-		}
-		time.Sleep(200 * time.Millisecond)
+	if ok, state := sandbox.Eventually(within, cond); !ok {
+		e.t.Fatalf("after %s, still no %s (%s)", within, what, state)
 	}
 }

@@ -134,24 +134,14 @@ func (e *env) ctx() context.Context {
 	return ctx
 }
 
-// sh runs a shell script inside the sandbox and fails the test if it fails.
 func (e *env) sh(script string) string {
 	e.t.Helper()
-	out, err := e.sb.Exec(e.ctx(), "sh", "-ec", script)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return out
+	return e.sb.Sh(e.t, script)
 }
 
-// write puts a file inside the sandbox.
 func (e *env) write(path, content string) {
 	e.t.Helper()
-	host := fmt.Sprintf("/proc/%d/root%s", e.sb.PID, path)
-	if err := os.MkdirAll(filepath.Dir(host), 0o755); err != nil {
-		e.t.Fatal(err)
-	}
-	if err := os.WriteFile(host, []byte(content), 0o644); err != nil {
+	if err := e.sb.WriteFile(path, content); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -227,21 +217,12 @@ func (e *env) waitWorkers(pool string, n int, within time.Duration) {
 	})
 }
 
-// eventually polls cond until it holds or within passes.
+// eventually waits for cond, and fails the test with the daemon's journal
+// if it does not come true within the time.
 func (e *env) eventually(within time.Duration, what string, cond func() (bool, string)) {
 	e.t.Helper()
-	deadline := time.Now().Add(within)
-	last := ""
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		if time.Now().After(deadline) {
-			e.t.Fatalf("after %s, still no %s (%s)\ndaemon journal:\n%s", within, what, last, e.journalText("-u", daemonUnit, "-n", "40"))
-		}
-		time.Sleep(200 * time.Millisecond)
+	if ok, state := sandbox.Eventually(within, cond); !ok {
+		e.fatalf("after %s, still no %s (%s)", within, what, state)
 	}
 }
 

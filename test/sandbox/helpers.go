@@ -1,0 +1,47 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// WriteFile writes a root-owned file inside the sandbox, through its root as
+// the host sees it, creating the directory if needed.
+func (s *Sandbox) WriteFile(path, content string) error {
+	host := fmt.Sprintf("/proc/%d/root%s", s.PID, path)
+	if err := os.MkdirAll(filepath.Dir(host), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(host, []byte(content), 0o644)
+}
+
+// Sh runs a shell script (sh -e) inside the sandbox and returns its output;
+// a failure fails t, with the output.
+func (s *Sandbox) Sh(t testing.TB, script string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := s.Exec(ctx, "sh", "-ec", script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Eventually polls cond every 200 ms until it holds, for at most within. It
+// reports whether it held, and the state cond last described, for the
+// caller's failure message.
+func Eventually(within time.Duration, cond func() (ok bool, state string)) (bool, string) {
+	deadline := time.Now().Add(within)
+	for {
+		ok, state := cond()
+		if ok || time.Now().After(deadline) {
+			return ok, state
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
