@@ -14,8 +14,14 @@ if [ ${#need[@]} -gt 0 ]; then
 		exit 1
 	fi
 	echo "deps: installing ${need[*]}" >&2
+	# The packages' own services (dbus above all) must not start on this
+	# host: systemd and D-Bus only ever run inside the sandbox. A policy-rc.d
+	# that says no does that for the install, unless one is already there.
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+		chmod 0755 /usr/sbin/policy-rc.d
+		trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+	fi
 	apt-get update -qq
-	# policy-rc.d stops the packages' own services from starting on this
-	# host: systemd only ever runs inside the sandbox here.
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
