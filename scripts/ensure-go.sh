@@ -26,7 +26,7 @@ done
 arch=$(dpkg --print-architecture 2>/dev/null || uname -m)
 case "$arch" in x86_64) arch=amd64 ;; aarch64) arch=arm64 ;; esac
 mod="golang.org/toolchain@v0.0.1-go${want}.linux-${arch}"
-modcache=${GOMODCACHE:-/root/go/pkg/mod}
+modcache=${GOMODCACHE:-$HOME/go/pkg/mod}
 bin="$modcache/golang.org/toolchain@v0.0.1-go${want}.linux-${arch}/bin/go"
 if [ ! -x "$bin" ]; then
 	echo "ensure-go: installing Debian's golang-go to fetch go${want} from the module proxy" >&2
@@ -37,6 +37,7 @@ if [ ! -x "$bin" ]; then
 	tmp=$(mktemp -d)
 	(cd "$tmp" && GOMODCACHE=$modcache GOFLAGS=-modcacherw GO111MODULE=on go mod download "$mod") >&2
 	rm -rf "$tmp"
-	chmod +x "$bin" "$modcache/golang.org/toolchain@v0.0.1-go${want}.linux-${arch}/pkg/tool/"*/* 2>/dev/null || true
+	# Module zips carry no exec bits.
+	chmod +x "$(dirname "$bin")"/* "$modcache/golang.org/toolchain@v0.0.1-go${want}.linux-${arch}/pkg/tool/"*/*
 fi
 echo "$bin"
