@@ -192,11 +192,12 @@ func (p *Pool) Tick(ctx context.Context, now time.Time) policy.Decision {
 	obs := policy.Observation{Current: len(p.live)}
 	counts, srcErr := p.observe(ctx, now)
 	if srcErr == nil {
-		obs.Valid, obs.Pending, obs.Running = true, counts.Pending, counts.Running
+		obs.Valid, obs.Pending = true, counts.Pending
+		obs.Running = runningOnLive(counts.Running, len(p.draining), p.cfg.ThreadsPerWorker)
 	}
 	obs.CPU, obs.CPUKnown = p.meanUtil()
 	d := p.rec.Decide(now, p.cfg.PolicyParams(), obs)
-	p.logDecision(d, obs)
+	p.logDecision(d, obs, counts.Running)
 
 	switch d.Action {
 	case policy.ScaleUp:
@@ -564,9 +565,19 @@ func (p *Pool) meanUtil() (float64, bool) {
 	return sum / float64(n), true
 }
 
+// runningOnLive is R as the policy means it: the jobs running on the live
+// workers. The queue also counts the jobs that draining workers are
+// finishing; counted against the live workers alone, they would look like an
+// overload right after every scale-down and undo it at once. A draining
+// worker holds at most threads_per_worker of them.
+func runningOnLive(running int64, draining, threadsPerWorker int) int64 {
+	return max(0, running-int64(draining*threadsPerWorker))
+}
+
 // logDecision writes one entry for each tick that changes something: a
-// scale, or a change of action (into a hold, back to stable).
-func (p *Pool) logDecision(d policy.Decision, o policy.Observation) {
+// scale, or a change of action (into a hold, back to stable). queueRunning
+// is the queue's own running count, draining workers' jobs included.
+func (p *Pool) logDecision(d policy.Decision, o policy.Observation, queueRunning int64) {
 	changed := d.Action != p.lastAction
 	p.lastAction = d.Action
 	if d.Action != policy.ScaleUp && d.Action != policy.ScaleDown && !changed {
@@ -575,13 +586,18 @@ func (p *Pool) logDecision(d policy.Decision, o policy.Observation) {
 	if d.Action == policy.Hold {
 		return // the source error says why, throttled
 	}
+	draining := ""
+	if len(p.draining) > 0 {
+		draining = fmt.Sprintf(" (%d on %d draining workers)", queueRunning-o.Running, len(p.draining))
+	}
 	p.log.Event(eventlog.Decision, eventlog.Notice, p.fields(eventlog.Fields{
-		"FLEXIQ_PENDING": strconv.FormatInt(o.Pending, 10),
-		"FLEXIQ_RUNNING": strconv.FormatInt(o.Running, 10),
-		"FLEXIQ_CURRENT": strconv.Itoa(d.Current),
-		"FLEXIQ_DESIRED": strconv.Itoa(d.Desired),
-		"FLEXIQ_ACTION":  string(d.Action),
-	}), "pool=%s pending=%d running=%d workers=%d -> %d (%s)", p.name, o.Pending, o.Running, d.Current, d.Desired, d.Rationale)
+		"FLEXIQ_PENDING":  strconv.FormatInt(o.Pending, 10),
+		"FLEXIQ_RUNNING":  strconv.FormatInt(queueRunning, 10),
+		"FLEXIQ_CURRENT":  strconv.Itoa(d.Current),
+		"FLEXIQ_DESIRED":  strconv.Itoa(d.Desired),
+		"FLEXIQ_ACTION":   string(d.Action),
+		"FLEXIQ_DRAINING": strconv.Itoa(len(p.draining)),
+	}), "pool=%s pending=%d running=%d%s workers=%d -> %d (%s)", p.name, o.Pending, queueRunning, draining, d.Current, d.Desired, d.Rationale)
 }
 
 func (p *Pool) fields(extra eventlog.Fields) eventlog.Fields {

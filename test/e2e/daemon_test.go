@@ -474,3 +474,39 @@ func TestUserManager(t *testing.T) {
 		t.Errorf("workers left after stopping the user daemon:\n%s", out)
 	}
 }
+
+// A slow source in one pool stalls no other pool: each pool ticks on its
+// own, and a source read is bounded by its pool's tick interval.
+func TestSlowSourceStallsOnlyItsPool(t *testing.T) {
+	e := setup(t)
+	// A query that takes seconds on every tick: the pool holds.
+	slow := fmt.Sprintf(`
+[pools.slow]
+exec = ["/usr/local/bin/flexiq-testworker", "--queues", "not-this-one"]
+environment = { FLEXIQ_DB_PATH = %q }
+poll_interval_sec = 1
+min_workers = 1
+[pools.slow.source]
+type = "sqlite-query"
+path = %q
+query = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 50000000) SELECT count(*) * 0, 0 FROM c"
+`, e.dbPath, e.dbPath)
+	e.configure(slow + e.poolConfig("quick", `
+min_workers = 1
+max_workers = 4
+target_queue_depth_per_worker = 5
+threads_per_worker = 1
+target_utilisation = 1.0
+`))
+	e.startDaemon()
+	e.waitWorkers("quick", 1, 10*time.Second)
+	e.enqueue(15, 10*time.Second)
+	// Depth 3 at the next tick of its own, whatever the slow pool is doing.
+	e.waitWorkers("quick", 3, 6*time.Second)
+	e.eventually(10*time.Second, "the slow pool's source timing out", func() (bool, string) {
+		return strings.Contains(e.journalText("-u", daemonUnit), "pool=slow source unavailable"), ""
+	})
+	if n := len(e.workers("slow", "active")); n != 1 {
+		e.errorf("the slow pool has %d workers, want a hold at 1", n)
+	}
+}
