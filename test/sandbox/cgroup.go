@@ -47,10 +47,11 @@ func ownCgroup2() (string, error) {
 	return "", errors.New("no cgroup2 entry in /proc/self/cgroup")
 }
 
-// cgroupPath is the sandbox's child cgroup: beside the keeper, below the
-// cgroup the keeper was started in. On a host where systemd is PID 1 that is
-// the delegated scope the keeper runs in; on a host without systemd it is
-// wherever the caller runs. Nothing else of the host's tree is touched.
+// cgroupPath is the sandbox's child cgroup, below the cgroup the keeper was
+// started in. Nothing else of the host's tree is touched. (On a host where
+// systemd is PID 1, the polite place would be a delegated scope,
+// `systemd-run --scope -p Delegate=yes`; the keeper does not make one yet,
+// and the child lands below the caller's own cgroup.)
 func cgroupPath(name string) (string, error) {
 	mnt, err := findCgroup2()
 	if err != nil {
@@ -60,9 +61,6 @@ func cgroupPath(name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	// A keeper inside a delegated scope has moved itself to "keeper"; its
-	// sibling is where the sandbox goes.
-	own = strings.TrimSuffix(own, "/keeper")
 	return filepath.Join(mnt, own, "flexiq-sandbox-"+name), nil
 }
 
