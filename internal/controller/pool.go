@@ -291,18 +291,16 @@ func (p *Pool) crashed(ctx context.Context, now time.Time, lw *worker, w units.W
 		result = w.Result
 		how = fmt.Sprintf("is %s (%s)", w.ActiveState, exitText(w))
 	}
-	b := p.backoff[lw.slot]
-	if b == nil || (!lw.since.IsZero() && now.Sub(lw.since) >= backoffReset) {
-		b = &slotBackoff{}
-		p.backoff[lw.slot] = b
+	// A worker that stayed up long enough earns its slot a fresh backoff.
+	if !lw.since.IsZero() && now.Sub(lw.since) >= backoffReset {
+		delete(p.backoff, lw.slot)
 	}
-	b.delay = min(max(b.delay*2, backoffMin), backoffMax)
-	b.until = now.Add(b.delay)
+	delay := p.armBackoff(lw.slot, now)
 	p.log.Event(eventlog.WorkerCrashed, eventlog.Err, p.fields(eventlog.Fields{
 		"FLEXIQ_SLOT": strconv.Itoa(lw.slot), "FLEXIQ_UNIT": lw.unit, "FLEXIQ_RESULT": result,
 		"FLEXIQ_EXIT_STATUS": strconv.Itoa(int(w.ExecMainStatus)),
 	}), "pool=%s worker %s stopped without being asked: it %s, Result=%s; slot %d may restart in %s",
-		p.name, lw.unit, how, result, lw.slot, b.delay)
+		p.name, lw.unit, how, result, lw.slot, delay)
 	if loaded && w.ActiveState == "failed" {
 		rctx, cancel := context.WithTimeout(ctx, callTimeout)
 		_ = p.units.ResetFailed(rctx, w.Unit)
@@ -318,6 +316,20 @@ func exitText(w units.Worker) string {
 		return fmt.Sprintf("killed by signal %d", w.ExecMainStatus)
 	}
 	return "no exit status"
+}
+
+// armBackoff keeps slot from being started again for a while after a crash
+// or a failed start: 1 s, doubling with each failure in a row, up to 60 s.
+// It returns the delay.
+func (p *Pool) armBackoff(slot int, now time.Time) time.Duration {
+	b := p.backoff[slot]
+	if b == nil {
+		b = &slotBackoff{}
+		p.backoff[slot] = b
+	}
+	b.delay = min(max(b.delay*2, backoffMin), backoffMax)
+	b.until = now.Add(b.delay)
+	return b.delay
 }
 
 // startUpTo starts workers until the pool has want live ones, in the lowest
@@ -348,14 +360,8 @@ func (p *Pool) startUpTo(ctx context.Context, now time.Time, want int, why strin
 		unit := units.UnitName(p.name, r.slot)
 		f := p.fields(eventlog.Fields{"FLEXIQ_SLOT": strconv.Itoa(r.slot), "FLEXIQ_UNIT": unit})
 		if r.err != nil {
-			b := p.backoff[r.slot]
-			if b == nil {
-				b = &slotBackoff{}
-				p.backoff[r.slot] = b
-			}
-			b.delay = min(max(b.delay*2, backoffMin), backoffMax)
-			b.until = now.Add(b.delay)
-			p.log.Event(eventlog.WorkerCrashed, eventlog.Err, f, "pool=%s worker %s failed to start (%s): %v; slot %d may retry in %s", p.name, unit, why, r.err, r.slot, b.delay)
+			delay := p.armBackoff(r.slot, now)
+			p.log.Event(eventlog.WorkerCrashed, eventlog.Err, f, "pool=%s worker %s failed to start (%s): %v; slot %d may retry in %s", p.name, unit, why, r.err, r.slot, delay)
 			continue
 		}
 		// Its invocation ID is learnt at the next listing.

@@ -1,15 +1,15 @@
 package units
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // cgroupReader reads a unit's cumulative CPU time straight from cgroupfs:
@@ -24,45 +24,39 @@ func newCgroupReader(root string) (cgroupReader, error) {
 	if root != "" {
 		return cgroupReader{v2: root}, nil
 	}
-	f, err := os.Open("/proc/self/mounts")
+	mounts, err := procfs.GetMounts()
 	if err != nil {
 		return cgroupReader{}, fmt.Errorf("finding cgroupfs: %w", err)
 	}
-	defer f.Close()
-	r, err := parseMounts(bufio.NewScanner(f))
-	if err != nil {
-		return cgroupReader{}, fmt.Errorf("finding cgroupfs: reading /proc/self/mounts: %w", err)
-	}
 	// No cgroupfs at all is not fatal here: only CPUUsage needs it, and it
 	// says so when called.
-	return r, nil
+	return pickCgroupMounts(mounts), nil
 }
 
-// parseMounts picks the cgroup2 mount and the v1 cpuacct mount from a
-// mounts table. A container may show several cgroup2 mounts; the
+// pickCgroupMounts picks the cgroup2 mount and the v1 cpuacct mount from the
+// mount table. A container may show several cgroup2 mounts; the
 // conventional places win over whatever comes first.
-func parseMounts(sc *bufio.Scanner) (cgroupReader, error) {
+func pickCgroupMounts(mounts []*procfs.MountInfo) cgroupReader {
 	var r cgroupReader
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 4 {
-			continue
-		}
-		mnt, fstype := unescapeMount(f[1]), f[2]
+	for _, m := range mounts {
+		mnt := unescapeMount(m.MountPoint)
 		switch {
-		case fstype == "cgroup2":
+		case m.FSType == "cgroup2":
 			if r.v2 == "" || mnt == "/sys/fs/cgroup" || (mnt == "/sys/fs/cgroup/unified" && r.v2 != "/sys/fs/cgroup") {
 				r.v2 = mnt
 			}
-		case fstype == "cgroup" && r.v1 == "" && slices.Contains(strings.Split(f[3], ","), "cpuacct"):
-			r.v1 = mnt
+		case m.FSType == "cgroup" && r.v1 == "":
+			// A v1 hierarchy names its controllers among its superblock options.
+			if _, ok := m.SuperOptions["cpuacct"]; ok {
+				r.v1 = mnt
+			}
 		}
 	}
-	return r, sc.Err()
+	return r
 }
 
-// unescapeMount undoes the octal escapes (\040 for a space, ...) of
-// /proc/self/mounts.
+// unescapeMount undoes the kernel's octal escapes (\040 for a space, ...)
+// in mount points, which procfs passes through as they are.
 func unescapeMount(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s

@@ -1,15 +1,16 @@
 package units
 
 import (
-	"bufio"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
-func TestParseMounts(t *testing.T) {
+func TestPickCgroupMounts(t *testing.T) {
 	for _, tc := range []struct {
 		name, table string
 		want        cgroupReader
@@ -35,11 +36,25 @@ cgroup2 /sys/fs/cgroup cgroup2 rw 0 0
 `, cgroupReader{v2: "/run/my cgroup"}},
 		{"none", "proc /proc proc rw 0 0\n", cgroupReader{}},
 	} {
-		got, err := parseMounts(bufio.NewScanner(strings.NewReader(tc.table)))
-		if err != nil || got != tc.want {
-			t.Errorf("%s: parseMounts = %+v, %v; want %+v", tc.name, got, err, tc.want)
+		if got := pickCgroupMounts(mountTable(tc.table)); got != tc.want {
+			t.Errorf("%s: pickCgroupMounts = %+v; want %+v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// mountTable turns a table in /proc/self/mounts form into what procfs
+// reads from /proc/self/mountinfo: the fields the picker looks at.
+func mountTable(table string) []*procfs.MountInfo {
+	var mounts []*procfs.MountInfo
+	for _, line := range strings.Split(strings.TrimSpace(table), "\n") {
+		f := strings.Fields(line)
+		opts := map[string]string{}
+		for _, o := range strings.Split(f[3], ",") {
+			opts[o] = ""
+		}
+		mounts = append(mounts, &procfs.MountInfo{MountPoint: f[1], FSType: f[2], SuperOptions: opts})
+	}
+	return mounts
 }
 
 // On a hybrid host without a cgroup2 cpu.stat for the unit, CPUUsage falls

@@ -31,7 +31,7 @@ type Options struct {
 	// was dialled with, so it must outlive any single call.
 	Dial func(ctx context.Context) (*sddbus.Conn, error)
 	// CgroupRoot is where unit cgroup paths (ControlGroup) are resolved to
-	// read CPU usage. "" detects it from /proc/self/mounts: the cgroup2 mount
+	// read CPU usage. "" detects it from the mount table: the cgroup2 mount
 	// (/sys/fs/cgroup, or /sys/fs/cgroup/unified on hybrid hosts), and the
 	// cgroup v1 cpuacct hierarchy as a fallback.
 	CgroupRoot string

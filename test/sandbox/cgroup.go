@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,28 +8,24 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // findCgroup2 returns where the host mounts the cgroup2 hierarchy: at
 // /sys/fs/cgroup on a unified host, elsewhere (e.g. /sys/fs/cgroup/unified)
 // on a hybrid one.
 func findCgroup2() (string, error) {
-	f, err := os.Open("/proc/self/mounts")
+	mounts, err := procfs.GetMounts()
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 3 && fields[2] == "cgroup2" {
-			return fields[1], nil
+	for _, m := range mounts {
+		if m.FSType == "cgroup2" {
+			return m.MountPoint, nil
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return "", err
-	}
-	return "", errors.New("no cgroup2 mount in /proc/self/mounts")
+	return "", errors.New("no cgroup2 mount in /proc/self/mountinfo")
 }
 
 // ownCgroup2 is this process's cgroup2 path, relative to the hierarchy root.

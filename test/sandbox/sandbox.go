@@ -396,7 +396,8 @@ func alive(pid int, start uint64) bool {
 }
 
 func processExists(pid int) bool {
-	return syscall.Kill(pid, 0) == nil || errors.Is(syscall.Kill(pid, 0), syscall.EPERM)
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 func waitGone(ctx context.Context, pid int, start uint64) error {
