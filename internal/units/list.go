@@ -29,6 +29,13 @@ type Worker struct {
 	ExecMainCode, ExecMainStatus int32
 
 	ActiveEnter time.Time // zero if the unit never became active
+	// ActiveEnterMono is the same moment on CLOCK_MONOTONIC (zero if never
+	// active): unlike ActiveEnter it cannot jump with the wall clock.
+	ActiveEnterMono time.Duration
+
+	// Description carries the worker definition's revision (see
+	// WorkerSpec.Revision), so that a rollout can tell old workers from new.
+	Description string
 }
 
 // listConcurrency bounds the property reads of one ListWorkers: enough to
@@ -129,5 +136,9 @@ func (m *Manager) readWorker(ctx context.Context, unit string) (Worker, bool, er
 	if us, _ := p["ActiveEnterTimestamp"].(uint64); us > 0 {
 		w.ActiveEnter = time.UnixMicro(int64(us))
 	}
+	if us, _ := p["ActiveEnterTimestampMonotonic"].(uint64); us > 0 {
+		w.ActiveEnterMono = time.Duration(us) * time.Microsecond
+	}
+	w.Description, _ = p["Description"].(string)
 	return w, true, nil
 }
