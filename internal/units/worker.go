@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
@@ -27,6 +28,12 @@ type WorkerSpec struct {
 	StopTimeout time.Duration // before SIGKILL to the whole cgroup; 0 = systemd's default
 
 	CPUQuotaPerSecUSec, MemoryMax, TasksMax uint64 // 0 = unset
+
+	// Revision names the worker definition (the caller's hash of it). It is
+	// kept in the unit's Description, which every unit listing carries, so
+	// that a rollout can tell old workers from new ones without a property
+	// read per unit. "" leaves it out.
+	Revision string
 }
 
 // ErrUnitExists is wrapped by StartWorker's error when the unit is still
@@ -64,7 +71,7 @@ func (s WorkerSpec) properties() ([]sddbus.Property, error) {
 	sort.Strings(envList) // deterministic unit definitions, easy to diff
 
 	props := []sddbus.Property{
-		prop("Description", "flexiq-scaled worker "+s.Pool+"/"+slot),
+		prop("Description", s.description()),
 		// exec, not simple: the start job then waits for execve() to
 		// succeed, so a missing binary or user fails StartWorker itself.
 		prop("Type", "exec"),
@@ -168,8 +175,9 @@ func (m *Manager) StartWorker(ctx context.Context, s WorkerSpec) error {
 
 // startFailure explains a start job that did not end "done".
 func (m *Manager) startFailure(ctx context.Context, unit, result string) error {
+	e := &StartError{Unit: unit, JobResult: result}
 	if result != "failed" {
-		return fmt.Errorf("starting %s: start job %s", unit, result)
+		return e
 	}
 	var svc map[string]any
 	err := m.call(ctx, "reading "+unit, func(c *sddbus.Conn) error {
@@ -177,12 +185,11 @@ func (m *Manager) startFailure(ctx context.Context, unit, result string) error {
 		svc, err = c.GetUnitTypePropertiesContext(ctx, unit, "Service")
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("starting %s: start job failed", unit)
+	if err == nil {
+		e.Result, _ = svc["Result"].(string)
+		e.ExitStatus, _ = svc["ExecMainStatus"].(int32)
 	}
-	res, _ := svc["Result"].(string)
-	status, _ := svc["ExecMainStatus"].(int32)
-	return fmt.Errorf("starting %s: start job failed (result %s, exit status %d)", unit, res, status)
+	return e
 }
 
 // unitState is "active/running" or the like, for error messages.
@@ -245,4 +252,25 @@ func (m *Manager) QueuedJob(ctx context.Context, unit, jobType string) (bool, er
 		}
 	}
 	return false, nil
+}
+
+const revisionMark = " rev "
+
+// description is the unit's Description: "flexiq-scaled worker POOL/SLOT",
+// and " rev REVISION" when the spec has one.
+func (s WorkerSpec) description() string {
+	d := "flexiq-scaled worker " + s.Pool + "/" + strconv.Itoa(s.Slot)
+	if s.Revision != "" {
+		d += revisionMark + s.Revision
+	}
+	return d
+}
+
+// ParseRevision returns the revision recorded in a worker unit's
+// Description, or "" if it has none (a worker of an older daemon).
+func ParseRevision(description string) string {
+	if i := strings.LastIndex(description, revisionMark); i >= 0 {
+		return description[i+len(revisionMark):]
+	}
+	return ""
 }
