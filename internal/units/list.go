@@ -17,6 +17,10 @@ type Worker struct {
 	Pool string
 	Slot int
 
+	// Description is the unit's; Revision the WorkerSpec.Revision it was
+	// started with, as ParseRevision reads it from the Description.
+	Description, Revision string
+
 	ActiveState, SubState string
 	Result                string // "success", "exit-code", "timeout", ...
 
@@ -116,6 +120,8 @@ func (m *Manager) readWorker(ctx context.Context, unit string) (Worker, bool, er
 		return Worker{}, false, nil
 	}
 	w := Worker{Unit: unit}
+	w.Description, _ = p["Description"].(string)
+	w.Revision = ParseRevision(w.Description)
 	w.ActiveState, _ = p["ActiveState"].(string)
 	w.SubState, _ = p["SubState"].(string)
 	w.Result, _ = p["Result"].(string)
