@@ -16,8 +16,8 @@ const (
 	HardeningNone = "none"
 	// HardeningDefault is what an ordinary Python, Ruby or Node worker
 	// survives: it protects the kernel and the rest of the system from the
-	// worker, and leaves the worker's own view of files, devices, network
-	// and system calls alone.
+	// worker, and leaves the worker's home, devices, namespaces and system
+	// calls alone.
 	HardeningDefault = "default"
 	// HardeningStrict adds a read-only file system (but for /tmp and the
 	// working directory), no devices, no capabilities, IP and Unix sockets
@@ -60,8 +60,14 @@ func hardening(preset, workingDirectory string) ([]sddbus.Property, error) {
 		return nil, fmt.Errorf("unknown hardening preset %q (want %s)", preset, strings.Join(HardeningPresets, ", "))
 	}
 	protectSystem := "full" // /usr, /boot, /efi and /etc read-only
+	// Sockets of the families an ordinary worker uses; netlink too (it
+	// lists network interfaces), but not, say, raw packet sockets.
+	families := []string{"AF_UNIX", "AF_INET", "AF_INET6", "AF_NETLINK"}
 	if preset == HardeningStrict {
 		protectSystem = "strict" // everything read-only but /dev, /proc, /sys and ReadWritePaths
+		// glibc copes without netlink (getaddrinfo's AI_ADDRCONFIG then
+		// assumes both IPv4 and IPv6).
+		families = families[:3]
 	}
 	props := []sddbus.Property{
 		// No setuid binaries, no file capabilities: sudo fails.
@@ -79,10 +85,16 @@ func hardening(preset, workingDirectory string) ([]sddbus.Property, error) {
 		prop("RestrictSUIDSGID", true),
 		prop("RestrictRealtime", true),
 		prop("LockPersonality", true),
+		prop("RestrictAddressFamilies", allowList{true, families}),
+		// Native system calls only: a 32-bit binary (i386 on amd64) fails.
+		prop("SystemCallArchitectures", []string{"native"}),
 		// Not MemoryDenyWriteExecute: JITs (Node's V8, PyPy, LuaJIT, the
-		// JVM) need writable and executable memory. Not RemoveIPC: the
-		// workers of a pool share a user, and one stopping would remove
-		// the others' IPC objects.
+		// JVM) need writable and executable memory. Not RestrictNamespaces:
+		// headless Chromium (PDF rendering, scraping) sandboxes itself with
+		// user namespaces. Not RemoveIPC: the workers of a pool share a
+		// user, and one stopping would remove the others' IPC objects.
+		// Not ProtectHome nor PrivateDevices: an application may live
+		// under /home, and use a GPU.
 	}
 	if preset != HardeningStrict {
 		return props, nil
@@ -96,8 +108,6 @@ func hardening(preset, workingDirectory string) ([]sddbus.Property, error) {
 		prop("ProtectProc", "invisible"), // other users' processes are not in /proc
 		prop("CapabilityBoundingSet", uint64(0)),
 		prop("RestrictNamespaces", uint64(0)), // the set of namespace types allowed: none
-		prop("RestrictAddressFamilies", allowList{true, []string{"AF_UNIX", "AF_INET", "AF_INET6"}}),
-		prop("SystemCallArchitectures", []string{"native"}),
 		prop("SystemCallFilter", allowList{true, []string{"@system-service"}}),
 		prop("SystemCallErrorNumber", int32(ePERM)),
 		prop("UMask", uint32(0o027)),

@@ -221,11 +221,12 @@ func checkPresetProperties(t *testing.T, sb *sandbox.Sandbox, unit, preset, dir 
 	want := map[string]string{
 		"NoNewPrivileges": "no", "PrivateTmp": "no", "ProtectSystem": "no", "ProtectHome": "no",
 		"ProtectKernelTunables": "no", "PrivateDevices": "no", "RestrictNamespaces": "no",
-		"SystemCallArchitectures": "", "UMask": "0022", "ReadWritePaths": "", "ProtectProc": "default",
+		"SystemCallArchitectures": "", "UMask": "0022", "ReadWritePaths": "", "ProtectProc": "default", "RestrictAddressFamilies": "~",
 	}
 	switch preset {
 	case units.HardeningDefault:
-		for k, v := range map[string]string{"NoNewPrivileges": "yes", "PrivateTmp": "yes", "ProtectSystem": "full", "ProtectKernelTunables": "yes"} {
+		for k, v := range map[string]string{"NoNewPrivileges": "yes", "PrivateTmp": "yes", "ProtectSystem": "full", "ProtectKernelTunables": "yes",
+			"SystemCallArchitectures": "native", "RestrictAddressFamilies": "AF_INET AF_INET6 AF_NETLINK AF_UNIX"} {
 			want[k] = v
 		}
 	case units.HardeningStrict:

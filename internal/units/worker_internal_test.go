@@ -180,8 +180,18 @@ func TestHardeningProperties(t *testing.T) {
 			t.Errorf("strict: %s = %v, want %v", name, strict[name], want)
 		}
 	}
-	// A JIT needs W+X memory, and an application may live under /home.
-	for _, name := range []string{"MemoryDenyWriteExecute", "ProtectHome", "PrivateDevices", "SystemCallFilter", "RemoveIPC"} {
+	if a, _ := def["SystemCallArchitectures"].([]string); len(a) != 1 || a[0] != "native" {
+		t.Errorf("default: SystemCallArchitectures %v", def["SystemCallArchitectures"])
+	}
+	if f, _ := def["RestrictAddressFamilies"].(allowList); !f.Allow || strings.Join(f.List, " ") != "AF_UNIX AF_INET AF_INET6 AF_NETLINK" {
+		t.Errorf("default: RestrictAddressFamilies %v", def["RestrictAddressFamilies"])
+	}
+	if f, _ := strict["RestrictAddressFamilies"].(allowList); !f.Allow || strings.Join(f.List, " ") != "AF_UNIX AF_INET AF_INET6" {
+		t.Errorf("strict: RestrictAddressFamilies %v", strict["RestrictAddressFamilies"])
+	}
+	// A JIT needs W+X memory, Chromium namespaces, and an application may
+	// live under /home and use a GPU.
+	for _, name := range []string{"MemoryDenyWriteExecute", "ProtectHome", "PrivateDevices", "SystemCallFilter", "RemoveIPC", "RestrictNamespaces"} {
 		if _, ok := def[name]; ok {
 			t.Errorf("default sets %s", name)
 		}
