@@ -70,7 +70,7 @@ func (f *fakeSystemd) StartWorker(ctx context.Context, s units.WorkerSpec) error
 	}
 	f.nextInv++
 	f.units[name] = &units.Worker{Unit: name, Pool: s.Pool, Slot: s.Slot, ActiveState: "active", SubState: "running",
-		Result: "success", InvocationID: fmt.Sprintf("%032x", f.nextInv), Description: descriptionOf(s)}
+		Result: "success", InvocationID: fmt.Sprintf("%032x", f.nextInv), Description: descriptionOf(s), Revision: s.Revision}
 	f.specs[name] = s
 	return nil
 }

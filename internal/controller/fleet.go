@@ -156,12 +156,12 @@ func (f *fleet) reconcile(now time.Time, listed []units.Worker) reconciled {
 			if w.InvocationID != "" {
 				lw.invocation = w.InvocationID
 			}
-			if r := units.ParseRevision(w.Description); r != "" {
+			if r := w.Revision; r != "" {
 				lw.revision = r
 			}
 		case st == stateRunning:
 			lw.invocation, lw.since, lw.havePrev = w.InvocationID, startedAt(w, now), false
-			lw.revision = units.ParseRevision(w.Description)
+			lw.revision = w.Revision
 			r.restarted = append(r.restarted, restarted{lw})
 		case st == stateStopping:
 			delete(f.live, slot)
@@ -192,7 +192,7 @@ func (f *fleet) reconcile(now time.Time, listed []units.Worker) reconciled {
 		switch classify(w, true) {
 		case stateRunning:
 			lw := &worker{slot: w.Slot, unit: w.Unit, invocation: w.InvocationID,
-				revision: units.ParseRevision(w.Description), since: startedAt(w, now)}
+				revision: w.Revision, since: startedAt(w, now)}
 			f.live[w.Slot] = lw
 			r.adopted = append(r.adopted, lw)
 		case stateStopping:

@@ -17,6 +17,10 @@ type Worker struct {
 	Pool string
 	Slot int
 
+	// Description is the unit's; Revision the WorkerSpec.Revision it was
+	// started with, as ParseRevision reads it from the Description.
+	Description, Revision string
+
 	ActiveState, SubState string
 	Result                string // "success", "exit-code", "timeout", ...
 
@@ -32,10 +36,6 @@ type Worker struct {
 	// ActiveEnterMono is the same moment on CLOCK_MONOTONIC (zero if never
 	// active): unlike ActiveEnter it cannot jump with the wall clock.
 	ActiveEnterMono time.Duration
-
-	// Description carries the worker definition's revision (see
-	// WorkerSpec.Revision), so that a rollout can tell old workers from new.
-	Description string
 }
 
 // listConcurrency bounds the property reads of one ListWorkers: enough to
@@ -123,6 +123,8 @@ func (m *Manager) readWorker(ctx context.Context, unit string) (Worker, bool, er
 		return Worker{}, false, nil
 	}
 	w := Worker{Unit: unit}
+	w.Description, _ = p["Description"].(string)
+	w.Revision = ParseRevision(w.Description)
 	w.ActiveState, _ = p["ActiveState"].(string)
 	w.SubState, _ = p["SubState"].(string)
 	w.Result, _ = p["Result"].(string)
@@ -139,6 +141,5 @@ func (m *Manager) readWorker(ctx context.Context, unit string) (Worker, bool, er
 	if us, _ := p["ActiveEnterTimestampMonotonic"].(uint64); us > 0 {
 		w.ActiveEnterMono = time.Duration(us) * time.Microsecond
 	}
-	w.Description, _ = p["Description"].(string)
 	return w, true, nil
 }

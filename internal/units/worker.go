@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -23,17 +26,26 @@ type WorkerSpec struct {
 	User, Group      string // "" = omit (Group defaults to the user's group in systemd)
 	WorkingDirectory string // "" = omit
 	Environment      map[string]string
+	// EnvironmentFiles are read by systemd (as root, before it drops to
+	// User) at every start: absolute paths, a leading "-" meaning a missing
+	// file is fine. Their variables override Environment's.
+	EnvironmentFiles []string
 
-	KillSignal  int           // sent to the main process on stop; 0 = systemd's default (SIGTERM)
-	StopTimeout time.Duration // before SIGKILL to the whole cgroup; 0 = systemd's default
+	// Hardening is a sandboxing preset: HardeningNone, HardeningDefault
+	// (also for "") or HardeningStrict. See hardening.go.
+	Hardening string
+
+	// Revision names the worker's definition, e.g. a hash of it, so that a
+	// listed worker tells which one it runs (Worker.Revision). "" = none.
+	// No white space or control characters.
+	Revision string
+
+	KillSignal int // sent to the main process on stop; 0 = systemd's default (SIGTERM)
+	// StopTimeout is the wait before SIGKILL to the whole cgroup; 0 = no
+	// limit: systemd waits for the worker however long it takes.
+	StopTimeout time.Duration
 
 	CPUQuotaPerSecUSec, MemoryMax, TasksMax uint64 // 0 = unset
-
-	// Revision names the worker definition (the caller's hash of it). It is
-	// kept in the unit's Description, which every unit listing carries, so
-	// that a rollout can tell old workers from new ones without a property
-	// read per unit. "" leaves it out.
-	Revision string
 }
 
 // ErrUnitExists is wrapped by StartWorker's error when the unit is still
@@ -56,6 +68,20 @@ func (s WorkerSpec) properties() ([]sddbus.Property, error) {
 	if len(s.Exec) == 0 || s.Exec[0] == "" {
 		return nil, errors.New("empty command line")
 	}
+	if s.StopTimeout < 0 {
+		return nil, fmt.Errorf("negative stop timeout %v", s.StopTimeout)
+	}
+	if !validRevision(s.Revision) {
+		return nil, fmt.Errorf("invalid revision %q: no white space or control characters, at most %d bytes", s.Revision, maxRevision)
+	}
+	envFiles, err := environmentFiles(s.EnvironmentFiles)
+	if err != nil {
+		return nil, err
+	}
+	hardened, err := hardening(s.Hardening, s.WorkingDirectory)
+	if err != nil {
+		return nil, err
+	}
 	slot := strconv.Itoa(s.Slot)
 	env := make(map[string]string, len(s.Environment)+2)
 	for k, v := range s.Environment {
@@ -71,7 +97,7 @@ func (s WorkerSpec) properties() ([]sddbus.Property, error) {
 	sort.Strings(envList) // deterministic unit definitions, easy to diff
 
 	props := []sddbus.Property{
-		prop("Description", s.description()),
+		prop("Description", description(s.Pool, slot, s.Revision)),
 		// exec, not simple: the start job then waits for execve() to
 		// succeed, so a missing binary or user fails StartWorker itself.
 		prop("Type", "exec"),
@@ -102,8 +128,15 @@ func (s WorkerSpec) properties() ([]sddbus.Property, error) {
 	if s.KillSignal != 0 {
 		props = append(props, prop("KillSignal", int32(s.KillSignal)))
 	}
+	// Always set: left unset, it would be systemd's DefaultTimeoutStopSec
+	// (90 s), not "no limit".
+	stopTimeout := uint64(math.MaxUint64) // USEC_INFINITY
 	if s.StopTimeout > 0 {
-		props = append(props, prop("TimeoutStopUSec", uint64(s.StopTimeout/time.Microsecond)))
+		stopTimeout = uint64(s.StopTimeout / time.Microsecond)
+	}
+	props = append(props, prop("TimeoutStopUSec", stopTimeout))
+	if len(envFiles) > 0 {
+		props = append(props, prop("EnvironmentFiles", envFiles))
 	}
 	if s.CPUQuotaPerSecUSec != 0 {
 		props = append(props, prop("CPUQuotaPerSecUSec", s.CPUQuotaPerSecUSec))
@@ -114,7 +147,51 @@ func (s WorkerSpec) properties() ([]sddbus.Property, error) {
 	if s.TasksMax != 0 {
 		props = append(props, prop("TasksMax", s.TasksMax))
 	}
-	return props, nil
+	return append(props, hardened...), nil
+}
+
+const (
+	descriptionPrefix = "flexiq-scaled worker "
+	revisionMarker    = " rev "
+	maxRevision       = 128
+)
+
+// description is the unit's Description: "flexiq-scaled worker POOL/SLOT",
+// followed by " rev REVISION" when there is one.
+func description(pool, slot, revision string) string {
+	d := descriptionPrefix + pool + "/" + slot
+	if revision != "" {
+		d += revisionMarker + revision
+	}
+	return d
+}
+
+// ParseRevision returns the revision that a worker unit's Description
+// carries, or "" if it carries none (a worker started without one, or by an
+// older version) or is not a worker's description.
+func ParseRevision(description string) string {
+	rest, ok := strings.CutPrefix(description, descriptionPrefix)
+	if !ok {
+		return ""
+	}
+	// POOL/SLOT has no spaces, so the first marker is the one.
+	name, rev, ok := strings.Cut(rest, revisionMarker)
+	if !ok || strings.ContainsAny(name, " \t\n") || rev == "" || !validRevision(rev) {
+		return ""
+	}
+	return rev
+}
+
+func validRevision(r string) bool {
+	if len(r) > maxRevision {
+		return false
+	}
+	for _, c := range r {
+		if unicode.IsSpace(c) || unicode.IsControl(c) || c == utf8.RuneError {
+			return false
+		}
+	}
+	return true
 }
 
 func prop(name string, v any) sddbus.Property {
@@ -252,25 +329,4 @@ func (m *Manager) QueuedJob(ctx context.Context, unit, jobType string) (bool, er
 		}
 	}
 	return false, nil
-}
-
-const revisionMark = " rev "
-
-// description is the unit's Description: "flexiq-scaled worker POOL/SLOT",
-// and " rev REVISION" when the spec has one.
-func (s WorkerSpec) description() string {
-	d := "flexiq-scaled worker " + s.Pool + "/" + strconv.Itoa(s.Slot)
-	if s.Revision != "" {
-		d += revisionMark + s.Revision
-	}
-	return d
-}
-
-// ParseRevision returns the revision recorded in a worker unit's
-// Description, or "" if it has none (a worker of an older daemon).
-func ParseRevision(description string) string {
-	if i := strings.LastIndex(description, revisionMark); i >= 0 {
-		return description[i+len(revisionMark):]
-	}
-	return ""
 }
