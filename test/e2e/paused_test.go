@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/flexiqdb"
+	"github.com/flexiq/flexiq-scaled/test/sandbox"
 )
 
 // decisionID is the MESSAGE_ID of the controller's scaling decisions.
@@ -58,8 +59,12 @@ scale_down_window_sec = 4
 	}
 
 	// The paused jobs are reported apart from pending.
+	// (STATUS= follows the ticks within a watchdog period, hence the wait.)
 	wantStatus := fmt.Sprintf("%s 1/5 workers, 0 pending, %d paused", pool, backlog)
-	if st := e.unitProp(daemonUnit, "StatusText"); !strings.Contains(st, wantStatus) {
+	if ok, st := sandbox.Eventually(5*time.Second, func() (bool, string) {
+		st := e.unitProp(daemonUnit, "StatusText")
+		return strings.Contains(st, wantStatus), st
+	}); !ok {
 		e.errorf("StatusText = %q, want it to contain %q", st, wantStatus)
 	}
 	var sawPaused bool
@@ -88,7 +93,10 @@ scale_down_window_sec = 4
 		e.errorf("no scale-up decision to 5 with the resumed jobs pending")
 	}
 	// ", N paused" is there only while something is paused.
-	if st := e.unitProp(daemonUnit, "StatusText"); strings.Contains(st, "paused") {
+	if ok, st := sandbox.Eventually(5*time.Second, func() (bool, string) {
+		st := e.unitProp(daemonUnit, "StatusText")
+		return strings.HasPrefix(st, pool+" ") && !strings.Contains(st, "paused"), st
+	}); !ok {
 		e.errorf("StatusText = %q after the resume, want no paused count", st)
 	}
 }
