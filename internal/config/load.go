@@ -52,6 +52,9 @@ type rawPool struct {
 	Group                     value     `toml:"group"`
 	WorkingDirectory          value     `toml:"working_directory"`
 	Environment               value     `toml:"environment"`
+	EnvironmentFile           value     `toml:"environment_file"`
+	Hardening                 value     `toml:"hardening"`
+	MaxSurge                  value     `toml:"max_surge"`
 	MinWorkers                value     `toml:"min_workers"`
 	MaxWorkers                value     `toml:"max_workers"`
 	TargetQueueDepthPerWorker value     `toml:"target_queue_depth_per_worker"`

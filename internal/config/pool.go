@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 	"golang.org/x/sys/unix"
@@ -19,8 +21,10 @@ import (
 const DefaultUser = "flexiq"
 
 var (
-	// Pool names end up in unit names (flexiq-worker@NAME-SLOT) and metric
-	// labels, so they are kept to characters that need no escaping anywhere.
+	// Pool names end up in unit names (flexiq-NAME@SLOT.service,
+	// flexiq-NAME.slice) and metric labels, so they are kept to characters
+	// that need no escaping anywhere: no "-" (slice nesting), no "@"
+	// (template instance), no "/" or "." (paths), no white space.
 	poolNameRE = regexp.MustCompile(`^[a-z0-9_]{1,32}$`)
 	envNameRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
@@ -47,6 +51,8 @@ func defaultPool(name string, poll time.Duration) *Pool {
 		DrainTimeout:              30 * time.Second,
 		DrainSignal:               "SIGTERM",
 		DrainSignalNumber:         int(unix.SIGTERM),
+		Hardening:                 HardeningDefault,
+		MaxSurge:                  1,
 		Source:                    Source{Type: SourceFlexiqSQLite},
 	}
 }
@@ -78,6 +84,7 @@ func (l *loader) pool(name string, r *rawPool, daemonPoll time.Duration) *Pool {
 
 	l.command(p, r, key)
 	l.identity(p, r, key)
+	l.rollout(p, r, key)
 
 	if l.integer(key("min_workers"), r.MinWorkers, &p.MinWorkers) && p.MinWorkers < 0 {
 		l.add(key("min_workers"), "must be >= 0")
@@ -157,6 +164,10 @@ func (l *loader) command(p *Pool, r *rawPool, key func(...string) string) {
 			l.add(key("exec"), "must not be empty")
 		case exec[0] == "":
 			l.add(key("exec"), "the command (first element) must not be empty")
+		case !filepath.IsAbs(exec[0]) && (strings.Contains(exec[0], "/") || exec[0] == "." || exec[0] == ".."):
+			// systemd refuses it at every start, as "neither a valid
+			// executable name nor an absolute path".
+			l.add(key("exec"), "the command %q must be an absolute path, or a plain file name that systemd looks up in its fixed search path", exec[0])
 		default:
 			p.Exec = exec
 		}
@@ -167,17 +178,17 @@ func (l *loader) command(p *Pool, r *rawPool, key func(...string) string) {
 func (l *loader) identity(p *Pool, r *rawPool, key func(...string) string) {
 	if l.str(key("user"), r.User, &p.User) {
 		p.UserExplicit = true
-		if p.User == "" {
-			l.add(key("user"), "must not be empty")
-		}
+		l.accountName(key("user"), p.User)
 	}
-	p.Group = p.User
-	if l.str(key("group"), r.Group, &p.Group) && p.Group == "" {
-		l.add(key("group"), "must not be empty")
+	// Unset, the group stays empty: systemd then uses the user's primary
+	// group, which need not be named like the user (nobody's is nogroup).
+	if l.str(key("group"), r.Group, &p.Group) {
+		l.accountName(key("group"), p.Group)
 	}
 	if l.str(key("working_directory"), r.WorkingDirectory, &p.WorkingDirectory) && !filepath.IsAbs(p.WorkingDirectory) {
 		l.add(key("working_directory"), "must be an absolute path")
 	}
+	l.environmentFiles(p, r, key)
 	var env map[string]string
 	if !l.stringMap(key("environment"), r.Environment, &env) {
 		return
@@ -192,6 +203,80 @@ func (l *loader) identity(p *Pool, r *rawPool, key func(...string) string) {
 	}
 	if len(env) > 0 {
 		p.Environment = env
+	}
+}
+
+// accountName refuses the user and group names that systemd's User= and
+// Group= refuse outright (measured against systemd 252: it takes "a b",
+// "a.b", "a@b", "-x" and non-ASCII names, but not these). Whether the name
+// exists is a question for the machine (CheckUsers), not for the file.
+func (l *loader) accountName(key, name string) {
+	switch {
+	case name == "":
+		l.add(key, "must not be empty")
+	case name == "." || name == "..":
+		l.add(key, "%q is not a valid user or group name", name)
+	case strings.ContainsAny(name, ":/"):
+		l.add(key, "%q is not a valid user or group name: it must not contain \":\" or \"/\"", name)
+	case !utf8.ValidString(name) || strings.IndexFunc(name, unicode.IsControl) >= 0:
+		l.add(key, "%q is not a valid user or group name: it must be UTF-8 without control characters", name)
+	case strings.TrimSpace(name) != name:
+		l.add(key, "%q is not a valid user or group name: it must not start or end with white space", name)
+	}
+}
+
+// environmentFiles fills EnvironmentFiles from a string or an array of
+// strings. Each is systemd's EnvironmentFile=: an absolute path, with a
+// leading "-" meaning that a missing file is not an error.
+func (l *loader) environmentFiles(p *Pool, r *rawPool, key func(...string) string) {
+	k := key("environment_file")
+	var files []string
+	switch raw := r.EnvironmentFile.raw.(type) {
+	case nil:
+		return
+	case string:
+		files = []string{raw}
+	case []any:
+		if !l.strings(k, r.EnvironmentFile, &files) {
+			return
+		}
+	default:
+		l.wrongType(k, "a string or an array of strings", r.EnvironmentFile)
+		return
+	}
+	good := true
+	for _, f := range files {
+		path := strings.TrimPrefix(f, "-")
+		switch {
+		case !filepath.IsAbs(path):
+			l.add(k, "%q must be an absolute path (optionally after a \"-\", for \"ignore if missing\")", f)
+			good = false
+		case strings.IndexFunc(path, unicode.IsControl) >= 0 || !utf8.ValidString(path):
+			l.add(k, "%q must be UTF-8 without control characters", f)
+			good = false
+		}
+	}
+	if good && len(files) > 0 {
+		p.EnvironmentFiles = files
+	}
+}
+
+// Hardening presets; what each sets on the worker units is internal/units'.
+const (
+	HardeningNone    = "none"
+	HardeningDefault = "default"
+	HardeningStrict  = "strict"
+)
+
+// rollout fills the keys that govern workers and their replacement.
+func (l *loader) rollout(p *Pool, r *rawPool, key func(...string) string) {
+	if l.str(key("hardening"), r.Hardening, &p.Hardening) &&
+		!slices.Contains([]string{HardeningNone, HardeningDefault, HardeningStrict}, p.Hardening) {
+		l.add(key("hardening"), "unknown preset %q (want %q, %q or %q)", p.Hardening, HardeningNone, HardeningDefault, HardeningStrict)
+		p.Hardening = HardeningDefault
+	}
+	if l.integer(key("max_surge"), r.MaxSurge, &p.MaxSurge) && p.MaxSurge < 1 {
+		l.add(key("max_surge"), "must be >= 1")
 	}
 }
 

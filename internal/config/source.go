@@ -23,8 +23,18 @@ func (l *loader) source(p *Pool, r *rawSource, key func(string) string) {
 	switch {
 	case !r.Path.set():
 		l.add(key("path"), "missing: the database file to read")
-	case l.str(key("path"), r.Path, &s.Path) && !filepath.IsAbs(s.Path):
+	case !l.str(key("path"), r.Path, &s.Path):
+	case !filepath.IsAbs(s.Path):
 		l.add(key("path"), "must be an absolute path")
+	default:
+		// As written: the daemon would hold the pool at 0 for ever,
+		// with the file there for everyone but itself to see. This
+		// holds under `run --user` too, which has no such sandbox, so
+		// that a file means the same to both managers. CheckPaths
+		// follows the symlinks.
+		if h, hidden := hiddenBy(filepath.Clean(s.Path)); hidden {
+			l.add(key("path"), "%s is invisible to the daemon: %s", s.Path, h.explain())
+		}
 	}
 
 	if l.strings(key("queues"), r.Queues, &s.Queues) {
