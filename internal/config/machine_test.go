@@ -414,3 +414,11 @@ func TestPoolNamesThatCouldInject(t *testing.T) {
 		}
 	}
 }
+
+// A problem is one printable line, whatever the file held.
+func TestProblemIsOneLine(t *testing.T) {
+	p := Problem{File: "f.toml", Key: "pools.a", Msg: "x\ny\x00z\xffé\t"}
+	if got, want := p.String(), `f.toml: pools.a: x\ny\x00z\xffé\t`; got != want {
+		t.Errorf("String() = %s, want %s", got, want)
+	}
+}
