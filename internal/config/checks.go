@@ -47,6 +47,22 @@ func CheckUsersDetail(c *Config) (problems, warnings []Problem) {
 }
 
 func checkUsers(c *Config, lookup lookupFunc) (problems, warnings []Problem) {
+	// Pools mostly share their users, and each lookup runs getent: ask
+	// once per name.
+	type answer struct {
+		found bool
+		err   error
+	}
+	answers := map[string]answer{}
+	lookupOnce := func(db, name string) (bool, error) {
+		k := db + ":" + name
+		a, ok := answers[k]
+		if !ok {
+			a.found, a.err = lookup(db, name)
+			answers[k] = a
+		}
+		return a.found, a.err
+	}
 	for _, p := range sortedPools(c) {
 		for _, id := range []struct{ field, db, name string }{
 			{"user", dbPasswd, p.User},
@@ -57,7 +73,7 @@ func checkUsers(c *Config, lookup lookupFunc) (problems, warnings []Problem) {
 			if id.name == "" {
 				continue // a user manager's workers run as its own user
 			}
-			found, err := lookup(id.db, id.name)
+			found, err := lookupOnce(id.db, id.name)
 			pr := Problem{File: c.Path, Key: poolKey(p, id.field)}
 			switch {
 			case err != nil:

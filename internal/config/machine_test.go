@@ -89,6 +89,40 @@ func TestCheckUsersNSS(t *testing.T) {
 	}
 }
 
+// Each name is looked up once, however many pools use it: a lookup runs
+// getent.
+func TestCheckUsersAsksOnce(t *testing.T) {
+	c, err := load(t, `
+[pools.a]
+exec = ["/bin/true"]
+user = "app"
+[pools.a.source]
+path = "/var/lib/flexiq/a.db"
+[pools.b]
+exec = ["/bin/true"]
+user = "app"
+group = "app"
+[pools.b.source]
+path = "/var/lib/flexiq/b.db"
+[pools.c]
+exec = ["/bin/true"]
+user = "ghost"
+[pools.c.source]
+path = "/var/lib/flexiq/c.db"
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nss := fakeNSS{known: map[string]bool{"passwd:app": true, "group:app": true}}
+	problems, _ := checkUsers(c, nss.lookup)
+	if want := []string{"passwd:app", "group:app", "passwd:ghost"}; !slices.Equal(nss.asked, want) {
+		t.Errorf("looked up %v, want %v", nss.asked, want)
+	}
+	if got := keys(problems); !slices.Equal(got, []string{"pools.c.user"}) {
+		t.Errorf("problems %v", problems)
+	}
+}
+
 func keys(ps []Problem) []string {
 	var ks []string
 	for _, p := range ps {
