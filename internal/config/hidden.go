@@ -3,8 +3,10 @@ package config
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -107,41 +109,39 @@ func splitPath(path string) []string {
 
 // hiddenFromUs reports whether dir is one this process cannot see, because
 // it runs in the daemon's sandbox: /tmp and /var/tmp bound from a
-// systemd-private-* directory, /home, /root or /run/user mounted as a
-// read-only tmpfs. It reads /proc/self/mountinfo, and says no when that
-// cannot be read.
+// systemd-private-* directory, /home, /root or /run/user replaced by a
+// tmpfs. It says no when /proc/self/mountinfo cannot be read.
 func hiddenFromUs(dir string) bool {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return false
 	}
 	defer f.Close()
+	return hiddenIn(f, dir)
+}
+
+// hiddenIn reads a mountinfo table. A host rarely mounts a tmpfs right on
+// /home, /root or /run/user (its /run/user/UID are mounts of their own),
+// and never binds /tmp from a systemd-private-* directory.
+func hiddenIn(mountinfo io.Reader, dir string) bool {
 	hidden := false
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(mountinfo)
 	for sc.Scan() {
-		// id parent major:minor root mountpoint options ... - fstype source superoptions
+		// id parent major:minor root mountpoint options [optional...] - fstype source superoptions
 		fields := strings.Fields(sc.Text())
 		if len(fields) < 5 || fields[4] != dir {
 			continue
 		}
-		// The last mount on a mount point is the visible one.
-		root := fields[3]
-		sep := -1
-		for i, f := range fields {
-			if f == "-" {
-				sep = i
-				break
-			}
-		}
 		fstype := ""
-		if sep >= 0 && sep+1 < len(fields) {
+		if sep := slices.Index(fields, "-"); sep >= 0 && sep+1 < len(fields) {
 			fstype = fields[sep+1]
 		}
+		// The last mount on a mount point is the one in sight.
 		switch dir {
 		case "/tmp", "/var/tmp":
-			hidden = strings.Contains(root, "/systemd-private-")
+			hidden = strings.Contains(fields[3], "/systemd-private-")
 		default:
-			hidden = fstype == "tmpfs" && strings.Contains(","+fields[5]+",", ",ro,")
+			hidden = fstype == "tmpfs"
 		}
 	}
 	return hidden
