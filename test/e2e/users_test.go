@@ -107,3 +107,41 @@ ln -sf ` + name + `.group /etc/userdb/` + id + `.group`)
 		return strings.Contains(out, `pools.udb.user: user "flexiq-nobody-knows" does not exist`), out
 	})
 }
+
+// The app shortcut's bare "flexiq", installed in a virtualenv that only the
+// pool's PATH names: systemd looks it up in its fixed search path and fails
+// every start with 203/EXEC, which check-config predicts, naming the fix;
+// the exec it suggests then runs.
+func TestExecResolvedAsSystemd(t *testing.T) {
+	e := setup(t)
+	const venv = "/opt/flexiq-e2e-venv/bin"
+	if out := e.sh("command -v flexiq || echo none"); strings.TrimSpace(out) != "none" {
+		t.Skipf("the sandbox has a flexiq of its own: %s", out)
+	}
+	e.sh("mkdir -p " + venv + " && printf '#!/bin/sh\\nexec sleep infinity\\n' >" + venv + "/flexiq && chmod 0755 " + venv + "/flexiq")
+	t.Cleanup(func() { e.sb.Exec(e.ctx(), "rm", "-rf", "/opt/flexiq-e2e-venv") })
+	pool := func(command string) string {
+		return "[pools.venv]\n" + command + "\nenvironment = { PATH = \"" + venv + ":/usr/bin:/bin\" }\nmin_workers = 1\npoll_interval_sec = 1\n" +
+			"[pools.venv.source]\npath = \"" + e.dbPath + "\"\n"
+	}
+
+	e.configure(pool(`app = "myapp.tasks:queue"`))
+	out, err := e.sb.Exec(e.ctx(), "flexiq-scaled", "check-config")
+	wantFix := `found at ` + venv + `/flexiq via the pool's environment PATH, which systemd does not use: write exec = ["` + venv + `/flexiq", "worker", "--app", "myapp.tasks:queue"] instead of app`
+	if err == nil || !strings.Contains(out, "pools.venv.app: \"flexiq\" is not an absolute path") || !strings.Contains(out, wantFix) {
+		t.Fatalf("check-config: %v\n%s\nwant an error with %q", err, out, wantFix)
+	}
+	// What systemd does with that config: every start fails, 203/EXEC.
+	e.startDaemon()
+	e.eventually(20*time.Second, "a start failed with 203/EXEC", func() (bool, string) {
+		out := e.journalText("-u", "flexiq-venv@*.service")
+		return strings.Contains(out, "status=203/EXEC"), out
+	})
+
+	e.configure(pool(`exec = ["` + venv + `/flexiq", "worker", "--app", "myapp.tasks:queue"]`))
+	if out, err := e.sb.Exec(e.ctx(), "flexiq-scaled", "check-config"); err != nil {
+		t.Fatalf("check-config of the suggested exec: %v\n%s", err, out)
+	}
+	e.sh("systemctl reload " + daemonUnit)
+	e.waitWorkers("venv", 1, 90*time.Second) // past the crash backoff
+}
