@@ -46,6 +46,20 @@ func CheckUsersDetail(c *Config) (problems, warnings []Problem) {
 	return checkUsers(c, nssLookup)
 }
 
+// CheckMachine is every check of the configuration against this machine,
+// as the daemon makes them at start and on reload: problems refuse the
+// configuration (users and groups that do not exist, source paths that lead
+// into a directory the daemon's sandbox hides); warnings are logged (names
+// NSS could not answer for, commands systemd would not find or could not
+// execute, which may be deployed after the file). check-config treats the
+// commands as problems.
+func CheckMachine(c *Config) (problems, warnings []Problem) {
+	problems, warnings = CheckUsersDetail(c)
+	problems = append(problems, CheckPaths(c)...)
+	warnings = append(warnings, CheckExecutables(c)...)
+	return problems, warnings
+}
+
 func checkUsers(c *Config, lookup lookupFunc) (problems, warnings []Problem) {
 	// Pools mostly share their users, and each lookup runs getent: ask
 	// once per name.

@@ -481,3 +481,30 @@ func TestHiddenIn(t *testing.T) {
 		}
 	}
 }
+
+// CheckMachine refuses what the daemon must refuse and only warns about the
+// command, which may be deployed after the file.
+func TestCheckMachine(t *testing.T) {
+	c, err := load(t, `
+[pools.a]
+exec = ["/nonexistent/flexiq-test-worker"]
+user = "root"
+[pools.a.source]
+path = "/var/lib/flexiq/a.db"
+[pools.b]
+exec = ["/bin/true"]
+user = "no_such_user_flexiq_test"
+[pools.b.source]
+path = "/var/lib/flexiq/b.db"
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, warnings := CheckMachine(c)
+	if got := keys(problems); !slices.Equal(got, []string{"pools.b.user"}) {
+		t.Errorf("problems %v", problems)
+	}
+	if got := keys(warnings); !slices.Equal(got, []string{"pools.a.exec"}) {
+		t.Errorf("warnings %v", warnings)
+	}
+}
