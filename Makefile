@@ -9,11 +9,13 @@ LDFLAGS := -X github.com/flexiq/flexiq-scaled/internal/version.Version=$(VERSION
 export CGO_ENABLED := 0
 
 .PHONY: help deps build test unit e2e vet sandbox-bench clean demo deb lint-deb
+.PHONY: fuzz fuzz-short
 
 help:
 	@echo "make demo           the .deb in a throwaway systemd, replaying a real job trace (root)"
 	@echo "make test           unit tests, then the end-to-end suite in a real systemd sandbox (root)"
 	@echo "make unit           unit tests only (no root needed)"
+	@echo "make fuzz           fuzz the config loader and check-config, $(FUZZTIME) each (FUZZTIME= to change)"
 	@echo "make build          build bin/ (flexiq-scaled, the sandbox tool, the test worker)"
 	@echo "make sandbox-bench  median sandbox start+stop time"
 	@echo "make deb            dist/flexiq-scaled_$(VERSION)_<arch>.deb (VERSION=, DIST= to change)"
@@ -40,6 +42,28 @@ unit: vet
 # cores they would only make each other's timings noisy.
 test: deps vet build
 	$(GO) test -count=1 -p 1 -timeout 15m ./...
+	@$(MAKE) --no-print-directory fuzz-short
+
+# Native Go fuzzing (testing.F) of the config loader and of the check-config
+# command: never a panic, every problem one printable "FILE: KEY: MSG" line,
+# and an accepted file's effective config loads again. `make test` runs each
+# target for FUZZTIME_SHORT, `make fuzz` for FUZZTIME. An input that fails is
+# written to the package's testdata/fuzz/, which plain `go test` then replays:
+# commit it with the fix. The first run compiles an instrumented test binary
+# (a few minutes for check-config, which links SQLite); later runs reuse it.
+FUZZTIME_SHORT ?= 10s
+FUZZTIME ?= 2m
+FUZZ_TARGETS := ./internal/config:FuzzParse ./cmd/flexiq-scaled:FuzzCheckConfig
+
+fuzz-short:
+	@for t in $(FUZZ_TARGETS); do \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME_SHORT) "$${t%%:*}" || exit 1; \
+	done
+
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}" || exit 1; \
+	done
 
 sandbox-bench: build
 	bench/sandbox-start-stop.sh

@@ -11,8 +11,12 @@ import (
 func cmdCheckConfig(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check-config", "[FILE]", `
 Validate FILE (default `+config.DefaultPath+`) as the daemon would at start:
-the file itself, that the workers' users and groups exist on this system and,
-when run as root, that only root can write the file.
+the file itself; that the workers' users and groups exist on this system
+(through NSS, as systemd looks them up); that each pool's command is where
+systemd will look for it (an absolute path, or a name in systemd's fixed
+search path) and executable; that no source path leads into a directory the
+daemon's sandbox hides; and, when run as root, that only root can write the
+file.
 
 Warnings go to stderr as "warning: FILE: KEY: MESSAGE". Problems go to stderr
 one per line as "FILE: KEY: MESSAGE", and the exit status is 1. A valid file
@@ -45,10 +49,19 @@ status is 0.`)
 		for _, w := range config.Warnings(cfg) {
 			fmt.Fprintln(stderr, "warning: "+w)
 		}
-		// Users are checked only on a file that loaded: a broken file
-		// has no trustworthy user settings to check.
-		for _, p := range config.CheckUsers(cfg) {
-			problems = append(problems, p.String())
+		// The machine is checked only for a file that loaded: a
+		// broken file has no trustworthy settings to check.
+		userProblems, userWarnings := config.CheckUsersDetail(cfg)
+		for _, w := range userWarnings {
+			fmt.Fprintln(stderr, "warning: "+w.String())
+		}
+		// The daemon only warns about a command it cannot find (the
+		// program may be deployed after the file); here it is an
+		// error, as every worker start would fail.
+		for _, check := range [][]config.Problem{userProblems, config.CheckExecutables(cfg), config.CheckPaths(cfg)} {
+			for _, p := range check {
+				problems = append(problems, p.String())
+			}
 		}
 	}
 	// Checked even when the file has other problems, so that one run lists

@@ -64,7 +64,7 @@ func TestCheckConfigGood(t *testing.T) {
 	userName, groupName := identity(t)
 	path := writeFile(t, "config.toml", `
 [pools.email]
-app = "myapp.tasks:queue"
+exec = ["/bin/sh", "-c", "exec sleep infinity"]
 user = "`+userName+`"
 group = "`+groupName+`"
 max_workers = 4
@@ -80,7 +80,9 @@ path = "/nonexistent/flexiq.db"
 		"[daemon]",
 		"poll_interval_sec = 5.0",
 		"[pools.email]",
-		`app = "myapp.tasks:queue"`,
+		`exec = ["/bin/sh", "-c", "exec sleep infinity"]`,
+		`hardening = "default"`,
+		"max_surge = 1",
 		"min_workers = 1", // default
 		"max_workers = 4", // as written
 		"target_queue_depth_per_worker = 15.0",
@@ -409,5 +411,71 @@ func TestCheckConfigFileSafety(t *testing.T) {
 	r := invoke(t, "check-config", path)
 	if r.code != 1 || !strings.Contains(r.stderr, path+": refusing config") || r.stdout != "" {
 		t.Fatalf("a world-writable config as root: want exit 1 and a refusal, got %v", r)
+	}
+}
+
+// The app shortcut's bare "flexiq" is looked up by systemd in its fixed
+// search path, never in the pool's PATH: a virtualenv install would fail
+// every start with 203/EXEC. check-config says so, and what to write.
+func TestCheckConfigExecutable(t *testing.T) {
+	venv := filepath.Join(t.TempDir(), "venv", "bin")
+	if err := os.MkdirAll(venv, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(venv, "flexiq-scaled-test-worker"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := writeFile(t, "config.toml", `
+[pools.email]
+exec = ["flexiq-scaled-test-worker", "--app", "myapp:q"]
+user = "root"
+environment = { PATH = "`+venv+`:/usr/bin" }
+[pools.email.source]
+path = "/var/lib/flexiq/flexiq.db"
+`)
+	r := invoke(t, "check-config", path)
+	want := path + `: pools.email.exec: "flexiq-scaled-test-worker" is not an absolute path, so systemd looks it up in its fixed search path`
+	wantFix := `found at ` + venv + `/flexiq-scaled-test-worker via the pool's environment PATH, which systemd does not use: write exec = ["` +
+		venv + `/flexiq-scaled-test-worker", ...]`
+	if r.code != 1 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, wantFix) {
+		t.Errorf("want exit 1 with %q and %q; got %v", want, wantFix, r)
+	}
+}
+
+// nobody's primary group is nogroup: with no group written, the workers
+// get it from systemd, and check-config must not ask for a group "nobody".
+func TestCheckConfigUserWithoutGroup(t *testing.T) {
+	if _, err := user.Lookup("nobody"); err != nil {
+		t.Skipf("no user nobody here: %v", err)
+	}
+	path := writeFile(t, "config.toml", `
+[pools.email]
+exec = ["/bin/true"]
+user = "nobody"
+[pools.email.source]
+path = "/var/lib/flexiq/flexiq.db"
+`)
+	r := invoke(t, "check-config", path)
+	if r.code != 0 {
+		t.Fatalf("check-config: %v", r)
+	}
+	if strings.Contains(r.stdout, "group =") {
+		t.Errorf("the effective config writes a group that was never set:\n%s", r.stdout)
+	}
+}
+
+// A database the daemon's sandbox hides is refused, with the reason.
+func TestCheckConfigHiddenDatabase(t *testing.T) {
+	path := writeFile(t, "config.toml", `
+[pools.email]
+exec = ["/bin/true"]
+user = "root"
+[pools.email.source]
+path = "/tmp/flexiq.db"
+`)
+	r := invoke(t, "check-config", path)
+	want := path + ": pools.email.source.path: /tmp/flexiq.db is invisible to the daemon: the daemon's unit has PrivateTmp=yes, so it sees its own empty /tmp"
+	if r.code != 1 || !strings.Contains(r.stderr, want) {
+		t.Errorf("want exit 1 with %q; got %v", want, r)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
-	"os/user"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -33,37 +33,73 @@ func poolKey(p *Pool, fields ...string) string {
 
 // CheckUsers reports worker users and groups that do not exist on this
 // system; systemd would otherwise fail every worker start with a terse
-// status=217/USER.
+// status=217/USER or 216/GROUP. Names are resolved through NSS, as systemd
+// resolves them, and a name that cannot be checked is not refused.
 func CheckUsers(c *Config) []Problem {
-	var problems []Problem
-	add := func(p *Pool, field, format string, args ...any) {
-		problems = append(problems, Problem{File: c.Path, Key: poolKey(p, field), Msg: fmt.Sprintf(format, args...)})
+	problems, _ := checkUsers(c, nssLookup)
+	return problems
+}
+
+// CheckUsersDetail is CheckUsers, plus the names that could not be checked
+// (NSS failed or timed out), as warnings: systemd will judge them at start.
+func CheckUsersDetail(c *Config) (problems, warnings []Problem) {
+	return checkUsers(c, nssLookup)
+}
+
+// CheckMachine is every check of the configuration against this machine,
+// as the daemon makes them at start and on reload: problems refuse the
+// configuration (users and groups that do not exist, source paths that lead
+// into a directory the daemon's sandbox hides); warnings are logged (names
+// NSS could not answer for, commands systemd would not find or could not
+// execute, which may be deployed after the file). check-config treats the
+// commands as problems.
+func CheckMachine(c *Config) (problems, warnings []Problem) {
+	problems, warnings = CheckUsersDetail(c)
+	problems = append(problems, CheckPaths(c)...)
+	warnings = append(warnings, CheckExecutables(c)...)
+	return problems, warnings
+}
+
+func checkUsers(c *Config, lookup lookupFunc) (problems, warnings []Problem) {
+	// Pools mostly share their users, and each lookup runs getent: ask
+	// once per name.
+	type answer struct {
+		found bool
+		err   error
+	}
+	answers := map[string]answer{}
+	lookupOnce := func(db, name string) (bool, error) {
+		k := db + ":" + name
+		a, ok := answers[k]
+		if !ok {
+			a.found, a.err = lookup(db, name)
+			answers[k] = a
+		}
+		return a.found, a.err
 	}
 	for _, p := range sortedPools(c) {
-		if p.User == "" {
-			continue // a user manager's workers run as its own user
-		}
-		if _, err := user.Lookup(p.User); err != nil {
-			var unknown user.UnknownUserError
-			if errors.As(err, &unknown) {
-				add(p, "user", "user %q does not exist on this system", p.User)
-			} else {
-				add(p, "user", "look up user %q: %v", p.User, err)
+		for _, id := range []struct{ field, db, name string }{
+			{"user", dbPasswd, p.User},
+			// An empty group is the user's primary group, which
+			// systemd takes from the user's record whatever it is.
+			{"group", dbGroup, p.Group},
+		} {
+			if id.name == "" {
+				continue // a user manager's workers run as its own user
 			}
-		}
-		if _, err := user.LookupGroup(p.Group); err != nil {
-			var unknown user.UnknownGroupError
+			found, err := lookupOnce(id.db, id.name)
+			pr := Problem{File: c.Path, Key: poolKey(p, id.field)}
 			switch {
-			case !errors.As(err, &unknown):
-				add(p, "group", "look up group %q: %v", p.Group, err)
-			case p.Group == p.User:
-				add(p, "group", "group %q (the default: same as user) does not exist on this system", p.Group)
-			default:
-				add(p, "group", "group %q does not exist on this system", p.Group)
+			case err != nil:
+				pr.Msg = fmt.Sprintf("cannot check that %s %q exists (%v); systemd will judge at each worker start", id.field, id.name, err)
+				warnings = append(warnings, pr)
+			case !found:
+				pr.Msg = fmt.Sprintf("%s %q does not exist on this system (looked up through NSS, as systemd does)", id.field, id.name)
+				problems = append(problems, pr)
 			}
 		}
 	}
-	return problems
+	return problems, warnings
 }
 
 // CheckFileSafety refuses, when running as root, a configuration file that
@@ -99,7 +135,8 @@ func checkFileSafety(path string, euid int) error {
 }
 
 // Warnings are things worth telling the operator that do not stop the
-// daemon, each formatted as "<file>: <key>: <msg>".
+// daemon, each formatted as "<file>: <key>: <msg>". They include
+// SecretWarnings.
 func Warnings(c *Config) []string {
 	var warnings []string
 	add := func(key, format string, args ...any) {
@@ -117,7 +154,52 @@ func Warnings(c *Config) []string {
 			add(poolKey(p, "drain_timeout_sec"), "0 means no stop timeout: systemd never kills a worker that does not drain")
 		}
 	}
+	for _, pr := range SecretWarnings(c) {
+		warnings = append(warnings, pr.String())
+	}
 	return warnings
+}
+
+// secretNameParts are parts of environment variable names that usually
+// carry credentials.
+var secretNameParts = []string{"PASSWORD", "PASSWD", "SECRET", "TOKEN", "API_KEY", "APIKEY", "PRIVATE_KEY", "CREDENTIAL"}
+
+// urlPasswordRE matches a URL with a password in it, as in
+// postgres://app:hunter2@db/app.
+var urlPasswordRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s]*:[^/?#@\s]*@`)
+
+// SecretWarnings reports environment values that look like credentials in a
+// configuration file that anyone on the machine may read. A file that
+// cannot be stat'ed is not judged.
+func SecretWarnings(c *Config) []Problem {
+	fi, err := os.Stat(c.Path)
+	if err != nil || fi.Mode().Perm()&0o004 == 0 {
+		return nil
+	}
+	var problems []Problem
+	for _, p := range sortedPools(c) {
+		for _, name := range slices.Sorted(maps.Keys(p.Environment)) {
+			why := ""
+			upper := strings.ToUpper(name)
+			for _, part := range secretNameParts {
+				if strings.Contains(upper, part) {
+					why = "its name looks like a secret's"
+					break
+				}
+			}
+			if why == "" && urlPasswordRE.MatchString(p.Environment[name]) {
+				why = "its value is a URL with a password"
+			}
+			if why == "" {
+				continue
+			}
+			problems = append(problems, Problem{File: c.Path, Key: poolKey(p, "environment", name),
+				Msg: fmt.Sprintf("%s, and this file is world-readable (mode %04o): move it to an environment_file "+
+					"readable only by root (systemd reads it before dropping privileges), or chmod 0640 %s",
+					why, fi.Mode().Perm(), c.Path)})
+		}
+	}
+	return problems
 }
 
 // ForUserManager adapts the configuration to a user's service manager

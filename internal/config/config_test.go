@@ -186,7 +186,8 @@ func TestDefaults(t *testing.T) {
 		App:                       "myapp.tasks:queue",
 		Exec:                      []string{"flexiq", "worker", "--app", "myapp.tasks:queue"},
 		User:                      "flexiq",
-		Group:                     "flexiq",
+		Hardening:                 "default",
+		MaxSurge:                  1,
 		MinWorkers:                1,
 		MaxWorkers:                10,
 		TargetQueueDepthPerWorker: 15,
@@ -259,7 +260,7 @@ memory_max = 1024
 		{"app unset", email.App, ""},
 		{"user", email.User, "root"},
 		{"user explicit", email.UserExplicit, true},
-		{"group follows user", email.Group, "root"},
+		{"group unset: the user's primary group", email.Group, ""},
 		{"default user not explicit", reports.UserExplicit, false},
 		{"environment", email.Environment, map[string]string{"FLEXIQ_DB_PATH": "/var/lib/flexiq/flexiq.db"}},
 		{"integer utilisation", email.TargetUtilisation, 1.0},
@@ -423,13 +424,14 @@ func TestCheckUsers(t *testing.T) {
 }
 
 func TestWarnings(t *testing.T) {
-	dir := t.TempDir()
-	db := filepath.Join(dir, "flexiq.db")
-	text := strings.ReplaceAll(pool("drain_timeout_sec = 0\nuser = \"root\""), "/var/lib/flexiq/flexiq.db", db)
-	c, err := load(t, text)
+	c, err := load(t, pool("drain_timeout_sec = 0\nuser = \"root\""))
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Load refuses a database under /tmp, which the daemon cannot see;
+	// Warnings only looks whether the file is there.
+	db := filepath.Join(t.TempDir(), "flexiq.db")
+	c.Pools["email"].Source.Path = db
 	ws := strings.Join(Warnings(c), "\n")
 	for _, want := range []string{db + " does not exist yet", "workers run as root", "no stop timeout"} {
 		if !strings.Contains(ws, want) {
@@ -470,6 +472,9 @@ tasks_max = 64
 exec = ["/usr/bin/reports-worker", "--quiet"]
 user = "reports"
 working_directory = "/srv/reports"
+environment_file = ["/etc/reports/env", "-/etc/reports/local.env"]
+hardening = "strict"
+max_surge = 2
 [pools.reports.source]
 type = "sqlite-query"
 path = "/srv/reports.db"
@@ -498,10 +503,15 @@ FROM jobs"""
 	if !reflect.DeepEqual(again, c) {
 		t.Errorf("round trip changed the config:\n%s\n got %+v\nwant %+v", buf.String(), again.Pools, c.Pools)
 	}
-	for _, want := range []string{"max_workers = 10", `user = "flexiq"`, "scale_down_window_sec = 300"} {
+	for _, want := range []string{"max_workers = 10", `user = "flexiq"`, "scale_down_window_sec = 300", `hardening = "default"`, "max_surge = 1"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("effective config lacks default %q:\n%s", want, buf.String())
 		}
+	}
+	// An unset group is the user's primary group: writing one out would
+	// change what the workers run as.
+	if n := strings.Count(buf.String(), "group = "); n != 1 {
+		t.Errorf("effective config writes %d groups, want only the one set:\n%s", n, buf.String())
 	}
 }
 

@@ -25,9 +25,12 @@ type effectivePool struct {
 	App                       string            `toml:"app,omitempty"`
 	Exec                      []string          `toml:"exec,omitempty"`
 	User                      string            `toml:"user"`
-	Group                     string            `toml:"group"`
+	Group                     string            `toml:"group,omitempty"` // unset: the user's primary group
 	WorkingDirectory          string            `toml:"working_directory,omitempty"`
 	Environment               map[string]string `toml:"environment,omitempty"`
+	EnvironmentFile           []string          `toml:"environment_file,omitempty"`
+	Hardening                 string            `toml:"hardening"`
+	MaxSurge                  int               `toml:"max_surge"`
 	MinWorkers                int               `toml:"min_workers"`
 	MaxWorkers                int               `toml:"max_workers"`
 	TargetQueueDepthPerWorker float64           `toml:"target_queue_depth_per_worker"`
@@ -74,6 +77,9 @@ func WriteEffective(w io.Writer, c *Config) error {
 			Group:                     p.Group,
 			WorkingDirectory:          p.WorkingDirectory,
 			Environment:               p.Environment,
+			EnvironmentFile:           p.EnvironmentFiles,
+			Hardening:                 p.Hardening,
+			MaxSurge:                  p.MaxSurge,
 			MinWorkers:                p.MinWorkers,
 			MaxWorkers:                p.MaxWorkers,
 			TargetQueueDepthPerWorker: p.TargetQueueDepthPerWorker,

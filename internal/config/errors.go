@@ -1,6 +1,11 @@
 package config
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
 
 // Problem is one thing wrong with a configuration file.
 type Problem struct {
@@ -10,12 +15,41 @@ type Problem struct {
 }
 
 // String formats the problem as "<file>: <key>: <msg>", leaving out the key
-// when the problem is not tied to one.
+// when the problem is not tied to one. It is always one printable line:
+// messages quote parts of the file (the TOML decoder's among them), which
+// could otherwise carry a newline that forges another problem, or a NUL
+// that the journal would cut the message at.
 func (p Problem) String() string {
 	if p.Key == "" {
-		return p.File + ": " + p.Msg
+		return printable(p.File + ": " + p.Msg)
 	}
-	return p.File + ": " + p.Key + ": " + p.Msg
+	return printable(p.File + ": " + p.Key + ": " + p.Msg)
+}
+
+// printable escapes control characters and invalid UTF-8 as Go would quote
+// them (\n, \x00), leaving everything else as it is.
+func printable(s string) string {
+	bad := func(r rune) bool { return unicode.IsControl(r) || r == utf8.RuneError }
+	if strings.IndexFunc(s, bad) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
+				b.WriteString(`\x` + strconv.FormatUint(uint64(s[i])|0x100, 16)[1:])
+				continue
+			}
+			b.WriteRune(r)
+		case unicode.IsControl(r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // Error is every problem found in a configuration file. Load reports them all

@@ -28,10 +28,21 @@ type Pool struct {
 	User string   // default "flexiq"
 	// UserExplicit is true when user was written in the file. Only then
 	// may User be "root": no default ever is.
-	UserExplicit     bool
-	Group            string // default: same as User
+	UserExplicit bool
+	// Group is empty unless written: systemd then uses the user's primary
+	// group, as the worker units leave Group= out.
+	Group            string
 	WorkingDirectory string
 	Environment      map[string]string
+	// EnvironmentFiles are systemd's EnvironmentFile= paths, as written: a
+	// leading "-" means a missing file is ignored.
+	EnvironmentFiles []string
+	// Hardening is the sandboxing preset of the worker units: "none",
+	// "default" or "strict" (HardeningNone...).
+	Hardening string
+	// MaxSurge is how many workers a rollout may start above the current
+	// count while it replaces workers whose definition changed.
+	MaxSurge int
 
 	MinWorkers                int
 	MaxWorkers                int
@@ -47,7 +58,6 @@ type Pool struct {
 	DrainTimeout              time.Duration
 	DrainSignal               string // e.g. "SIGTERM"
 	DrainSignalNumber         int    // e.g. 15
-	MaxSurge                  int    // workers a rollout may start beyond the current count
 
 	Source Source
 	Limits Limits

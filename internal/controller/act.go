@@ -208,6 +208,8 @@ func workerSpec(c *config.Pool, slot int, revision string) units.WorkerSpec {
 		Group:              c.Group,
 		WorkingDirectory:   c.WorkingDirectory,
 		Environment:        c.Environment,
+		EnvironmentFiles:   c.EnvironmentFiles,
+		Hardening:          c.Hardening,
 		KillSignal:         c.DrainSignalNumber,
 		StopTimeout:        c.DrainTimeout,
 		CPUQuotaPerSecUSec: c.Limits.CPUQuotaPerSecUSec,

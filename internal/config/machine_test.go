@@ -1,0 +1,510 @@
+package config
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// fakeNSS answers lookups from a table and records them.
+type fakeNSS struct {
+	known map[string]bool // "passwd:nobody"
+	fail  map[string]bool // lookups that cannot be answered
+	asked []string
+}
+
+func (f *fakeNSS) lookup(db, name string) (bool, error) {
+	k := db + ":" + name
+	f.asked = append(f.asked, k)
+	if f.fail[k] {
+		return false, os.ErrDeadlineExceeded
+	}
+	return f.known[k], nil
+}
+
+func TestCheckUsersNSS(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		extra        string
+		nss          fakeNSS
+		wantAsked    []string
+		wantProblems []string // keys
+		wantWarnings []string // keys
+	}{
+		{
+			// The nobody case: its primary group is nogroup, and with no
+			// group written there is no group to look up at all.
+			name:      "group unset is the primary group",
+			extra:     `user = "nobody"`,
+			nss:       fakeNSS{known: map[string]bool{"passwd:nobody": true}},
+			wantAsked: []string{"passwd:nobody"},
+		},
+		{
+			name:      "user only in NSS (userdb, LDAP), with a group",
+			extra:     "user = \"ldapuser\"\ngroup = \"ldapgroup\"",
+			nss:       fakeNSS{known: map[string]bool{"passwd:ldapuser": true, "group:ldapgroup": true}},
+			wantAsked: []string{"passwd:ldapuser", "group:ldapgroup"},
+		},
+		{
+			name:      "numeric IDs are looked up as such",
+			extra:     "user = \"4711\"\ngroup = \"4712\"",
+			nss:       fakeNSS{known: map[string]bool{"passwd:4711": true, "group:4712": true}},
+			wantAsked: []string{"passwd:4711", "group:4712"},
+		},
+		{
+			name:         "missing user and group",
+			extra:        "user = \"ghost\"\ngroup = \"ghosts\"",
+			nss:          fakeNSS{},
+			wantAsked:    []string{"passwd:ghost", "group:ghosts"},
+			wantProblems: []string{"pools.email.user", "pools.email.group"},
+		},
+		{
+			// An NSS source that is down must not refuse the file.
+			name:         "cannot check is a warning",
+			extra:        `user = "sssduser"`,
+			nss:          fakeNSS{fail: map[string]bool{"passwd:sssduser": true}},
+			wantAsked:    []string{"passwd:sssduser"},
+			wantWarnings: []string{"pools.email.user"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := load(t, pool(tc.extra))
+			if err != nil {
+				t.Fatal(err)
+			}
+			problems, warnings := checkUsers(c, tc.nss.lookup)
+			if !slices.Equal(tc.nss.asked, tc.wantAsked) {
+				t.Errorf("looked up %v, want %v", tc.nss.asked, tc.wantAsked)
+			}
+			if got := keys(problems); !slices.Equal(got, tc.wantProblems) {
+				t.Errorf("problems %v, want keys %v", problems, tc.wantProblems)
+			}
+			if got := keys(warnings); !slices.Equal(got, tc.wantWarnings) {
+				t.Errorf("warnings %v, want keys %v", warnings, tc.wantWarnings)
+			}
+		})
+	}
+}
+
+// Each name is looked up once, however many pools use it: a lookup runs
+// getent.
+func TestCheckUsersAsksOnce(t *testing.T) {
+	c, err := load(t, `
+[pools.a]
+exec = ["/bin/true"]
+user = "app"
+[pools.a.source]
+path = "/var/lib/flexiq/a.db"
+[pools.b]
+exec = ["/bin/true"]
+user = "app"
+group = "app"
+[pools.b.source]
+path = "/var/lib/flexiq/b.db"
+[pools.c]
+exec = ["/bin/true"]
+user = "ghost"
+[pools.c.source]
+path = "/var/lib/flexiq/c.db"
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nss := fakeNSS{known: map[string]bool{"passwd:app": true, "group:app": true}}
+	problems, _ := checkUsers(c, nss.lookup)
+	if want := []string{"passwd:app", "group:app", "passwd:ghost"}; !slices.Equal(nss.asked, want) {
+		t.Errorf("looked up %v, want %v", nss.asked, want)
+	}
+	if got := keys(problems); !slices.Equal(got, []string{"pools.c.user"}) {
+		t.Errorf("problems %v", problems)
+	}
+}
+
+func keys(ps []Problem) []string {
+	var ks []string
+	for _, p := range ps {
+		ks = append(ks, p.Key)
+	}
+	return ks
+}
+
+// The real lookups, against this machine's NSS: root exists everywhere.
+func TestNSSLookup(t *testing.T) {
+	for name, lookup := range map[string]lookupFunc{"getent": nssLookup, "os/user": osUserLookup} {
+		if name == "getent" {
+			if _, err := exec.LookPath("getent"); err != nil {
+				t.Logf("no getent here: %v", err)
+				continue
+			}
+		}
+		for _, tc := range []struct {
+			db, name string
+			want     bool
+		}{
+			{dbPasswd, "root", true},
+			{dbPasswd, "0", true},
+			{dbGroup, "root", true},
+			{dbGroup, "0", true},
+			{dbPasswd, "no_such_user_flexiq_test", false},
+			{dbGroup, "no_such_group_flexiq_test", false},
+			{dbPasswd, "-no-such-option", false}, // a name, not an option
+			{dbPasswd, "3999999999", false},
+		} {
+			found, err := lookup(tc.db, tc.name)
+			if err != nil || found != tc.want {
+				t.Errorf("%s: %s %q = %v, %v; want %v", name, tc.db, tc.name, found, err, tc.want)
+			}
+		}
+	}
+}
+
+func TestAccountNames(t *testing.T) {
+	// What systemd 252 takes in User= (measured with StartTransientUnit),
+	// whether or not the name exists.
+	for _, good := range []string{"nobody", "a b", "a.b", "a@b", "-x", "üser", "1abc", "4711"} {
+		if _, err := load(t, pool("user = "+tomlString(good)+"\ngroup = "+tomlString(good))); err != nil {
+			t.Errorf("user %q refused: %v", good, err)
+		}
+	}
+	// ... and what it refuses as an invalid setting.
+	for _, bad := range []string{"", ".", "..", "a:b", "a/b", " x", "x ", "a\tb", "a\nb"} {
+		for _, field := range []string{"user", "group"} {
+			_, err := load(t, pool(field+" = "+tomlString(bad)))
+			if err == nil {
+				t.Errorf("%s %q accepted", field, bad)
+				continue
+			}
+			if ps := problems(t, err); len(ps) != 1 || ps[0].Key != "pools.email."+field {
+				t.Errorf("%s %q: %v", field, bad, ps)
+			}
+		}
+	}
+}
+
+// tomlString quotes s as a TOML basic string.
+func tomlString(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`, "\x00", `\u0000`)
+	return `"` + r.Replace(s) + `"`
+}
+
+func TestNewKeys(t *testing.T) {
+	c, err := load(t, pool(`
+environment_file = ["/etc/myapp/email.env", "-/etc/myapp/local.env"]
+hardening = "strict"
+max_surge = 3`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Pools["email"]
+	if want := []string{"/etc/myapp/email.env", "-/etc/myapp/local.env"}; !slices.Equal(p.EnvironmentFiles, want) {
+		t.Errorf("EnvironmentFiles = %q, want %q", p.EnvironmentFiles, want)
+	}
+	if p.Hardening != "strict" || p.MaxSurge != 3 {
+		t.Errorf("Hardening, MaxSurge = %q, %d", p.Hardening, p.MaxSurge)
+	}
+	c, err = load(t, pool(`environment_file = "-/etc/myapp/email.env"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"-/etc/myapp/email.env"}; !slices.Equal(c.Pools["email"].EnvironmentFiles, want) {
+		t.Errorf("a single file: %q", c.Pools["email"].EnvironmentFiles)
+	}
+	c, err = load(t, pool(`environment_file = []`))
+	if err != nil || c.Pools["email"].EnvironmentFiles != nil {
+		t.Errorf("an empty list: %v, %q", err, c.Pools["email"].EnvironmentFiles)
+	}
+
+	for _, tc := range []struct{ extra, key, msg string }{
+		{`environment_file = "etc/x.env"`, "environment_file", "must be an absolute path"},
+		{`environment_file = "-x.env"`, "environment_file", "must be an absolute path"},
+		{`environment_file = ["/a.env", 3]`, "environment_file", "element 2 must be a string"},
+		{`environment_file = 3`, "environment_file", "must be a string or an array of strings, not an integer"},
+		{`environment_file = "/a\nb.env"`, "environment_file", "control characters"},
+		{`hardening = "paranoid"`, "hardening", `unknown preset "paranoid"`},
+		{`hardening = true`, "hardening", "must be a string"},
+		{`max_surge = 0`, "max_surge", "must be >= 1"},
+		{`max_surge = 1.5`, "max_surge", "must be an integer"},
+		{`exec = ["bin/worker"]`, "exec", "must be an absolute path, or a plain file name"},
+		{`exec = [".."]`, "exec", "must be an absolute path, or a plain file name"},
+	} {
+		text := pool(tc.extra)
+		if strings.HasPrefix(tc.extra, "exec") {
+			text = strings.Replace(text, `app = "myapp.tasks:queue"`+"\n", "", 1)
+		}
+		_, err := load(t, text)
+		if err == nil {
+			t.Errorf("%s: accepted", tc.extra)
+			continue
+		}
+		ps := problems(t, err)
+		if len(ps) != 1 || ps[0].Key != "pools.email."+tc.key || !strings.Contains(ps[0].Msg, tc.msg) {
+			t.Errorf("%s: %v; want one problem at %s containing %q", tc.extra, ps, tc.key, tc.msg)
+		}
+	}
+}
+
+func TestHiddenSourcePaths(t *testing.T) {
+	for path, why := range map[string]string{
+		"/tmp/flexiq.db":               "PrivateTmp=yes, so it sees its own empty /tmp",
+		"/var/tmp/q/flexiq.db":         "PrivateTmp=yes, so it sees its own empty /var/tmp",
+		"/home/alice/queue/flexiq.db":  "ProtectHome=tmpfs, so it sees an empty /home",
+		"/root/flexiq.db":              "ProtectHome=tmpfs, so it sees an empty /root",
+		"/run/user/1000/flexiq.db":     "ProtectHome=tmpfs, so it sees an empty /run/user",
+		"/var/lib/../../tmp/flexiq.db": "PrivateTmp=yes",
+		"/tmp":                         "PrivateTmp=yes",
+	} {
+		_, err := load(t, withSource(`path = "`+path+`"`))
+		if err == nil {
+			t.Errorf("%s accepted", path)
+			continue
+		}
+		ps := problems(t, err)
+		if len(ps) != 1 || ps[0].Key != "pools.email.source.path" || !strings.Contains(ps[0].Msg, why) ||
+			!strings.Contains(ps[0].Msg, "/var/lib/flexiq") {
+			t.Errorf("%s: %v; want the reason %q and a place to use instead", path, ps, why)
+		}
+	}
+	for _, path := range []string{"/var/lib/flexiq/flexiq.db", "/tmpfs/flexiq.db", "/homes/flexiq.db", "/run/flexiq/q.db", "/srv/root/q.db"} {
+		if _, err := load(t, withSource(`path = "`+path+`"`)); err != nil {
+			t.Errorf("%s refused: %v", path, err)
+		}
+	}
+}
+
+func TestResolvePath(t *testing.T) {
+	dir := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(dir, "real/sub"), 0o755))
+	must(os.Symlink("real", filepath.Join(dir, "rel")))                        // relative
+	must(os.Symlink(filepath.Join(dir, "rel/sub"), filepath.Join(dir, "abs"))) // absolute, through another link
+	must(os.Symlink("/var/tmp/flexiq-none/q.db", filepath.Join(dir, "dangling")))
+	must(os.Symlink("../real/../real/sub", filepath.Join(dir, "real/up")))
+	must(os.Symlink("loop", filepath.Join(dir, "loop")))
+	for in, want := range map[string]string{
+		dir + "/real/sub/q.db":   dir + "/real/sub/q.db",
+		dir + "/rel/sub/q.db":    dir + "/real/sub/q.db",
+		dir + "/abs/q.db":        dir + "/real/sub/q.db",
+		dir + "/abs/missing/q":   dir + "/real/sub/missing/q",
+		dir + "/dangling":        "/var/tmp/flexiq-none/q.db",
+		dir + "/real/up/q.db":    dir + "/real/sub/q.db",
+		dir + "/loop/q.db":       dir + "/loop/q.db", // gives up, as the kernel would (ELOOP)
+		dir + "/nothing/here.db": dir + "/nothing/here.db",
+	} {
+		// The temp dir itself may sit behind a link (/tmp on some hosts).
+		base, err := filepath.EvalSymlinks(dir)
+		must(err)
+		want = strings.Replace(want, dir, base, 1)
+		if got := resolvePath(in); got != want {
+			t.Errorf("resolvePath(%s) = %s, want %s", in, got, want)
+		}
+	}
+
+	// CheckPaths: a path that looks harmless but leads into /var/tmp.
+	c, err := load(t, withSource(`path = "/var/lib/flexiq/q.db"`))
+	must(err)
+	c.Pools["email"].Source.Path = dir + "/dangling"
+	ps := CheckPaths(c)
+	if len(ps) != 1 || !strings.Contains(ps[0].Msg, "leads to /var/tmp/flexiq-none/q.db") || !strings.Contains(ps[0].Msg, "PrivateTmp=yes") {
+		t.Errorf("CheckPaths through a link into /var/tmp: %v", ps)
+	}
+	c.Pools["email"].Source.Path = "/var/lib/flexiq/q.db"
+	if ps := CheckPaths(c); len(ps) != 0 {
+		t.Errorf("CheckPaths of a plain path: %v", ps)
+	}
+}
+
+func TestCheckExecutables(t *testing.T) {
+	dir := t.TempDir()
+	bin, venv := filepath.Join(dir, "bin"), filepath.Join(dir, "venv/bin")
+	for _, d := range []string{bin, venv, filepath.Join(bin, "adir")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for path, mode := range map[string]os.FileMode{
+		bin + "/worker":    0o755,
+		bin + "/noexec":    0o644,
+		venv + "/flexiq":   0o755,
+		venv + "/onlyhere": 0o755,
+	} {
+		if err := os.WriteFile(path, []byte("#!/bin/sh\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	search := []string{filepath.Join(dir, "nothing"), bin}
+	notHidden := func(string) bool { return false }
+	for _, tc := range []struct {
+		name, pool string
+		hidden     func(string) bool
+		key, msg   string // "" = no problem
+	}{
+		{"absolute", `exec = ["` + bin + `/worker"]`, notHidden, "", ""},
+		{"name in the search path", `exec = ["worker", "-v"]`, notHidden, "", ""},
+		{"absolute, missing", `exec = ["` + bin + `/nope"]`, notHidden, "exec", bin + "/nope: no such file or directory; systemd would fail every worker start with status=203/EXEC"},
+		{"absolute, not executable", `exec = ["` + bin + `/noexec"]`, notHidden, "exec", "not executable (mode 0644)"},
+		{"absolute, directory", `exec = ["` + bin + `/adir"]`, notHidden, "exec", "is a directory"},
+		{"name, not executable", `exec = ["noexec"]`, notHidden, "exec", "in systemd's fixed search path it is not executable (" + bin + "/noexec: not executable"},
+		{"name, missing", `exec = ["nope", "a"]`, notHidden, "exec", `write the command's absolute path, as in exec = ["/ABSOLUTE/PATH/nope", ...]`},
+		{"app, in the pool's PATH only", "app = \"myapp:q\"\nenvironment = { PATH = \"/nonexistent:" + venv + "\" }", notHidden, "app",
+			`found at ` + venv + `/flexiq via the pool's environment PATH, which systemd does not use: write exec = ["` + venv + `/flexiq", "worker", "--app", "myapp:q"] instead of app`},
+		{"exec, in the pool's PATH only", "exec = [\"onlyhere\", \"--x\"]\nenvironment = { PATH = \"" + venv + "\" }", notHidden, "exec",
+			`found at ` + venv + `/onlyhere via the pool's environment PATH, which systemd does not use: write exec = ["` + venv + `/onlyhere", ...]`},
+		// The daemon cannot see /home; the workers can.
+		{"hidden from the daemon", `exec = ["/home/app/venv/bin/flexiq"]`, func(d string) bool { return d == "/home" }, "", ""},
+		{"under /home, seen", `exec = ["/home/no-such-user-flexiq/flexiq"]`, notHidden, "exec", "no such file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := load(t, `[pools.email]
+`+tc.pool+`
+[pools.email.source]
+path = "/var/lib/flexiq/flexiq.db"
+`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps := checkExecutables(c, search, tc.hidden)
+			switch {
+			case tc.key == "" && len(ps) != 0:
+				t.Errorf("unexpected problems: %v", ps)
+			case tc.key != "" && (len(ps) != 1 || ps[0].Key != "pools.email."+tc.key || !strings.Contains(ps[0].Msg, tc.msg)):
+				t.Errorf("problems %v; want one at %s containing %q", ps, tc.key, tc.msg)
+			}
+		})
+	}
+}
+
+// The search path is systemd's own, when systemd can say what it is.
+func TestSystemdSearchPath(t *testing.T) {
+	out, err := exec.Command("systemd-path", "search-binaries-default").Output()
+	if err != nil {
+		t.Skipf("systemd-path: %v", err)
+	}
+	if got, want := strings.Join(systemdSearchPath, ":"), strings.TrimSpace(string(out)); got != want {
+		t.Errorf("systemdSearchPath = %s, systemd says %s", got, want)
+	}
+}
+
+func TestSecretWarnings(t *testing.T) {
+	text := pool(`environment = { DB_PASSWORD = "x", API_TOKEN = "y", Stripe_Api_Key = "z", DATABASE_URL = "postgres://app:hunter2@db/app", ` +
+		`PLAIN_URL = "https://example.org/a:b@c", USER_URL = "redis://app@cache", LANG = "C.UTF-8", PYTHONUNBUFFERED = "1" }`)
+	path := writeConfig(t, text)
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws := SecretWarnings(c); len(ws) != 0 {
+		t.Errorf("a 0600 file: %v", ws)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ws := SecretWarnings(c)
+	want := []string{"pools.email.environment.API_TOKEN", "pools.email.environment.DATABASE_URL",
+		"pools.email.environment.DB_PASSWORD", "pools.email.environment.Stripe_Api_Key"}
+	if !slices.Equal(keys(ws), want) {
+		t.Errorf("warnings at %v, want %v", keys(ws), want)
+	}
+	for _, w := range ws {
+		if !strings.Contains(w.Msg, "world-readable (mode 0644)") || !strings.Contains(w.Msg, "environment_file") ||
+			!strings.Contains(w.Msg, "chmod 0640 "+path) {
+			t.Errorf("warning lacks the fix: %s", w)
+		}
+	}
+	// Warnings carries them, so the daemon logs them too.
+	if all := strings.Join(Warnings(c), "\n"); !strings.Contains(all, "pools.email.environment.DB_PASSWORD: its name looks like a secret's") {
+		t.Errorf("Warnings lacks the secret warning:\n%s", all)
+	}
+}
+
+// Names that would escape or alter a unit name are refused at load.
+func TestPoolNamesThatCouldInject(t *testing.T) {
+	for _, name := range []string{
+		"a/b", "..", ".", "a..b", "a@1", "a\nb", "a-b", "-", "émail", "Email", "", strings.Repeat("a", 33),
+		"a b", "a.service", "a\x00b", "a\\x2db", "a%ib", "$x", "a:b",
+	} {
+		text := "[pools." + tomlString(name) + "]\nexec = [\"/bin/true\"]\n[pools." + tomlString(name) + ".source]\npath = \"/var/lib/flexiq/q.db\"\n"
+		c, err := load(t, text)
+		if err == nil {
+			t.Errorf("pool name %q accepted: %v", name, c.Pools)
+			continue
+		}
+		ps := problems(t, err)
+		if len(ps) != 1 || !strings.Contains(ps[0].Msg, "pool name must match [a-z0-9_]{1,32}") || !strings.Contains(ps[0].Msg, "unit names") {
+			t.Errorf("pool name %q: %v", name, ps)
+		}
+	}
+	for _, name := range []string{"a", "email_2", strings.Repeat("z", 32), "0"} {
+		text := "[pools." + tomlString(name) + "]\nexec = [\"/bin/true\"]\n[pools." + tomlString(name) + ".source]\npath = \"/var/lib/flexiq/q.db\"\n"
+		if _, err := load(t, text); err != nil {
+			t.Errorf("pool name %q refused: %v", name, err)
+		}
+	}
+}
+
+// A problem is one printable line, whatever the file held.
+func TestProblemIsOneLine(t *testing.T) {
+	p := Problem{File: "f.toml", Key: "pools.a", Msg: "x\ny\x00z\xffé\t"}
+	if got, want := p.String(), `f.toml: pools.a: x\ny\x00z\xffé\t`; got != want {
+		t.Errorf("String() = %s, want %s", got, want)
+	}
+}
+
+// The mount table of a unit with PrivateTmp=yes and ProtectHome=tmpfs, as
+// systemd 252 set it up in the sandbox, and of an ordinary host.
+func TestHiddenIn(t *testing.T) {
+	const sandboxed = `435 418 0:45 / /tmp rw,nosuid,nodev,relatime shared:250 - tmpfs tmpfs rw
+440 418 0:77 / /home rw,relatime shared:259 - tmpfs tmpfs rw
+441 418 0:78 / /root rw,relatime shared:260 - tmpfs tmpfs rw
+444 436 0:79 / /run/user rw,relatime shared:256 - tmpfs tmpfs rw
+446 435 0:45 /systemd-private-a20b8e31e3e345d2970b4401dd79e770-run-u37.service-4cB0Dm/tmp /tmp rw,nosuid,nodev,relatime shared:251 - tmpfs tmpfs rw
+448 418 0:40 /var/tmp/systemd-private-a20b8e31e3e345d2970b4401dd79e770-run-u37.service-6ijUQF/tmp /var/tmp rw,relatime shared:262 - overlay overlay rw
+`
+	const host = `22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+35 22 0:31 / /tmp rw,nosuid,nodev shared:17 - tmpfs tmpfs rw
+60 22 8:2 / /home rw,relatime shared:30 - ext4 /dev/sda2 rw
+70 25 0:50 / /run/user/1000 rw,nosuid,nodev,relatime shared:40 - tmpfs tmpfs rw
+`
+	for _, dir := range []string{"/tmp", "/var/tmp", "/home", "/root", "/run/user"} {
+		if !hiddenIn(strings.NewReader(sandboxed), dir) {
+			t.Errorf("%s not seen as hidden in the daemon's sandbox", dir)
+		}
+		if hiddenIn(strings.NewReader(host), dir) {
+			t.Errorf("%s seen as hidden on a host", dir)
+		}
+	}
+}
+
+// CheckMachine refuses what the daemon must refuse and only warns about the
+// command, which may be deployed after the file.
+func TestCheckMachine(t *testing.T) {
+	c, err := load(t, `
+[pools.a]
+exec = ["/nonexistent/flexiq-test-worker"]
+user = "root"
+[pools.a.source]
+path = "/var/lib/flexiq/a.db"
+[pools.b]
+exec = ["/bin/true"]
+user = "no_such_user_flexiq_test"
+[pools.b.source]
+path = "/var/lib/flexiq/b.db"
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, warnings := CheckMachine(c)
+	if got := keys(problems); !slices.Equal(got, []string{"pools.b.user"}) {
+		t.Errorf("problems %v", problems)
+	}
+	if got := keys(warnings); !slices.Equal(got, []string{"pools.a.exec"}) {
+		t.Errorf("warnings %v", warnings)
+	}
+}
