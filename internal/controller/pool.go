@@ -98,8 +98,8 @@ type Pool struct {
 	progress atomic.Int64 // unix nanos of the last completed tick
 }
 
-// NewPool prepares a pool; it starts nothing until Start.
-func NewPool(cfg *config.Pool, u *units.Manager, log *eventlog.Logger) (*Pool, error) {
+// newPool prepares a pool; it starts nothing until Start.
+func newPool(cfg *config.Pool, u *units.Manager, log *eventlog.Logger) (*Pool, error) {
 	src, err := source.New(cfg.Source)
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %w", cfg.Name, err)
