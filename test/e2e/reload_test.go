@@ -87,7 +87,14 @@ func TestReloadVerdict(t *testing.T) {
 	if j := e.journalText("-u", daemonUnit, "_COMM=flexiq-scaled"); !strings.Contains(j, "/etc/flexiq-scaled/config.toml: pools.verdict.limits.max_worker") {
 		t.Errorf("the journal does not name the bad key:\n%s", j)
 	}
+	// systemctl itself only says "Job for flexiq-scaled.service failed"
+	// and points to systemctl status, which shows them.
+	if st, _, _ := e.run("systemctl", "status", "--no-pager", "-n", "30", daemonUnit); !strings.Contains(st, "pools.verdict.limits.max_worker") {
+		t.Errorf("systemctl status does not show the rejected key:\n%s", st)
+	}
+	t1 := time.Now()
 	out, errs, code = e.run("flexiq-scaled", "reload")
+	t.Logf("flexiq-scaled reload of an invalid file took %s", time.Since(t1).Round(time.Millisecond))
 	if code != 1 || !strings.Contains(errs, "/etc/flexiq-scaled/config.toml: pools.verdict.limits.max_worker") {
 		t.Errorf("flexiq-scaled reload of an invalid file: exit %d, stdout %q, stderr %q; want 1 and the file and key on stderr", code, out, errs)
 	}
