@@ -1,14 +1,20 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 )
 
 func testControl(t *testing.T, dir string) *control {
@@ -230,5 +236,62 @@ func TestIsStalled(t *testing.T) {
 				t.Errorf("isStalled = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// A pool's status change reaches systemd at once through OnChange, not at
+// the watchdog's next tick (an hour away here).
+func TestStatusFollowsChangesAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	t.Setenv("NOTIFY_SOCKET", sock)
+
+	d := &daemon{
+		opts: Options{RuntimeDir: dir}, log: eventlog.NewWriter(io.Discard),
+		cfg: &config.Config{}, pools: map[string]*runningPool{}, removed: map[string]*removal{},
+		statusKick: make(chan struct{}, 1),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go d.watchdog(ctx, 0, time.Hour)
+
+	read := func() string {
+		t.Helper()
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		buf := make([]byte, 4096)
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatalf("no notification after a kick: %v", err)
+		}
+		return string(buf[:n])
+	}
+	d.kickStatus()
+	if got := read(); got != "STATUS=no pools configured" {
+		t.Errorf("first notification = %q", got)
+	}
+	rp, err := d.newPool(&config.Pool{Name: "email", MaxWorkers: 4, PollInterval: time.Second,
+		Source: config.Source{Type: "flexiq-sqlite", Path: filepath.Join(dir, "q.db")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rp.pool.Close()
+	d.setPool("email", rp)
+	// Many kicks coalesce into one update, and none blocks.
+	for range 100 {
+		d.kickStatus()
+	}
+	if got := read(); !strings.HasPrefix(got, "STATUS=email 0/4 workers") {
+		t.Errorf("after the change: %q", got)
+	}
+	// An unchanged status is not sent again.
+	d.kickStatus()
+	conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, err := conn.Read(make([]byte, 4096)); err == nil {
+		t.Errorf("an unchanged status was sent again (%d bytes)", n)
 	}
 }

@@ -145,7 +145,12 @@ func Run(ctx context.Context, o Options) int {
 
 	wdCtx, stopWatchdog := context.WithCancel(ctx)
 	defer stopWatchdog()
-	go d.watchdog(wdCtx)
+	wdInterval, _ := sddaemon.SdWatchdogEnabled(false)
+	wdTick := 2 * time.Second
+	if wdInterval > 0 {
+		wdTick = min(wdTick, wdInterval/3)
+	}
+	go d.watchdog(wdCtx, wdInterval, wdTick)
 
 	// Requests made while the daemon was starting: their signal may have
 	// been swallowed by connect.
@@ -697,12 +702,10 @@ func (d *daemon) sweep(ctx context.Context) {
 // watchdog feeds systemd's watchdog only while every pool keeps ticking, so
 // that a wedged loop (a hung D-Bus call, a deadlock) gets the daemon
 // restarted; the next one adopts the workers. It also keeps STATUS= current.
-func (d *daemon) watchdog(ctx context.Context) {
-	interval, _ := sddaemon.SdWatchdogEnabled(false)
-	tick := 2 * time.Second
-	if interval > 0 {
-		tick = min(tick, interval/3)
-	}
+//
+// interval is the watchdog's (0: none); tick is how often it is fed, and
+// STATUS= refreshed even without a kick.
+func (d *daemon) watchdog(ctx context.Context, interval, tick time.Duration) {
 	lastStatus := ""
 	ticker := time.NewTicker(tick)
 	defer ticker.Stop()
