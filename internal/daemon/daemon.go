@@ -99,10 +99,11 @@ func Run(ctx context.Context, o Options) int {
 		o.RuntimeDir = RuntimeDir(o.User)
 	}
 	// systemd creates it (RuntimeDirectory=); by hand, or with --user,
-	// the daemon does.
+	// the daemon does. Without it the daemon still scales, but keeps no
+	// state across restarts and cannot answer reload and roll requests:
+	// worth a warning, not a refusal to run.
 	if err := os.MkdirAll(o.RuntimeDir, 0o755); err != nil {
-		fmt.Fprintf(os.Stderr, "flexiq-scaled: runtime directory: %v\n", err)
-		return 1
+		log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "runtime directory: %v: no state across restarts, and no answers to flexiq-scaled reload or roll", err)
 	}
 	ctl := &control{dir: o.RuntimeDir, now: time.Now, logf: func(format string, args ...any) {
 		log.Event(eventlog.Lifecycle, eventlog.Warning, nil, format, args...)
