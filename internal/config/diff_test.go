@@ -35,7 +35,7 @@ func TestDiff(t *testing.T) {
 		{"app and its exec", func(p *Pool) { p.App = "other:q"; p.Exec = []string{"flexiq", "worker", "--app", "other:q"} }, []string{"app", "exec"}},
 		{"source sub-table", func(p *Pool) { p.Source.Path = "/var/lib/x.db" }, []string{"source.path"}},
 		{"source queues", func(p *Pool) { p.Source.Queues = []string{"a"} }, []string{"source.queues"}},
-		{"limits sub-table", func(p *Pool) { p.Limits.MemoryMax, p.Limits.MemoryMaxBytes = "1G", 1 << 30 }, []string{"limits.memory_max"}},
+		{"limits sub-table", func(p *Pool) { p.Limits.MemoryMax, p.Limits.MemoryMaxBytes = "1G", 1<<30 }, []string{"limits.memory_max"}},
 		{"limits tasks", func(p *Pool) { p.Limits.TasksMax = 9 }, []string{"limits.tasks_max"}},
 		{"user written explicitly", func(p *Pool) { p.UserExplicit = !p.UserExplicit }, []string{"user"}},
 		{"name is not a setting", func(p *Pool) { p.Name = "other" }, nil},
