@@ -41,6 +41,8 @@ func init() {
 	commands = []command{
 		{"run", "run the daemon (what the systemd unit starts)", cmdRun},
 		{"check-config", "validate a config file and print it with every default filled in", cmdCheckConfig},
+		{"reload", "make the running daemon re-read its config, and report its verdict", cmdReload},
+		{"roll", "make the running daemon replace every worker of a pool, one at a time", cmdRoll},
 		{"simulate", "replay a queue trace through a pool's scaling policy", cmdSimulate},
 		{"version", "print the version", cmdVersion},
 		{"help", "show this help, or a subcommand's", cmdHelp},

@@ -143,11 +143,13 @@ func (p *Pool) Drain(ctx context.Context, why string) {
 	p.stopping = true
 	p.target = 0
 	p.mu.Unlock()
-	for {
+	for ctx.Err() == nil {
 		p.mu.Lock()
 		now := p.clock()
 		listed, err := p.list(ctx)
-		if err == nil {
+		// A cancelled drain (its pool was added back) stops nothing more:
+		// the units may be the new pool's by now.
+		if err == nil && ctx.Err() == nil {
 			p.apply(ctx, now, p.fleet.reconcile(now, listed))
 			for _, w := range p.fleet.liveWorkers() {
 				p.stopWorker(ctx, w, why)
@@ -165,7 +167,6 @@ func (p *Pool) Drain(ctx context.Context, why string) {
 		}
 		select {
 		case <-ctx.Done():
-			return
 		case <-time.After(drainPoll):
 		}
 	}

@@ -256,7 +256,9 @@ func TestReload(t *testing.T) {
 	e.waitWorkers("reload_a", 1, 10*time.Second)
 
 	e.configure(good + "\n[pools.reload_a.limits]\nmax_worker = 3\n")
-	e.sh("systemctl reload " + daemonUnit)
+	if _, _, code := e.run("systemctl", "reload", daemonUnit); code == 0 {
+		t.Errorf("systemctl reload of an invalid file succeeded")
+	}
 	if st := e.unitProp(daemonUnit, "ActiveState"); st != "active" {
 		t.Fatalf("after a bad reload the daemon is %s", st)
 	}

@@ -1,0 +1,111 @@
+package config
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"unicode"
+)
+
+// Diff names the keys of a pool's table whose effective values differ
+// between old and new, sorted and without duplicates, e.g.
+// ["max_workers", "source.path"]. Nil means nothing changed. The reload
+// reports it, so that an admin sees what a reload did (or that it did
+// nothing).
+//
+// It reflects over Pool, so that a field added later is compared without
+// anyone remembering to add it here; its key is then the field's name in
+// snake_case unless keyNames says otherwise.
+func Diff(old, new *Pool) []string {
+	if old == nil || new == nil {
+		if old == new {
+			return nil
+		}
+		return []string{"(pool added or removed)"}
+	}
+	return diffStruct(reflect.ValueOf(*old), reflect.ValueOf(*new), "")
+}
+
+// DiffDaemon names the keys of the [daemon] table that differ.
+func DiffDaemon(old, new *Daemon) []string {
+	return diffStruct(reflect.ValueOf(*old), reflect.ValueOf(*new), "daemon.")
+}
+
+// keyNames maps a field (by "Struct.Field") to its key in the file where
+// snake_case of the field's name is not it: durations carry a _sec suffix,
+// and fields derived from a key report that key. "" skips a field that is
+// not a setting at all.
+var keyNames = map[string]string{
+	"Pool.Name":                 "",
+	"Pool.UserExplicit":         "user",
+	"Pool.ScaleUpWindow":        "scale_up_window_sec",
+	"Pool.ScaleDownWindow":      "scale_down_window_sec",
+	"Pool.PollInterval":         "poll_interval_sec",
+	"Pool.DrainTimeout":         "drain_timeout_sec",
+	"Pool.DrainSignalNumber":    "drain_signal",
+	"Pool.EnvironmentFiles":     "environment_file",
+	"Daemon.PollInterval":       "poll_interval_sec",
+	"Limits.CPUQuotaPerSecUSec": "cpu_quota",
+	"Limits.MemoryMaxBytes":     "memory_max",
+}
+
+func diffStruct(a, b reflect.Value, prefix string) []string {
+	var keys []string
+	t := a.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		key, known := keyNames[t.Name()+"."+f.Name]
+		if !known {
+			key = snakeCase(f.Name)
+		}
+		if key == "" {
+			continue
+		}
+		fa, fb := a.Field(i), b.Field(i)
+		if f.Type.Kind() == reflect.Struct && f.Type.PkgPath() == t.PkgPath() {
+			// A sub-table ([pools.NAME.source], .limits): name its keys.
+			keys = append(keys, diffStruct(fa, fb, prefix+key+".")...)
+			continue
+		}
+		if !sameValue(fa, fb) {
+			keys = append(keys, prefix+key)
+		}
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
+// sameValue is reflect.DeepEqual, except that an empty map or slice equals a
+// nil one: "environment = {}" and no environment are the same setting.
+func sameValue(a, b reflect.Value) bool {
+	switch a.Kind() {
+	case reflect.Map, reflect.Slice:
+		if a.Len() == 0 && b.Len() == 0 {
+			return true
+		}
+	}
+	return reflect.DeepEqual(a.Interface(), b.Interface())
+}
+
+// snakeCase turns a Go field name into a key: WorkingDirectory →
+// working_directory, EnvironmentFile → environment_file, CPUQuota →
+// cpu_quota.
+func snakeCase(name string) string {
+	var sb strings.Builder
+	rs := []rune(name)
+	for i, r := range rs {
+		if unicode.IsUpper(r) {
+			// A word starts at an upper-case letter that follows a
+			// lower-case one, or that ends an acronym (the P of CPUPer).
+			if i > 0 && (unicode.IsLower(rs[i-1]) || (i+1 < len(rs) && unicode.IsLower(rs[i+1]) && unicode.IsUpper(rs[i-1]))) {
+				sb.WriteByte('_')
+			}
+			r = unicode.ToLower(r)
+		}
+		sb.WriteRune(r)
+	}
+	return sb.String()
+}
