@@ -131,6 +131,22 @@ func setup(t *testing.T, fault string) *env {
 		t.Skip("fault-injection tests skipped: " + why)
 	}
 	t.Parallel()
+	return boot(t, fault)
+}
+
+// setupAlone is setup for a test that measures speed: it runs before the
+// parallel tests start, alone on the machine, so that its figures are its
+// own and not the noise of a dozen other sandboxes.
+func setupAlone(t *testing.T, fault string) *env {
+	t.Helper()
+	if why := sandbox.Unsupported(); why != "" {
+		t.Skip("fault-injection tests skipped: " + why)
+	}
+	return boot(t, fault)
+}
+
+func boot(t *testing.T, fault string) *env {
+	t.Helper()
 	root, _ := sandbox.ModuleRoot()
 	opts := sandbox.Options{
 		Name:     fmt.Sprintf("flt-%d-%d", os.Getpid(), sandboxSeq.Add(1)),

@@ -283,8 +283,10 @@ drain_timeout_sec = 0
 // with no "crash" and no backoff.
 func TestAdminStopCountsAsDraining(t *testing.T) {
 	e := setup(t, "admin-stop-draining")
+	// The policy asks for max(backlog, busy) workers: four 40 s jobs keep
+	// all three of max_workers busy, with one job pending.
 	e.configure(e.jobPool("adm", `min_workers = 1
-max_workers = 6
+max_workers = 3
 target_queue_depth_per_worker = 1
 threads_per_worker = 1
 target_utilisation = 1.0
@@ -292,7 +294,7 @@ scale_down_window_sec = 0
 drain_timeout_sec = 60
 `))
 	e.startDaemon()
-	e.enqueue(3, 40*time.Second)
+	e.enqueue(4, 40*time.Second)
 	e.waitLive("adm", 3, 15*time.Second)
 	e.eventually(10*time.Second, "3 jobs running", func() (bool, string) {
 		var n int
@@ -323,8 +325,8 @@ drain_timeout_sec = 60
 			break
 		}
 	}
-	// New demand: one more worker, in another slot.
-	e.enqueue(1, 30*time.Second)
+	// New demand: the pool is back to its three, the third in another slot.
+	e.enqueue(3, 30*time.Second)
 	t1 := time.Now()
 	var newcomer string
 	ok, state := poll(8*time.Second, 200*time.Millisecond, func() (bool, string) {
@@ -438,7 +440,7 @@ path = %q
 		if p, d := e.entries("MESSAGE_ID="+progress), e.entries("MESSAGE_ID="+done); len(p) == 0 || len(d) != 1 {
 			t.Errorf("rollout journal: %d progress entries, %d end entries; want some and one", len(p), len(d))
 		}
-	} else if !regexp.MustCompile(`(?i)roll`).MatchString(e.journalText("-u", daemonUnit, "--grep", "(?i)rollout|rolled")) {
+	} else if !regexp.MustCompile(`(?i)rollout|rolled out`).MatchString(e.journalText("-u", daemonUnit)) {
 		t.Errorf("the daemon's journal does not mention the rollout")
 	}
 	e.figure("workers", n, "rolled_out", ok, "rollout_took", took, "min_capacity", low, "samples", len(samples),
@@ -449,7 +451,7 @@ path = %q
 // daemon's STATUS= follows a change of the demand within a tick and the
 // status interval).
 func TestFiveHundredWorkers(t *testing.T) {
-	e := setup(t, "500-workers")
+	e := setupAlone(t, "500-workers")
 	const n = 500
 	e.configure(e.demandPool("big", fmt.Sprintf("min_workers = %d\nmax_workers = %d\n", n, n)))
 	t0 := time.Now()
@@ -461,7 +463,7 @@ func TestFiveHundredWorkers(t *testing.T) {
 	// Hold for a while, changing the pending count: STATUS= must follow.
 	mon := e.watch("big", time.Second)
 	worst := time.Duration(0)
-	for k := 1; k <= 5; k++ {
+	for k := 1; k <= 8; k++ {
 		e.setDemand(k, 0)
 		t1 := time.Now()
 		want := fmt.Sprintf("%d pending", k)
@@ -470,6 +472,7 @@ func TestFiveHundredWorkers(t *testing.T) {
 			return strings.Contains(st, want), st
 		})
 		lag := time.Since(t1)
+		t.Logf("STATUS= showed %q after %s", want, lag.Round(10*time.Millisecond))
 		worst = max(worst, lag)
 		if !ok {
 			e.errorf("STATUS= does not show %q 15 s after the change: %q", want, st)
@@ -483,15 +486,29 @@ func TestFiveHundredWorkers(t *testing.T) {
 	if low < n {
 		t.Errorf("the pool fell to %d workers while holding at %d", low, n)
 	}
-	// A tick (1 s), the status interval (WatchdogSec/3) and a margin.
-	if limit := time.Second + watchdogSec*time.Second/3 + 2*time.Second; worst > limit {
-		t.Errorf("STATUS= took up to %s to follow the demand, want within %s: the ticks fall behind", worst, limit)
+	// The lag is at most the wait for the next tick (1 s), the tick itself
+	// and the wait for the next STATUS= (WatchdogSec/3): what exceeds the
+	// two waits is the tick's own duration, which should stay within its
+	// interval. The limit allows one more interval for a busy machine.
+	statusEvery := watchdogSec * time.Second / 3
+	tickEst := max(worst-time.Second-statusEvery, 0)
+	if limit := time.Second + time.Second + statusEvery + 2*time.Second; worst > limit {
+		t.Errorf("STATUS= took up to %s to follow the demand (a tick of about %s), want within %s: the ticks fall behind", worst, tickEst, limit)
 	}
 	restarts := e.unitProp(daemonUnit, "NRestarts")
-	stalls := len(e.entries("-u", daemonUnit, "--grep", "no progress|Watchdog timeout"))
+	stalls := len(regexp.MustCompile(`no progress|Watchdog timeout`).FindAllString(e.journalText("-u", daemonUnit), -1))
+	// The decisions' spacing is another view of the tick rate, while every
+	// tick is logged.
+	gap, last := time.Duration(0), time.Time{}
+	for _, en := range e.entries("FLEXIQ_POOL=big", "MESSAGE_ID="+msgDecision) {
+		if !last.IsZero() {
+			gap = max(gap, at(en).Sub(last))
+		}
+		last = at(en)
+	}
 	if restarts != "0" || e.daemonPID() != pid || stalls > 0 {
 		e.errorf("the daemon did not keep up with %d workers: NRestarts=%s, %d stall or watchdog messages", n, restarts, stalls)
 	}
-	e.figure("workers", n, "time_to_reach", reach, "min_while_holding", low, "status_lag_max", worst,
-		"nrestarts", restarts, "stalls", stalls)
+	e.figure("workers", n, "time_to_reach", reach, "min_while_holding", low, "status_lag_max", worst, "tick_duration_est", tickEst,
+		"decision_gap_max", gap, "nrestarts", restarts, "stalls", stalls)
 }
