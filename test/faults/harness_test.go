@@ -328,9 +328,8 @@ func (e *env) conn() (*sddbus.Conn, error) {
 		e.bus.Close()
 		e.bus = nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := e.sb.Bus(ctx)
+	// Not a context with a deadline: the connection lives as long as it.
+	c, err := e.sb.Bus(context.Background())
 	if err != nil {
 		return nil, err
 	}
@@ -516,6 +515,10 @@ func (e *env) identities(pool string) map[string]identity {
 	e.t.Helper()
 	ids := map[string]identity{}
 	for _, u := range live(e.units(pool)) {
+		if id, ok := e.busIdentity(u.Name); ok {
+			ids[u.Name] = id
+			continue
+		}
 		out, _ := e.try("systemctl", "show", "-P", "MainPID,InvocationID", u.Name)
 		f := strings.Fields(out)
 		if len(f) == 2 {
@@ -523,6 +526,27 @@ func (e *env) identities(pool string) map[string]identity {
 		}
 	}
 	return ids
+}
+
+// busIdentity reads a unit's identity over D-Bus, quickly enough to take a
+// snapshot of a pool between two of its ticks.
+func (e *env) busIdentity(name string) (identity, bool) {
+	c, err := e.conn()
+	if err != nil {
+		return identity{}, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	inv, err := c.GetUnitPropertyContext(ctx, name, "InvocationID")
+	if err != nil {
+		return identity{}, false
+	}
+	pid, err := c.GetServicePropertyContext(ctx, name, "MainPID")
+	if err != nil {
+		return identity{}, false
+	}
+	b, _ := inv.Value.Value().([]byte)
+	return identity{fmt.Sprint(pid.Value.Value()), fmt.Sprintf("%x", b)}, true
 }
 
 func (e *env) daemonPID() int {
