@@ -45,14 +45,23 @@ func TestSourceDownThreeWindows(t *testing.T) {
 	e.startDaemon()
 	e.waitLive("down", 4, 15*time.Second)
 
+	// STATUS= is sent every WatchdogSec/3: wait for the current one, so
+	// that the "?" below is the outage's and not a leftover of the start.
+	status := ""
+	ok, _ := poll(5*time.Second, 200*time.Millisecond, func() (bool, string) {
+		status = e.unitProp(daemonUnit, "StatusText")
+		return strings.HasPrefix(status, "down 4/6 workers, 4 pending"), status
+	})
+	if !ok {
+		e.errorf("STATUS= before the outage is %q, want it to follow the ticks: \"down 4/6 workers, 4 pending\"", status)
+	}
 	mon := e.watch("down", 200*time.Millisecond)
 	back := e.takeDBAway()
 	t0 := time.Now()
 	e.setDemand(1, 0) // what it will find when it comes back
-	var status string
-	ok, _ := poll(5*time.Second, 200*time.Millisecond, func() (bool, string) {
+	ok, _ = poll(5*time.Second, 200*time.Millisecond, func() (bool, string) {
 		status = e.unitProp(daemonUnit, "StatusText")
-		return strings.Contains(status, "?"), status
+		return strings.HasPrefix(status, "down 4/6 workers, ?"), status
 	})
 	if !ok {
 		e.errorf("STATUS= during the outage is %q: the pending count should be shown as ?", status)
