@@ -47,6 +47,7 @@ type Pool struct {
 	DrainTimeout              time.Duration
 	DrainSignal               string // e.g. "SIGTERM"
 	DrainSignalNumber         int    // e.g. 15
+	MaxSurge                  int    // workers a rollout may start beyond the current count
 
 	Source Source
 	Limits Limits

@@ -41,11 +41,13 @@ func TestPickVictims(t *testing.T) {
 		{"CPU beats slot order", []*worker{w(1, 0), w(5, 0.7)}, 1, []int{1}},
 		{"never more than there are", []*worker{w(1, 0)}, 3, []int{1}},
 		{"none", []*worker{w(1, 0)}, 0, nil},
+		{"outdated first, then CPU", []*worker{w(1, 0), w(2, 0.9), rev(w(3, 0.8), "old"), rev(w(4, 0), "new")}, 2, []int{3, 4}},
+		{"an unknown revision counts as current", []*worker{rev(w(1, 0.5), ""), rev(w(2, 0.1), "new")}, 1, []int{2}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []int
-			for _, v := range pickVictims(tc.ws, tc.n) {
+			for _, v := range pickVictims(tc.ws, tc.n, "new") {
 				got = append(got, v.slot)
 			}
 			if !slices.Equal(got, tc.want) {
@@ -75,6 +77,8 @@ func TestRunningOnLive(t *testing.T) {
 		})
 	}
 }
+
+func rev(w *worker, r string) *worker { w.revision = r; return w }
 
 func set(xs []int) map[int]bool {
 	m := map[int]bool{}

@@ -189,7 +189,7 @@ func (d *daemon) start(ctx context.Context) error {
 }
 
 func (d *daemon) newPool(pc *config.Pool) (*runningPool, error) {
-	p, err := controller.NewPool(pc, d.units, d.log)
+	p, err := controller.NewPool(pc, d.units, d.log, controller.Options{})
 	if err != nil {
 		return nil, err
 	}

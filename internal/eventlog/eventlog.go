@@ -35,6 +35,13 @@ const (
 	Lifecycle Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b07"
 	// SourceRecovered follows a run of SourceError events.
 	SourceRecovered Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b08"
+	// WorkerDraining is a stop asked of a worker (or seen from outside);
+	// its WorkerStopped follows when systemd reports the unit gone.
+	WorkerDraining Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b09"
+	// RolloutProgress is one step of replacing workers whose definition
+	// changed; RolloutDone ends the rollout.
+	RolloutProgress Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b0a"
+	RolloutDone     Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b0b"
 )
 
 // Priority is the syslog priority of an entry.

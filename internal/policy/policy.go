@@ -79,11 +79,9 @@ func (r *Recommender) Decide(now time.Time, p Params, o Observation) Decision {
 	// neither scale the pool down nor pull a later window's bounds around.
 	switch {
 	case !o.Valid:
-		d.Rationale = "hold: source unavailable"
-		return d
+		return holdWithinBounds(d, p, "source unavailable")
 	case o.Pending < 0 || o.Running < 0:
-		d.Rationale = "hold: negative count"
-		return d
+		return holdWithinBounds(d, p, "negative count")
 	}
 
 	d.Depth = ceil(float64(o.Pending) / p.TargetQueueDepthPerWorker)
@@ -167,6 +165,26 @@ func (r *Recommender) Decide(now time.Time, p Params, o Observation) Decision {
 		d.Action = Stable
 	}
 	d.Rationale = rationale(d, notes)
+	return d
+}
+
+// holdWithinBounds keeps the pool where it is when there is no usable
+// observation, but within its bounds: min_workers is baseline capacity, which
+// the pool gets at start without any observation either, and max_workers is
+// a ceiling whatever the queue says. Within the bounds, missing data never
+// moves the pool, least of all down.
+func holdWithinBounds(d Decision, p Params, why string) Decision {
+	d.Desired = clamp(d.Current, p)
+	switch {
+	case d.Desired > d.Current:
+		d.Action = ScaleUp
+		d.Rationale = fmt.Sprintf("%s: %s, holding within bounds: raised to min_workers %d", d.Action, why, p.MinWorkers)
+	case d.Desired < d.Current:
+		d.Action = ScaleDown
+		d.Rationale = fmt.Sprintf("%s: %s, holding within bounds: lowered to max_workers %d", d.Action, why, p.MaxWorkers)
+	default:
+		d.Rationale = "hold: " + why
+	}
 	return d
 }
 

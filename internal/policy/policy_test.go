@@ -201,6 +201,24 @@ func TestDecideSingleTick(t *testing.T) {
 			rationale: "hold: negative count",
 		},
 		{
+			// Defect 4 of issue 7: a reload raising min_workers during an
+			// outage was ignored until the source came back.
+			name:      "hold still raises the pool to a raised min_workers",
+			params:    func(p *Params) { p.MinWorkers = 500; p.MaxWorkers = 600 },
+			obs:       Observation{Valid: false, Current: 100},
+			want:      500,
+			action:    ScaleUp,
+			rationale: "scale-up: source unavailable, holding within bounds: raised to min_workers 500",
+		},
+		{
+			name:      "hold still lowers the pool to a lowered max_workers",
+			params:    func(p *Params) { p.MaxWorkers = 4 },
+			obs:       obs(-1, 0, 8),
+			want:      4,
+			action:    ScaleDown,
+			rationale: "scale-down: negative count, holding within bounds: lowered to max_workers 4",
+		},
+		{
 			// A lowered max_workers: 100 workers against max 95 is within
 			// the 10% band, but the band must not keep the pool above max.
 			name:   "tolerance does not hold a pool above max",
@@ -412,8 +430,9 @@ func TestProperties(t *testing.T) {
 			hold := !o.Valid || o.Pending < 0 || o.Running < 0
 			switch {
 			case hold:
-				if da.Action != Hold || da.Desired != o.Current {
-					t.Fatalf("run %d tick %d: hold moved the pool: %+v", run, i, da)
+				// Missing data moves the pool only back within its bounds.
+				if want := max(min(o.Current, p.MaxWorkers), p.MinWorkers); da.Desired != want {
+					t.Fatalf("run %d tick %d: hold moved the pool to %d, want %d: %+v", run, i, da.Desired, want, da)
 				}
 			case da.Desired < p.MinWorkers || da.Desired > p.MaxWorkers:
 				// Including when Current was outside the bounds.
@@ -429,7 +448,7 @@ func TestProperties(t *testing.T) {
 
 func actionFor(desired, current int, hold bool) Action {
 	switch {
-	case hold:
+	case hold && desired == current:
 		return Hold
 	case desired > current:
 		return ScaleUp
@@ -453,4 +472,46 @@ func BenchmarkDecide(b *testing.B) {
 		o.Running = int64(i % 17)
 		r.Decide(now, p, o)
 	}
+}
+
+// The history survives a restart of the daemon through History and Restore;
+// Seed stands in for it when there is none, as the HPA seeds a new target
+// with its current replica count.
+func TestHistoryRestoreAndSeed(t *testing.T) {
+	p := flexiqParams()
+	p.ScaleDownWindow = 300 * time.Second
+	lull := obs(0, 0, 8)
+
+	t.Run("restored history holds the pool through its window", func(t *testing.T) {
+		var before Recommender
+		before.Decide(epoch, p, obs(120, 0, 8)) // raw 8 at t=0
+		var after Recommender
+		after.Restore(epoch.Add(10*time.Second), before.History())
+		if d := after.Decide(epoch.Add(10*time.Second), p, lull); d.Desired != 8 {
+			t.Errorf("after restore: desired %d, want 8 (held by the window): %s", d.Desired, d.Rationale)
+		}
+		if d := after.Decide(epoch.Add(301*time.Second), p, lull); d.Desired != 1 {
+			t.Errorf("after the window: desired %d, want 1: %s", d.Desired, d.Rationale)
+		}
+	})
+	t.Run("without history the first tick drops at once", func(t *testing.T) {
+		var fresh Recommender
+		if d := fresh.Decide(epoch, p, lull); d.Desired != 1 {
+			t.Errorf("fresh: desired %d, want 1 (the defect Seed and Restore fix)", d.Desired)
+		}
+	})
+	t.Run("seeded with the adopted count", func(t *testing.T) {
+		var r Recommender
+		r.Seed(epoch, 8)
+		if d := r.Decide(epoch.Add(5*time.Second), p, lull); d.Desired != 8 {
+			t.Errorf("seeded: desired %d, want 8: %s", d.Desired, d.Rationale)
+		}
+	})
+	t.Run("samples from the future are dropped", func(t *testing.T) {
+		var r Recommender
+		r.Restore(epoch, []Sample{{At: epoch.Add(time.Hour), Raw: 8}, {At: epoch, Raw: 3}})
+		if h := r.History(); len(h) != 1 || h[0].Raw != 3 {
+			t.Errorf("history %v, want only the sample at or before now", h)
+		}
+	})
 }

@@ -21,6 +21,9 @@ const (
 type Counts struct {
 	// Pending counts jobs eligible to run now; Running, jobs claimed by a worker.
 	Pending, Running int64
+	// Paused counts jobs that would be pending but whose queue is paused:
+	// not demand, reported apart.
+	Paused int64
 	// OldestAge is how long the oldest eligible pending job has been
 	// eligible. It is meaningful only when HasOldest is true, which it is
 	// not when nothing is pending or the source cannot tell.

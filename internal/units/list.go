@@ -17,6 +17,10 @@ type Worker struct {
 	Pool string
 	Slot int
 
+	// Description is the unit's; Revision the WorkerSpec.Revision it was
+	// started with, as ParseRevision reads it from the Description.
+	Description, Revision string
+
 	ActiveState, SubState string
 	Result                string // "success", "exit-code", "timeout", ...
 
@@ -29,6 +33,9 @@ type Worker struct {
 	ExecMainCode, ExecMainStatus int32
 
 	ActiveEnter time.Time // zero if the unit never became active
+	// ActiveEnterMono is the same moment on CLOCK_MONOTONIC (zero if never
+	// active): unlike ActiveEnter it cannot jump with the wall clock.
+	ActiveEnterMono time.Duration
 }
 
 // listConcurrency bounds the property reads of one ListWorkers: enough to
@@ -116,6 +123,8 @@ func (m *Manager) readWorker(ctx context.Context, unit string) (Worker, bool, er
 		return Worker{}, false, nil
 	}
 	w := Worker{Unit: unit}
+	w.Description, _ = p["Description"].(string)
+	w.Revision = ParseRevision(w.Description)
 	w.ActiveState, _ = p["ActiveState"].(string)
 	w.SubState, _ = p["SubState"].(string)
 	w.Result, _ = p["Result"].(string)
@@ -128,6 +137,9 @@ func (m *Manager) readWorker(ctx context.Context, unit string) (Worker, bool, er
 	}
 	if us, _ := p["ActiveEnterTimestamp"].(uint64); us > 0 {
 		w.ActiveEnter = time.UnixMicro(int64(us))
+	}
+	if us, _ := p["ActiveEnterTimestampMonotonic"].(uint64); us > 0 {
+		w.ActiveEnterMono = time.Duration(us) * time.Microsecond
 	}
 	return w, true, nil
 }

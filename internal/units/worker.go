@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -22,9 +26,24 @@ type WorkerSpec struct {
 	User, Group      string // "" = omit (Group defaults to the user's group in systemd)
 	WorkingDirectory string // "" = omit
 	Environment      map[string]string
+	// EnvironmentFiles are read by systemd (as root, before it drops to
+	// User) at every start: absolute paths, a leading "-" meaning a missing
+	// file is fine. Their variables override Environment's.
+	EnvironmentFiles []string
 
-	KillSignal  int           // sent to the main process on stop; 0 = systemd's default (SIGTERM)
-	StopTimeout time.Duration // before SIGKILL to the whole cgroup; 0 = systemd's default
+	// Hardening is a sandboxing preset: HardeningNone, HardeningDefault
+	// (also for "") or HardeningStrict. See hardening.go.
+	Hardening string
+
+	// Revision names the worker's definition, e.g. a hash of it, so that a
+	// listed worker tells which one it runs (Worker.Revision). "" = none.
+	// No white space or control characters.
+	Revision string
+
+	KillSignal int // sent to the main process on stop; 0 = systemd's default (SIGTERM)
+	// StopTimeout is the wait before SIGKILL to the whole cgroup; 0 = no
+	// limit: systemd waits for the worker however long it takes.
+	StopTimeout time.Duration
 
 	CPUQuotaPerSecUSec, MemoryMax, TasksMax uint64 // 0 = unset
 }
@@ -49,6 +68,20 @@ func (s WorkerSpec) properties() ([]sddbus.Property, error) {
 	if len(s.Exec) == 0 || s.Exec[0] == "" {
 		return nil, errors.New("empty command line")
 	}
+	if s.StopTimeout < 0 {
+		return nil, fmt.Errorf("negative stop timeout %v", s.StopTimeout)
+	}
+	if !validRevision(s.Revision) {
+		return nil, fmt.Errorf("invalid revision %q: no white space or control characters, at most %d bytes", s.Revision, maxRevision)
+	}
+	envFiles, err := environmentFiles(s.EnvironmentFiles)
+	if err != nil {
+		return nil, err
+	}
+	hardened, err := hardening(s.Hardening, s.WorkingDirectory)
+	if err != nil {
+		return nil, err
+	}
 	slot := strconv.Itoa(s.Slot)
 	env := make(map[string]string, len(s.Environment)+2)
 	for k, v := range s.Environment {
@@ -64,7 +97,7 @@ func (s WorkerSpec) properties() ([]sddbus.Property, error) {
 	sort.Strings(envList) // deterministic unit definitions, easy to diff
 
 	props := []sddbus.Property{
-		prop("Description", "flexiq-scaled worker "+s.Pool+"/"+slot),
+		prop("Description", description(s.Pool, slot, s.Revision)),
 		// exec, not simple: the start job then waits for execve() to
 		// succeed, so a missing binary or user fails StartWorker itself.
 		prop("Type", "exec"),
@@ -95,8 +128,15 @@ func (s WorkerSpec) properties() ([]sddbus.Property, error) {
 	if s.KillSignal != 0 {
 		props = append(props, prop("KillSignal", int32(s.KillSignal)))
 	}
+	// Always set: left unset, it would be systemd's DefaultTimeoutStopSec
+	// (90 s), not "no limit".
+	stopTimeout := uint64(math.MaxUint64) // USEC_INFINITY
 	if s.StopTimeout > 0 {
-		props = append(props, prop("TimeoutStopUSec", uint64(s.StopTimeout/time.Microsecond)))
+		stopTimeout = uint64(s.StopTimeout / time.Microsecond)
+	}
+	props = append(props, prop("TimeoutStopUSec", stopTimeout))
+	if len(envFiles) > 0 {
+		props = append(props, prop("EnvironmentFiles", envFiles))
 	}
 	if s.CPUQuotaPerSecUSec != 0 {
 		props = append(props, prop("CPUQuotaPerSecUSec", s.CPUQuotaPerSecUSec))
@@ -107,7 +147,51 @@ func (s WorkerSpec) properties() ([]sddbus.Property, error) {
 	if s.TasksMax != 0 {
 		props = append(props, prop("TasksMax", s.TasksMax))
 	}
-	return props, nil
+	return append(props, hardened...), nil
+}
+
+const (
+	descriptionPrefix = "flexiq-scaled worker "
+	revisionMarker    = " rev "
+	maxRevision       = 128
+)
+
+// description is the unit's Description: "flexiq-scaled worker POOL/SLOT",
+// followed by " rev REVISION" when there is one.
+func description(pool, slot, revision string) string {
+	d := descriptionPrefix + pool + "/" + slot
+	if revision != "" {
+		d += revisionMarker + revision
+	}
+	return d
+}
+
+// ParseRevision returns the revision that a worker unit's Description
+// carries, or "" if it carries none (a worker started without one, or by an
+// older version) or is not a worker's description.
+func ParseRevision(description string) string {
+	rest, ok := strings.CutPrefix(description, descriptionPrefix)
+	if !ok {
+		return ""
+	}
+	// POOL/SLOT has no spaces, so the first marker is the one.
+	name, rev, ok := strings.Cut(rest, revisionMarker)
+	if !ok || strings.ContainsAny(name, " \t\n") || rev == "" || !validRevision(rev) {
+		return ""
+	}
+	return rev
+}
+
+func validRevision(r string) bool {
+	if len(r) > maxRevision {
+		return false
+	}
+	for _, c := range r {
+		if unicode.IsSpace(c) || unicode.IsControl(c) || c == utf8.RuneError {
+			return false
+		}
+	}
+	return true
 }
 
 func prop(name string, v any) sddbus.Property {
@@ -168,8 +252,9 @@ func (m *Manager) StartWorker(ctx context.Context, s WorkerSpec) error {
 
 // startFailure explains a start job that did not end "done".
 func (m *Manager) startFailure(ctx context.Context, unit, result string) error {
+	e := &StartError{Unit: unit, JobResult: result}
 	if result != "failed" {
-		return fmt.Errorf("starting %s: start job %s", unit, result)
+		return e
 	}
 	var svc map[string]any
 	err := m.call(ctx, "reading "+unit, func(c *sddbus.Conn) error {
@@ -177,12 +262,11 @@ func (m *Manager) startFailure(ctx context.Context, unit, result string) error {
 		svc, err = c.GetUnitTypePropertiesContext(ctx, unit, "Service")
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("starting %s: start job failed", unit)
+	if err == nil {
+		e.Result, _ = svc["Result"].(string)
+		e.ExitStatus, _ = svc["ExecMainStatus"].(int32)
 	}
-	res, _ := svc["Result"].(string)
-	status, _ := svc["ExecMainStatus"].(int32)
-	return fmt.Errorf("starting %s: start job failed (result %s, exit status %d)", unit, res, status)
+	return e
 }
 
 // unitState is "active/running" or the like, for error messages.

@@ -1,0 +1,261 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+	"github.com/flexiq/flexiq-scaled/internal/source"
+	"github.com/flexiq/flexiq-scaled/internal/units"
+)
+
+// fakeSystemd keeps units the way PID 1 does, as far as a pool can tell:
+// a start of a name that is loaded and not failed is refused with
+// UnitExists; a stop leaves the unit deactivating until the test finishes it;
+// a failed unit stays loaded until reset.
+type fakeSystemd struct {
+	mu     sync.Mutex
+	units  map[string]*units.Worker
+	specs  map[string]units.WorkerSpec
+	starts []string
+	stops  []string
+	// failStart makes every start fail with this unit Result and status.
+	failStart *units.StartError
+	// stopNow makes a stop finish at once (the unit is unloaded).
+	stopNow bool
+	nextInv int
+	listErr error
+}
+
+func newFakeSystemd() *fakeSystemd {
+	return &fakeSystemd{units: map[string]*units.Worker{}, specs: map[string]units.WorkerSpec{}}
+}
+
+func (f *fakeSystemd) ListWorkers(ctx context.Context, pool string) ([]units.Worker, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
+	var out []units.Worker
+	for _, w := range f.units {
+		if w.Pool == pool {
+			out = append(out, *w)
+		}
+	}
+	slices.SortFunc(out, func(a, b units.Worker) int { return a.Slot - b.Slot })
+	return out, nil
+}
+
+func (f *fakeSystemd) StartWorker(ctx context.Context, s units.WorkerSpec) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	name := units.UnitName(s.Pool, s.Slot)
+	if w, ok := f.units[name]; ok && w.ActiveState != "failed" {
+		return fmt.Errorf("%w: %s is %s", units.ErrUnitExists, name, w.ActiveState)
+	}
+	f.starts = append(f.starts, name)
+	if f.failStart != nil {
+		e := *f.failStart
+		e.Unit = name
+		f.units[name] = &units.Worker{Unit: name, Pool: s.Pool, Slot: s.Slot, ActiveState: "failed", Result: e.Result, ExecMainCode: 1, ExecMainStatus: e.ExitStatus}
+		return &e
+	}
+	f.nextInv++
+	f.units[name] = &units.Worker{Unit: name, Pool: s.Pool, Slot: s.Slot, ActiveState: "active", SubState: "running",
+		Result: "success", InvocationID: fmt.Sprintf("%032x", f.nextInv), Description: descriptionOf(s), Revision: s.Revision}
+	f.specs[name] = s
+	return nil
+}
+
+func descriptionOf(s units.WorkerSpec) string {
+	d := fmt.Sprintf("flexiq-scaled worker %s/%d", s.Pool, s.Slot)
+	if s.Revision != "" {
+		d += " rev " + s.Revision
+	}
+	return d
+}
+
+func (f *fakeSystemd) StopWorker(ctx context.Context, unit string) (<-chan string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ch := make(chan string, 1)
+	w, ok := f.units[unit]
+	if !ok {
+		return nil, fmt.Errorf("unit %s not loaded", unit)
+	}
+	f.stops = append(f.stops, unit)
+	if f.stopNow {
+		delete(f.units, unit)
+		ch <- "done"
+		return ch, nil
+	}
+	w.ActiveState, w.SubState = "deactivating", "stop-sigterm"
+	return ch, nil
+}
+
+func (f *fakeSystemd) ResetFailed(ctx context.Context, unit string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if w, ok := f.units[unit]; ok && w.ActiveState == "failed" {
+		delete(f.units, unit)
+	}
+	return nil
+}
+
+func (f *fakeSystemd) CPUUsage(w units.Worker) (time.Duration, error) { return 0, nil }
+
+// finish ends a unit's stop: result "success" unloads it; anything else
+// leaves it failed with that Result, as a SIGKILL at the stop timeout does.
+func (f *fakeSystemd) finish(unit, result string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if result == "success" {
+		delete(f.units, unit)
+		return
+	}
+	if w, ok := f.units[unit]; ok {
+		w.ActiveState, w.Result = "failed", result
+		w.ExecMainCode, w.ExecMainStatus = 2, 9
+	}
+}
+
+// set puts a unit in a state by hand, as an admin or a crash would.
+func (f *fakeSystemd) set(unit, state, result string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if state == "" {
+		delete(f.units, unit)
+		return
+	}
+	w := f.units[unit]
+	w.ActiveState, w.Result = state, result
+}
+
+// count is the number of the pool's units in the given states.
+func (f *fakeSystemd) count(states ...string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, w := range f.units {
+		if slices.Contains(states, w.ActiveState) {
+			n++
+		}
+	}
+	return n
+}
+
+func (f *fakeSystemd) unitsIn(state string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for name, w := range f.units {
+		if w.ActiveState == state {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// fakeSource returns whatever the test sets.
+type fakeSource struct {
+	mu     sync.Mutex
+	counts source.Counts
+	err    error
+}
+
+func (s *fakeSource) Observe(ctx context.Context, now time.Time) (source.Counts, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts, s.err
+}
+func (s *fakeSource) Close() error { return nil }
+
+func (s *fakeSource) set(pending, running int64, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counts, s.err = source.Counts{Pending: pending, Running: running}, err
+}
+
+// fakeClock is a monotonic clock that moves only when told.
+type fakeClock struct{ now time.Time }
+
+func (c *fakeClock) Now() time.Time          { return c.now }
+func (c *fakeClock) advance(d time.Duration) { c.now = c.now.Add(d) }
+
+// rig is one pool wired to the fakes, with its journal in a buffer.
+type rig struct {
+	t     *testing.T
+	sd    *fakeSystemd
+	src   *fakeSource
+	clock *fakeClock
+	log   *bytes.Buffer
+	pool  *Pool
+	cfg   *config.Pool
+	dir   string
+}
+
+func testPool(name string) *config.Pool {
+	return &config.Pool{
+		Name: name, Exec: []string{"/bin/worker"}, User: "flexiq",
+		MinWorkers: 1, MaxWorkers: 10, TargetQueueDepthPerWorker: 10, TargetUtilisation: 1,
+		ThreadsPerWorker: 1, CPUPerWorker: 1, Tolerance: 0.1, ScaleDownWindow: 300 * time.Second,
+		PollInterval: time.Second, DrainTimeout: 30 * time.Second, DrainSignal: "SIGTERM", DrainSignalNumber: 15,
+		Source: config.Source{Type: "flexiq-sqlite", Path: "/var/lib/q.db"}, MaxSurge: 1,
+	}
+}
+
+func newRig(t *testing.T, cfg *config.Pool) *rig {
+	r := &rig{t: t, sd: newFakeSystemd(), src: &fakeSource{}, clock: &fakeClock{now: monoTime(1000 * time.Hour)}, log: &bytes.Buffer{}, cfg: cfg, dir: t.TempDir()}
+	r.pool = r.newPool()
+	return r
+}
+
+// newPool is a new daemon's pool on the same systemd, source and state dir.
+func (r *rig) newPool() *Pool {
+	r.t.Helper()
+	p, err := NewPool(r.cfg, r.sd, eventlog.NewWriter(r.log), Options{
+		StateDir: r.dir, Clock: r.clock.Now,
+		NewSource: func(config.Source) (source.Source, error) { return r.src, nil },
+	})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return p
+}
+
+// start runs Start with the units systemd has now, as the daemon does.
+func (r *rig) start(p *Pool) {
+	r.t.Helper()
+	existing, _ := r.sd.ListWorkers(context.Background(), p.name)
+	p.Start(context.Background(), existing)
+}
+
+func (r *rig) tick(after time.Duration) {
+	r.t.Helper()
+	r.clock.advance(after)
+	r.pool.Tick(context.Background())
+}
+
+// journal lines containing all of the given substrings.
+func (r *rig) lines(subs ...string) []string {
+	var out []string
+	for _, l := range strings.Split(r.log.String(), "\n") {
+		ok := l != ""
+		for _, s := range subs {
+			ok = ok && strings.Contains(l, s)
+		}
+		if ok {
+			out = append(out, l)
+		}
+	}
+	return out
+}

@@ -1,0 +1,319 @@
+package controller
+
+import (
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/units"
+)
+
+// Crash backoff per slot: 1 s doubling to 60 s, so that a crash loop never
+// spins. A worker that stayed up this long before crashing starts over at 1 s.
+const (
+	backoffMin   = time.Second
+	backoffMax   = 60 * time.Second
+	backoffReset = 60 * time.Second
+)
+
+// worker is a live worker: active or activating, not draining.
+type worker struct {
+	slot       int
+	unit       string
+	invocation string
+	revision   string    // the definition it runs; "" = unknown (an older daemon's)
+	since      time.Time // when it became active, on the controller's clock
+
+	// CPU accounting between ticks.
+	prevUsage time.Duration
+	prevAt    time.Time
+	havePrev  bool
+	util      float64
+	utilKnown bool
+}
+
+// drainingUnit is a unit on its way out: stopped by us, or seen deactivating
+// (an admin's systemctl stop, or our own drain before a restart). Its slot
+// stays taken until systemd reports the unit gone, however long that takes.
+type drainingUnit struct {
+	slot int
+	ours bool // we asked for the stop
+}
+
+type slotBackoff struct {
+	delay time.Duration
+	until time.Time
+}
+
+// fleet is the pool's record of its units, as of the last listing: which
+// slots hold live workers, which are draining, and which are backing off
+// after a crash. It does no I/O: reconcile turns a listing into events that
+// the pool reports and acts on.
+type fleet struct {
+	live     map[int]*worker
+	draining map[string]drainingUnit // by unit name
+	backoff  map[int]*slotBackoff
+}
+
+func newFleet() *fleet {
+	return &fleet{live: map[int]*worker{}, draining: map[string]drainingUnit{}, backoff: map[int]*slotBackoff{}}
+}
+
+// unitState classifies a listed unit.
+type unitState int
+
+const (
+	stateGone     unitState = iota // not listed, or inactive: systemd is done with it
+	stateRunning                   // active, activating or reloading
+	stateStopping                  // deactivating: its stop is under way
+	stateFailed                    // failed: kept loaded for its Result until reset
+)
+
+func classify(w units.Worker, listed bool) unitState {
+	if !listed {
+		return stateGone
+	}
+	switch w.ActiveState {
+	case "active", "activating", "reloading":
+		return stateRunning
+	case "deactivating":
+		return stateStopping
+	case "failed":
+		return stateFailed
+	}
+	return stateGone
+}
+
+// Events that reconcile reports.
+type (
+	// crash: a live worker stopped without being asked.
+	crash struct {
+		worker *worker
+		unit   units.Worker // as listed; zero if it was unloaded
+		loaded bool
+		delay  time.Duration // the slot's backoff
+	}
+	// stopped: a draining unit is gone.
+	stopped struct {
+		unit   string
+		slot   int
+		ours   bool
+		result string // the unit's Result: "success" when it was unloaded cleanly
+		exit   units.Worker
+	}
+	// stopping: a live worker is being stopped by someone else.
+	stopping struct{ worker *worker }
+	// restarted: a live worker was restarted behind our back (new invocation).
+	restarted struct{ worker *worker }
+)
+
+type reconciled struct {
+	crashed   []crash
+	stopped   []stopped
+	stopping  []stopping
+	restarted []restarted
+	adopted   []*worker
+	// resets are failed units to reset, so that systemd unloads them and
+	// their names can be used again.
+	resets []string
+}
+
+// reconcile brings the fleet in line with a listing of the pool's units.
+func (f *fleet) reconcile(now time.Time, listed []units.Worker) reconciled {
+	var r reconciled
+	byUnit := make(map[string]units.Worker, len(listed))
+	for _, w := range listed {
+		byUnit[w.Unit] = w
+	}
+
+	for _, name := range sortedKeys(f.draining) {
+		d := f.draining[name]
+		w, ok := byUnit[name]
+		switch st := classify(w, ok); {
+		case st == stateGone:
+			result := "success"
+			if ok && w.Result != "" {
+				result = w.Result
+			}
+			r.stopped = append(r.stopped, stopped{unit: name, slot: d.slot, ours: d.ours, result: result, exit: w})
+			delete(f.draining, name)
+		case st == stateFailed:
+			r.stopped = append(r.stopped, stopped{unit: name, slot: d.slot, ours: d.ours, result: w.Result, exit: w})
+			r.resets = append(r.resets, name)
+			delete(f.draining, name)
+		case st == stateRunning && !d.ours:
+			// Seen stopping, now running again: an admin's restart. The
+			// loop below adopts it as live.
+			delete(f.draining, name)
+		}
+	}
+
+	for _, slot := range sortedKeys(f.live) {
+		lw := f.live[slot]
+		w, ok := byUnit[lw.unit]
+		switch st := classify(w, ok); {
+		case st == stateRunning && (lw.invocation == "" || w.InvocationID == "" || w.InvocationID == lw.invocation):
+			if w.InvocationID != "" {
+				lw.invocation = w.InvocationID
+			}
+			if r := w.Revision; r != "" {
+				lw.revision = r
+			}
+		case st == stateRunning:
+			lw.invocation, lw.since, lw.havePrev = w.InvocationID, startedAt(w, now), false
+			lw.revision = w.Revision
+			r.restarted = append(r.restarted, restarted{lw})
+		case st == stateStopping:
+			delete(f.live, slot)
+			f.draining[lw.unit] = drainingUnit{slot: slot}
+			r.stopping = append(r.stopping, stopping{lw})
+		default:
+			delete(f.live, slot)
+			// A worker that stayed up long enough earns its slot a fresh
+			// backoff.
+			if !lw.since.IsZero() && now.Sub(lw.since) >= backoffReset {
+				delete(f.backoff, slot)
+			}
+			c := crash{worker: lw, unit: w, loaded: st == stateFailed, delay: f.armBackoff(slot, now)}
+			r.crashed = append(r.crashed, c)
+			if st == stateFailed {
+				r.resets = append(r.resets, lw.unit)
+			}
+		}
+	}
+
+	for _, w := range listed {
+		if _, ok := f.draining[w.Unit]; ok {
+			continue
+		}
+		if lw, ok := f.live[w.Slot]; ok && lw.unit == w.Unit {
+			continue
+		}
+		switch classify(w, true) {
+		case stateRunning:
+			lw := &worker{slot: w.Slot, unit: w.Unit, invocation: w.InvocationID,
+				revision: w.Revision, since: startedAt(w, now)}
+			f.live[w.Slot] = lw
+			r.adopted = append(r.adopted, lw)
+		case stateStopping:
+			// Stopping when we first see it: our own drain before a
+			// restart of the daemon, or an admin's stop.
+			f.draining[w.Unit] = drainingUnit{slot: w.Slot}
+		case stateFailed:
+			if !slices.Contains(r.resets, w.Unit) {
+				r.resets = append(r.resets, w.Unit)
+			}
+		}
+	}
+	return r
+}
+
+// startedAt is when a listed worker became active, on the controller's
+// clock, or now if systemd does not say.
+func startedAt(w units.Worker, now time.Time) time.Time {
+	if w.ActiveEnterMono > 0 {
+		return monoTime(w.ActiveEnterMono)
+	}
+	return now
+}
+
+// armBackoff keeps slot from being started again for a while after a crash
+// or a failed start: 1 s, doubling with each failure in a row, up to 60 s.
+// It returns the delay.
+func (f *fleet) armBackoff(slot int, now time.Time) time.Duration {
+	b := f.backoff[slot]
+	if b == nil {
+		b = &slotBackoff{}
+		f.backoff[slot] = b
+	}
+	b.delay = min(max(b.delay*2, backoffMin), backoffMax)
+	b.until = now.Add(b.delay)
+	return b.delay
+}
+
+// stop moves a live worker to draining, as we have asked systemd to stop it.
+func (f *fleet) stop(w *worker) {
+	delete(f.live, w.slot)
+	f.draining[w.unit] = drainingUnit{slot: w.slot, ours: true}
+}
+
+// freeSlots returns the slots to start up to n workers in.
+func (f *fleet) freeSlots(now time.Time, n int, taken map[int]bool) []int {
+	busy := map[int]bool{}
+	for slot := range f.live {
+		busy[slot] = true
+	}
+	for _, d := range f.draining {
+		busy[d.slot] = true
+	}
+	for slot := range taken {
+		busy[slot] = true
+	}
+	backingOff := map[int]bool{}
+	for slot, b := range f.backoff {
+		backingOff[slot] = now.Before(b.until)
+	}
+	return pickSlots(busy, backingOff, n)
+}
+
+// pickSlots chooses n slots, lowest first, among those not busy (live or
+// draining). A slot that is backing off keeps its place: it counts towards
+// the n but gets no start, so a crash loop cannot dodge its backoff by moving
+// on to the next slot number.
+func pickSlots(busy, backingOff map[int]bool, n int) []int {
+	var slots []int
+	for slot := 1; n > 0; slot++ {
+		if busy[slot] {
+			continue
+		}
+		n--
+		if !backingOff[slot] {
+			slots = append(slots, slot)
+		}
+	}
+	return slots
+}
+
+// pickVictims chooses the n workers to stop: workers of an outdated
+// definition first (a scale-down during a rollout does some of its work),
+// then the least CPU over the last tick (a worker without a full tick of
+// samples counts as idle), then the highest slot, so that the pool keeps its
+// low slot numbers.
+func pickVictims(ws []*worker, n int, revision string) []*worker {
+	ws = slices.Clone(ws)
+	sort.Slice(ws, func(i, j int) bool {
+		a, b := ws[i], ws[j]
+		if oa, ob := outdated(a, revision), outdated(b, revision); oa != ob {
+			return oa
+		}
+		if a.util != b.util {
+			return a.util < b.util
+		}
+		return a.slot > b.slot
+	})
+	return ws[:max(0, min(n, len(ws)))]
+}
+
+// outdated says whether w runs another definition than revision. A worker
+// whose revision is unknown (started by a daemon that did not record it) is
+// taken as current: an upgrade of the daemon must not replace every worker.
+func outdated(w *worker, revision string) bool {
+	return w.revision != "" && revision != "" && w.revision != revision
+}
+
+func (f *fleet) liveWorkers() []*worker {
+	ws := make([]*worker, 0, len(f.live))
+	for _, slot := range sortedKeys(f.live) {
+		ws = append(ws, f.live[slot])
+	}
+	return ws
+}
+
+func sortedKeys[K int | string, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,262 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+	"github.com/flexiq/flexiq-scaled/internal/policy"
+	"github.com/flexiq/flexiq-scaled/internal/source"
+	"github.com/flexiq/flexiq-scaled/internal/units"
+)
+
+// reporter writes a pool's journal entries. It remembers just enough to say
+// each thing once: the last decision logged, and whether the source (or the
+// state file) is in a run of failures.
+type reporter struct {
+	pool     string
+	log      *eventlog.Logger
+	last     decisionKey
+	srcLog   *eventlog.Throttle
+	stateLog *eventlog.Throttle
+}
+
+// decisionKey is what makes a decision worth a new entry. The current count
+// is left out on purpose: while a crash loop keeps a pool below its target,
+// every tick decides "scale-up 0 -> 2" again, which is no news.
+type decisionKey struct {
+	action  policy.Action
+	desired int
+}
+
+func newReporter(pool string, log *eventlog.Logger) reporter {
+	return reporter{pool: pool, log: log, srcLog: eventlog.NewThrottle(sourceLogRate), stateLog: eventlog.NewThrottle(sourceLogRate)}
+}
+
+func (r *reporter) fields(extra eventlog.Fields) eventlog.Fields {
+	f := eventlog.Fields{"FLEXIQ_POOL": r.pool}
+	for k, v := range extra {
+		f[k] = v
+	}
+	return f
+}
+
+func (r *reporter) workerFields(slot int, unit string, extra eventlog.Fields) eventlog.Fields {
+	f := r.fields(extra)
+	f["FLEXIQ_SLOT"] = strconv.Itoa(slot)
+	f["FLEXIQ_UNIT"] = unit
+	return f
+}
+
+// decision writes one entry for each tick whose decision differs from the
+// last one written: a new target, or a change of action (into a hold, back to
+// stable). A plain hold is not written: the source error says why, throttled.
+// c is the queue's own view, draining workers' jobs included.
+func (r *reporter) decision(d policy.Decision, o policy.Observation, c source.Counts, valid bool, draining int) {
+	key := decisionKey{d.Action, d.Desired}
+	if key == r.last {
+		return
+	}
+	r.last = key
+	if d.Action == policy.Hold {
+		return
+	}
+	f := eventlog.Fields{
+		"FLEXIQ_CURRENT":  strconv.Itoa(d.Current),
+		"FLEXIQ_DESIRED":  strconv.Itoa(d.Desired),
+		"FLEXIQ_ACTION":   string(d.Action),
+		"FLEXIQ_DRAINING": strconv.Itoa(draining),
+	}
+	queue := "queue unknown"
+	if valid {
+		f["FLEXIQ_PENDING"] = strconv.FormatInt(c.Pending, 10)
+		f["FLEXIQ_RUNNING"] = strconv.FormatInt(c.Running, 10)
+		f["FLEXIQ_PAUSED"] = strconv.FormatInt(c.Paused, 10)
+		queue = fmt.Sprintf("pending=%d running=%d", c.Pending, c.Running)
+		if draining > 0 {
+			queue += fmt.Sprintf(" (%d on %d draining workers)", c.Running-o.Running, draining)
+		}
+		if c.Paused > 0 {
+			queue += fmt.Sprintf(" paused=%d", c.Paused)
+		}
+	}
+	r.log.Event(eventlog.Decision, eventlog.Notice, r.fields(f), "pool=%s %s workers=%d -> %d (%s)",
+		r.pool, queue, d.Current, d.Desired, d.Rationale)
+}
+
+func (r *reporter) sourceFailed(now time.Time, err error, live int) {
+	log, suppressed := r.srcLog.Fail(now)
+	if !log {
+		return
+	}
+	more := ""
+	if suppressed > 0 {
+		more = fmt.Sprintf(" (%d more failures since the last report)", suppressed)
+	}
+	r.log.Event(eventlog.SourceError, eventlog.Warning, r.fields(eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
+		"pool=%s source unavailable, holding at %d workers within the pool's bounds: %v%s", r.pool, live, err, more)
+}
+
+func (r *reporter) sourceOK(c source.Counts) {
+	if r.srcLog.OK() {
+		r.log.Event(eventlog.SourceRecovered, eventlog.Notice, r.fields(nil), "pool=%s source recovered: %d pending, %d running", r.pool, c.Pending, c.Running)
+	}
+}
+
+// crashed reports a worker that went away on its own; its slot's backoff is
+// armed, and said once, here.
+func (r *reporter) crashed(c crash) {
+	result, how := "success", "exited and was unloaded"
+	if c.loaded {
+		result = c.unit.Result
+		how = fmt.Sprintf("is %s (%s)", c.unit.ActiveState, exitText(c.unit))
+	}
+	r.log.Event(eventlog.WorkerCrashed, eventlog.Err, r.workerFields(c.worker.slot, c.worker.unit, eventlog.Fields{
+		"FLEXIQ_RESULT": result, "FLEXIQ_EXIT_STATUS": strconv.Itoa(int(c.unit.ExecMainStatus)),
+		"FLEXIQ_BACKOFF_SEC": strconv.FormatFloat(c.delay.Seconds(), 'f', -1, 64),
+	}), "pool=%s worker %s stopped without being asked: it %s, Result=%s; slot %d may restart in %s",
+		r.pool, c.worker.unit, how, result, c.worker.slot, c.delay)
+}
+
+// startFailed reports a start job that failed, with the unit's own Result
+// and exit status where systemd gave them.
+func (r *reporter) startFailed(slot int, unit, why string, err error, delay time.Duration) {
+	f := eventlog.Fields{"FLEXIQ_BACKOFF_SEC": strconv.FormatFloat(delay.Seconds(), 'f', -1, 64), "FLEXIQ_ERROR": err.Error()}
+	var se *units.StartError
+	if errors.As(err, &se) {
+		f["FLEXIQ_JOB_RESULT"] = se.JobResult
+		f["FLEXIQ_RESULT"] = se.JobResult
+		if se.Result != "" {
+			f["FLEXIQ_RESULT"] = se.Result
+			f["FLEXIQ_EXIT_STATUS"] = strconv.Itoa(int(se.ExitStatus))
+		}
+	} else {
+		f["FLEXIQ_RESULT"] = "start-failed"
+	}
+	r.log.Event(eventlog.WorkerCrashed, eventlog.Err, r.workerFields(slot, unit, f),
+		"pool=%s worker %s failed to start (%s): %v%s; slot %d may retry in %s", r.pool, unit, why, err, exitHint(se), slot, delay)
+}
+
+// exitHint explains the exit statuses that systemd itself sets when it
+// cannot run the command at all.
+func exitHint(se *units.StartError) string {
+	if se == nil || se.Result != "exit-code" {
+		return ""
+	}
+	switch se.ExitStatus {
+	case 203:
+		return " (203/EXEC: systemd could not execute exec[0]; a relative command is looked up in systemd's fixed search path, not in the pool's PATH)"
+	case 217:
+		return " (217/USER: the user does not exist)"
+	case 216:
+		return " (216/GROUP: the group does not exist)"
+	case 200:
+		return " (200/CHDIR: working_directory cannot be entered)"
+	}
+	return ""
+}
+
+func (r *reporter) draining(slot int, unit, why string) {
+	r.log.Event(eventlog.WorkerDraining, eventlog.Info, r.workerFields(slot, unit, eventlog.Fields{"FLEXIQ_REASON": why}),
+		"pool=%s draining %s (%s)", r.pool, unit, why)
+}
+
+// stopped reports a drained unit as systemd left it. A drain that ended
+// in SIGKILL (Result=timeout) may have lost work in flight: a warning.
+func (r *reporter) stopped(s stopped) {
+	f := eventlog.Fields{"FLEXIQ_RESULT": s.result}
+	pri, note := eventlog.Info, ""
+	if s.exit.ExecMainCode != 0 {
+		f["FLEXIQ_EXIT_STATUS"] = strconv.Itoa(int(s.exit.ExecMainStatus))
+	}
+	switch s.result {
+	case "success":
+	case "timeout":
+		pri, note = eventlog.Warning, ": it did not finish within drain_timeout_sec and was SIGKILLed; work in flight may have been lost"
+	default:
+		pri, note = eventlog.Warning, fmt.Sprintf(" (%s)", exitText(s.exit))
+	}
+	r.log.Event(eventlog.WorkerStopped, pri, r.workerFields(s.slot, s.unit, f), "pool=%s %s stopped, Result=%s%s", r.pool, s.unit, s.result, note)
+}
+
+func exitText(w units.Worker) string {
+	switch w.ExecMainCode {
+	case 1:
+		return fmt.Sprintf("exit status %d", w.ExecMainStatus)
+	case 2, 3:
+		return fmt.Sprintf("killed by signal %d", w.ExecMainStatus)
+	}
+	return "no exit status"
+}
+
+// Status is a pool's one-line summary for STATUS= and for tests.
+type Status struct {
+	Name         string
+	Current, Max int
+	Draining     int
+	Pending      int64
+	Paused       int64
+	PendingKnown bool
+	// SourceError is the short form of the source's error while it fails.
+	SourceError string
+}
+
+func (s Status) String() string {
+	queue := "? pending"
+	switch {
+	case s.SourceError != "":
+		queue = "? pending (" + s.SourceError + ")"
+	case s.PendingKnown:
+		queue = fmt.Sprintf("%d pending", s.Pending)
+		if s.Paused > 0 {
+			queue += fmt.Sprintf(", %d paused", s.Paused)
+		}
+	}
+	return fmt.Sprintf("%s %d/%d workers, %s", s.Name, s.Current, s.Max, queue)
+}
+
+// summary is what other goroutines may read of a pool, under a lock of its
+// own: the watchdog and STATUS= must not wait behind a slow tick.
+type summary struct {
+	mu       sync.Mutex
+	st       Status
+	interval time.Duration
+}
+
+func (s *summary) status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st
+}
+
+func (s *summary) poll() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.interval
+}
+
+func (s *summary) set(st Status, interval time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st, s.interval = st, interval
+}
+
+// publish updates the summary after a tick: c is the source's counts, nil
+// when it was not read (err says why, or nil when it was not asked). It
+// says whether anything changed.
+func (p *Pool) publish(c *source.Counts, err error) bool {
+	st := p.summary.status()
+	old := st
+	st.Current, st.Draining, st.Max = len(p.fleet.live), len(p.fleet.draining), p.cfg.MaxWorkers
+	switch {
+	case c != nil:
+		st.Pending, st.Paused, st.PendingKnown, st.SourceError = c.Pending, c.Paused, true, ""
+	case err != nil:
+		st.PendingKnown, st.SourceError = false, shortError(err)
+	}
+	p.summary.set(st, p.cfg.PollInterval)
+	return st != old
+}

@@ -1,0 +1,102 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"reflect"
+	"strconv"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+	"github.com/flexiq/flexiq-scaled/internal/units"
+)
+
+// A rollout replaces the workers whose definition (command line, user,
+// environment, limits, ...) is not the pool's current one, as a Deployment
+// rollout does: max_surge new workers are started, and only once they are
+// active is the same number of old ones drained, so capacity never dips.
+// A definition is named by its revision, a hash kept in each unit's
+// Description; `flexiq-scaled roll` changes the nonce that goes into it, to
+// replace workers after a deploy with no change to the configuration.
+type rollout struct {
+	nonce  string // from the last Roll; part of the revision
+	reason string // why the current rollout began, for the journal
+	active bool   // a rollout is under way: its end gets a journal entry
+	from   int    // how many workers were outdated when it began
+}
+
+// revision names the pool's current worker definition.
+func (p *Pool) revision() string {
+	return specRevision(workerSpec(p.cfg, 0, ""), p.roll.nonce)
+}
+
+// specRevision hashes a worker definition (slot aside). Only fields that are
+// set go into the hash, so that a later version of the daemon that adds a
+// field with a zero default does not change every revision and replace
+// every worker on upgrade.
+func specRevision(s units.WorkerSpec, nonce string) string {
+	s.Slot, s.Revision = 0, ""
+	set := map[string]any{}
+	v := reflect.ValueOf(s)
+	for i := range v.NumField() {
+		if f := v.Field(i); !f.IsZero() {
+			set[v.Type().Field(i).Name] = f.Interface()
+		}
+	}
+	if nonce != "" {
+		set["nonce"] = nonce
+	}
+	b, _ := json.Marshal(set) // map keys are sorted: a stable encoding
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6])
+}
+
+// maxSurge is how many workers a rollout may start beyond the current count.
+func maxSurge(c *config.Pool) int { return max(c.MaxSurge, 1) }
+
+// rolloutStep replaces up to max_surge outdated workers: starts as many new
+// ones, each waited for until active, then drains as many old ones.
+func (p *Pool) rolloutStep(ctx context.Context, now time.Time) {
+	if p.stopping {
+		return
+	}
+	rev := p.revision()
+	var old []*worker
+	for _, w := range p.fleet.liveWorkers() {
+		if outdated(w, rev) {
+			old = append(old, w)
+		}
+	}
+	if len(old) == 0 {
+		if p.roll.active {
+			p.roll.active = false
+			p.log.Event(eventlog.RolloutDone, eventlog.Notice, p.fields(eventlog.Fields{"FLEXIQ_REVISION": rev}),
+				"pool=%s rollout done: all %d workers run revision %s", p.name, len(p.fleet.live), rev)
+		}
+		return
+	}
+	if !p.roll.active {
+		p.roll.active, p.roll.from = true, len(old)
+		why := p.roll.reason
+		if why == "" {
+			why = "the worker definition changed"
+		}
+		p.log.Event(eventlog.RolloutProgress, eventlog.Notice, p.fields(eventlog.Fields{
+			"FLEXIQ_REVISION": rev, "FLEXIQ_REMAINING": strconv.Itoa(len(old)),
+		}), "pool=%s rollout to revision %s begins (%s): %d workers to replace, %d at a time", p.name, rev, why, len(old), maxSurge(p.cfg))
+	}
+	started := p.startWorkers(ctx, now, min(maxSurge(p.cfg), len(old)), "rollout")
+	for i, w := range pickVictims(old, len(started), rev) {
+		if !p.stopWorker(ctx, w, "rollout: replaced by "+started[i].unit) {
+			continue
+		}
+		left := len(old) - i - 1
+		p.log.Event(eventlog.RolloutProgress, eventlog.Info, p.fields(eventlog.Fields{
+			"FLEXIQ_REVISION": rev, "FLEXIQ_OLD_REVISION": w.revision, "FLEXIQ_REMAINING": strconv.Itoa(left),
+			"FLEXIQ_UNIT": w.unit, "FLEXIQ_NEW_UNIT": started[i].unit,
+		}), "pool=%s rollout: %s replaced by %s; %d of %d left", p.name, w.unit, started[i].unit, left, p.roll.from)
+	}
+}

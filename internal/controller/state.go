@@ -1,0 +1,181 @@
+package controller
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+	"github.com/flexiq/flexiq-scaled/internal/policy"
+)
+
+// The state file carries across a restart of the daemon (a package upgrade,
+// the watchdog, a crash) what the pool decided: its target, the
+// recommendations in its stabilisation windows, the slots backing off, and
+// the rollout nonce. Without it, the first tick after a restart would act on
+// its raw recommendation alone: a pool held at 8 in a lull would drop to 1 on
+// the first tick after `apt upgrade`.
+//
+// It lives in the daemon's runtime directory (/run/flexiq-scaled, kept
+// across restarts with RuntimeDirectoryPreserve=), a tmpfs: a reboot starts
+// afresh, which is right, since no worker survives one. Times are on the
+// controller's clock, CLOCK_MONOTONIC, which every process on the host shares
+// until the next boot.
+
+const stateVersion = 1
+
+type savedState struct {
+	Version int    `json:"version"`
+	Pool    string `json:"pool"`
+	// SavedAt is when the file was written, in nanoseconds of CLOCK_MONOTONIC.
+	SavedAt int64                `json:"saved_at_mono_ns"`
+	Target  int                  `json:"target"`
+	History []savedSample        `json:"history"`
+	Backoff map[int]savedBackoff `json:"backoff,omitempty"`
+	Roll    string               `json:"roll_nonce,omitempty"`
+}
+
+type savedSample struct {
+	At  int64 `json:"at_mono_ns"`
+	Raw int   `json:"raw"`
+}
+
+type savedBackoff struct {
+	Delay int64 `json:"delay_ns"`
+	Until int64 `json:"until_mono_ns"`
+}
+
+func (p *Pool) statePath() string {
+	if p.opts.StateDir == "" {
+		return ""
+	}
+	return filepath.Join(p.opts.StateDir, "pool-"+p.name+".json")
+}
+
+// saveState writes the state file, atomically: a crash mid-write leaves the
+// previous file. Failing to write costs only the continuity of a later
+// restart, so it is logged and the tick goes on.
+func (p *Pool) saveState(now time.Time) {
+	path := p.statePath()
+	if path == "" {
+		return
+	}
+	st := savedState{Version: stateVersion, Pool: p.name, SavedAt: int64(monoSince(now)), Target: p.target, Roll: p.roll.nonce}
+	for _, s := range p.rec.History() {
+		st.History = append(st.History, savedSample{At: int64(monoSince(s.At)), Raw: s.Raw})
+	}
+	for slot, b := range p.fleet.backoff {
+		if now.Before(b.until) || b.delay > backoffMin {
+			if st.Backoff == nil {
+				st.Backoff = map[int]savedBackoff{}
+			}
+			st.Backoff[slot] = savedBackoff{Delay: int64(b.delay), Until: int64(monoSince(b.until))}
+		}
+	}
+	if err := writeAtomic(path, st); err != nil {
+		if log, _ := p.report.stateLog.Fail(now); log {
+			p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil), "pool=%s cannot save its state (a restart would forget its windows): %v", p.name, err)
+		}
+		return
+	}
+	p.report.stateLog.OK()
+}
+
+func writeAtomic(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// loadState reads the state file. It returns nil and why when there is none
+// to use: no file is no reason worth a warning, a corrupt, foreign or stale
+// one is.
+func (p *Pool) loadState(now time.Time) (*savedState, string) {
+	path := p.statePath()
+	if path == "" {
+		return nil, ""
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ""
+	}
+	if err != nil {
+		return nil, err.Error()
+	}
+	st, why := parseState(b, p.name, now, p.longestWindow())
+	if st == nil && p.roll.nonce == "" {
+		// The rollout nonce is no scaling decision: keep it from a state
+		// that is otherwise too old, or the next start would replace every
+		// worker that the last `roll` started.
+		var partial savedState
+		if json.Unmarshal(b, &partial) == nil && partial.Version == stateVersion && partial.Pool == p.name {
+			p.roll.nonce = partial.Roll
+		}
+	}
+	if st == nil {
+		return nil, fmt.Sprintf("%s: %s", path, why)
+	}
+	return st, ""
+}
+
+// parseState checks a state file's content for the pool at now.
+func parseState(b []byte, pool string, now time.Time, longest time.Duration) (*savedState, string) {
+	var st savedState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, "corrupt: " + err.Error()
+	}
+	switch age := monoSince(now) - time.Duration(st.SavedAt); {
+	case st.Version != stateVersion:
+		return nil, fmt.Sprintf("unknown version %d (this daemon writes %d)", st.Version, stateVersion)
+	case st.Pool != pool:
+		return nil, fmt.Sprintf("written for pool %q", st.Pool)
+	case age < 0:
+		return nil, "written in the future: not from this boot"
+	case age > longest:
+		return nil, fmt.Sprintf("%s old, older than the longest window (%s)", age.Round(time.Second), longest)
+	case st.Target < 0:
+		return nil, fmt.Sprintf("corrupt: target %d", st.Target)
+	}
+	return &st, ""
+}
+
+// restore applies a saved state.
+func (p *Pool) restore(now time.Time, st *savedState) {
+	p.target = st.Target
+	p.roll.nonce = st.Roll
+	samples := make([]policy.Sample, 0, len(st.History))
+	for _, s := range st.History {
+		samples = append(samples, policy.Sample{At: monoTime(time.Duration(s.At)), Raw: s.Raw})
+	}
+	p.rec.Restore(now, samples)
+	for slot, b := range st.Backoff {
+		if slot > 0 && b.Delay > 0 {
+			p.fleet.backoff[slot] = &slotBackoff{delay: time.Duration(b.Delay), until: monoTime(time.Duration(b.Until))}
+		}
+	}
+}
+
+func (p *Pool) longestWindow() time.Duration {
+	return max(p.cfg.ScaleUpWindow, p.cfg.ScaleDownWindow, backoffMax)
+}
