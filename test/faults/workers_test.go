@@ -448,8 +448,9 @@ path = %q
 }
 
 // 500 workers: the pool reaches 500 and holds, and the ticks keep up (the
-// daemon's STATUS= follows a change of the demand within a tick and the
-// status interval).
+// daemon's STATUS= follows a change of the demand within about a tick and
+// the status interval). It runs alone, before the parallel tests, so that
+// its timings are its own.
 func TestFiveHundredWorkers(t *testing.T) {
 	e := setupAlone(t, "500-workers")
 	const n = 500
@@ -462,7 +463,7 @@ func TestFiveHundredWorkers(t *testing.T) {
 
 	// Hold for a while, changing the pending count: STATUS= must follow.
 	mon := e.watch("big", time.Second)
-	worst := time.Duration(0)
+	worst, fastest := time.Duration(0), time.Hour
 	for k := 1; k <= 8; k++ {
 		e.setDemand(k, 0)
 		t1 := time.Now()
@@ -473,7 +474,7 @@ func TestFiveHundredWorkers(t *testing.T) {
 		})
 		lag := time.Since(t1)
 		t.Logf("STATUS= showed %q after %s", want, lag.Round(10*time.Millisecond))
-		worst = max(worst, lag)
+		worst, fastest = max(worst, lag), min(fastest, lag)
 		if !ok {
 			e.errorf("STATUS= does not show %q 15 s after the change: %q", want, st)
 		}
@@ -486,14 +487,18 @@ func TestFiveHundredWorkers(t *testing.T) {
 	if low < n {
 		t.Errorf("the pool fell to %d workers while holding at %d", low, n)
 	}
-	// The lag is at most the wait for the next tick (1 s), the tick itself
-	// and the wait for the next STATUS= (WatchdogSec/3): what exceeds the
-	// two waits is the tick's own duration, which should stay within its
-	// interval. The limit allows one more interval for a busy machine.
+	// A lag is the wait for the next tick (up to the 1 s interval plus a
+	// tick), the tick that reads the change, and at most the wait for the
+	// next STATUS= (WatchdogSec/3). The shortest of eight lags is close to
+	// a tick's own duration: the figure to watch. The limits catch a tick
+	// slower than two intervals, and a STATUS= that falls behind.
 	statusEvery := watchdogSec * time.Second / 3
-	tickEst := max(worst-time.Second-statusEvery, 0)
-	if limit := time.Second + time.Second + statusEvery + 2*time.Second; worst > limit {
-		t.Errorf("STATUS= took up to %s to follow the demand (a tick of about %s), want within %s: the ticks fall behind", worst, tickEst, limit)
+	tickEst := fastest
+	if limit := 2*time.Second + time.Second; tickEst > limit {
+		t.Errorf("every STATUS= update took at least %s: a tick with %d workers takes longer than %s", tickEst, n, limit)
+	}
+	if limit := time.Second + 2*tickEst + statusEvery + 2*time.Second; worst > limit {
+		t.Errorf("STATUS= took up to %s to follow the demand, want within %s", worst, limit)
 	}
 	restarts := e.unitProp(daemonUnit, "NRestarts")
 	stalls := len(regexp.MustCompile(`no progress|Watchdog timeout`).FindAllString(e.journalText("-u", daemonUnit), -1))
