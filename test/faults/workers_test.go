@@ -415,6 +415,15 @@ path = %q
 		e.errorf("after %s no rollout: %s", took.Round(time.Second), state)
 	}
 	low, samples := n, mon.between(t0, time.Now())
+	// One at a time: with max_surge 1, at most one worker beyond the
+	// target is starting or running, however many old ones drain.
+	most := 0
+	for _, s := range samples {
+		most = max(most, s.live())
+	}
+	if most > n+1 {
+		t.Errorf("%d live workers at once during the rollout, want at most %d (max_surge 1)", most, n+1)
+	}
 	for _, s := range samples {
 		active := 0
 		for _, u := range s.units {
@@ -454,7 +463,7 @@ path = %q
 	} else if !regexp.MustCompile(`(?i)rollout|rolled out`).MatchString(e.journalText("-u", daemonUnit)) {
 		t.Errorf("the daemon's journal does not mention the rollout")
 	}
-	e.figure("workers", n, "rolled_out", ok, "rollout_took", took, "min_capacity", low, "samples", len(samples),
+	e.figure("workers", n, "rolled_out", ok, "rollout_took", took, "min_capacity", low, "max_live", most, "samples", len(samples),
 		"jobs", jobs, "finished_once", once, "claimed_twice", again, "journal", logged)
 }
 
