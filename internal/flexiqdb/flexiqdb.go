@@ -5,6 +5,7 @@
 package flexiqdb
 
 import (
+	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/json"
@@ -228,6 +229,129 @@ func Waits(db *sql.DB) (WaitStats, error) {
 		P95:       rank(0.95),
 		Max:       time.Duration(waits[len(waits)-1]) * time.Millisecond,
 	}, nil
+}
+
+// PauseLayout is how a database records paused queues. flexiq changed it
+// over its history, and an autoscaler must read every version it may meet.
+type PauseLayout int
+
+const (
+	// NoPauses: the database has no queue_state table, so no queue is
+	// paused.
+	NoPauses PauseLayout = iota
+	// PausesByQueue: queue_state has no namespace column. Before flexiq's
+	// migration 0020_queue_state_namespace a pause was keyed by queue_name
+	// alone and read unscoped, so it held that queue in every namespace.
+	PausesByQueue
+	// PausesByNamespace: queue_state has a namespace column, and a pause
+	// holds one queue of one namespace. A NULL namespace is the default
+	// namespace, one namespace of its own, never "every namespace".
+	PausesByNamespace
+)
+
+func (l PauseLayout) String() string {
+	switch l {
+	case NoPauses:
+		return "no queue_state table"
+	case PausesByQueue:
+		return "queue_state without namespace"
+	case PausesByNamespace:
+		return "queue_state with namespace"
+	}
+	return fmt.Sprintf("PauseLayout(%d)", int(l))
+}
+
+// Querier is what ReadPauseLayout needs: *sql.DB, *sql.Conn and *sql.Tx
+// all have it.
+type Querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// ReadPauseLayout says which PauseLayout the database behind q has. Run it in
+// the same read transaction as the statement that uses PausedCond, so that a
+// flexiq migration cannot land between the two.
+func ReadPauseLayout(ctx context.Context, q Querier) (PauseLayout, error) {
+	var cols, required, namespace int
+	err := q.QueryRowContext(ctx, `SELECT count(*),
+	count(*) FILTER (WHERE name COLLATE NOCASE IN ('queue_name', 'paused')),
+	count(*) FILTER (WHERE name COLLATE NOCASE = 'namespace')
+FROM pragma_table_info('queue_state')`).Scan(&cols, &required, &namespace)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("read the queue_state layout: %w", err)
+	case cols == 0:
+		return NoPauses, nil
+	case required != 2:
+		return 0, fmt.Errorf("table queue_state has no queue_name or no paused column: not flexiq's")
+	case namespace == 0:
+		return PausesByQueue, nil
+	}
+	return PausesByNamespace, nil
+}
+
+// PausedCond returns an SQL condition that is true for a row of table jobs
+// (referred to by that name) whose queue is paused, as flexiq itself decides
+// it. It follows flexiq's Rust core (crates/flexiq-core/src/storage/
+// diesel_common/queue_state.rs and migrations/m0020_queue_state_namespace.rs):
+// pause_queue sets paused = 1 on the row of (queue_name, namespace), resume
+// deletes the row, and the scheduler takes a queue out of dispatch when its
+// own namespace's row says paused = 1; its namespace None is matched with
+// "namespace IS NULL", which is what IS does here. Before migration 0020
+// there was no namespace column and a pause held in every namespace.
+//
+// The uncorrelated "queue IN (...)" comes first: it lets SQLite seek the
+// (status, queue, scheduled_at) index to the paused queues, and spares the
+// correlated namespace check for every job whose queue is not paused at all.
+func PausedCond(layout PauseLayout) string {
+	const byName = `jobs.queue IN (SELECT queue_name FROM queue_state WHERE paused = 1)`
+	switch layout {
+	case PausesByQueue:
+		return "(" + byName + ")"
+	case PausesByNamespace:
+		return "(" + byName + ` AND EXISTS (SELECT 1 FROM queue_state AS qs
+		WHERE qs.paused = 1 AND qs.queue_name = jobs.queue AND qs.namespace IS jobs.namespace))`
+	}
+	return "(0)"
+}
+
+// PauseQueue pauses or resumes a queue of a namespace ("" is the default
+// namespace, stored as NULL) the way flexiq's pause_queue and resume_queue
+// do: a pause sets paused = 1 on the queue's row, adding the row if there is
+// none; a resume deletes the row.
+func PauseQueue(db *sql.DB, queue, namespace string, paused bool) error {
+	var ns any
+	if namespace != "" {
+		ns = namespace
+	}
+	verb := "resume"
+	if paused {
+		verb = "pause"
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		return fmt.Errorf("%s queue %q: begin: %w", verb, queue, err)
+	}
+	defer tx.Rollback() // no-op after Commit
+	if !paused {
+		_, err = tx.Exec(`DELETE FROM queue_state WHERE queue_name = ? AND namespace IS ?`, queue, ns)
+	} else {
+		var res sql.Result
+		res, err = tx.Exec(`UPDATE queue_state SET paused = 1 WHERE queue_name = ? AND namespace IS ?`, queue, ns)
+		var n int64
+		if err == nil {
+			n, err = res.RowsAffected()
+		}
+		if err == nil && n == 0 {
+			_, err = tx.Exec(`INSERT INTO queue_state (queue_name, namespace, paused) VALUES (?, ?, 1)`, queue, ns)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s queue %q: %w", verb, queue, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("%s queue %q: commit: %w", verb, queue, err)
+	}
+	return nil
 }
 
 // JobFilter renders flexiq's queue and namespace selection of jobs as SQL to

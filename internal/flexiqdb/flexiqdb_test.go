@@ -1,11 +1,13 @@
 package flexiqdb
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -108,6 +110,104 @@ func TestJobFilter(t *testing.T) {
 			sql, args := JobFilter(tc.queues, tc.namespace, tc.first)
 			if sql != tc.sql || fmt.Sprint(args) != fmt.Sprint(tc.args) {
 				t.Errorf("JobFilter = %q %v, want %q %v", sql, args, tc.sql, tc.args)
+			}
+		})
+	}
+}
+
+// PauseQueue keeps one row per (queue, namespace), as flexiq does: a pause
+// updates the row or adds it, a resume deletes it, and the default
+// namespace (NULL) is a namespace of its own.
+func TestPauseQueue(t *testing.T) {
+	db, err := Create(filepath.Join(t.TempDir(), "flexiq.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows := func() string {
+		t.Helper()
+		var s string
+		if err := db.QueryRow(`SELECT coalesce(group_concat(queue_name || '/' || coalesce(namespace, '-') || '=' || paused, ' '), '')
+			FROM (SELECT * FROM queue_state ORDER BY queue_name, namespace)`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	steps := []struct {
+		queue, namespace string
+		paused           bool
+		want             string
+	}{
+		{"a", "", true, "a/-=1"},
+		{"a", "", true, "a/-=1"}, // no second NULL-namespace row
+		{"a", "ns", true, "a/-=1 a/ns=1"},
+		{"b", "ns", true, "a/-=1 a/ns=1 b/ns=1"},
+		{"a", "", false, "a/ns=1 b/ns=1"},
+		{"a", "", false, "a/ns=1 b/ns=1"},
+		{"b", "ns", false, "a/ns=1"},
+	}
+	for _, st := range steps {
+		if err := PauseQueue(db, st.queue, st.namespace, st.paused); err != nil {
+			t.Fatal(err)
+		}
+		if got := rows(); got != st.want {
+			t.Errorf("after PauseQueue(%q, %q, %v): %q, want %q", st.queue, st.namespace, st.paused, got, st.want)
+		}
+	}
+	// A row someone left at paused = 0 is paused again in place.
+	if _, err := db.Exec(`UPDATE queue_state SET paused = 0`); err != nil {
+		t.Fatal(err)
+	}
+	if err := PauseQueue(db, "a", "ns", true); err != nil {
+		t.Fatal(err)
+	}
+	if got := rows(); got != "a/ns=1" {
+		t.Errorf("re-pausing a paused = 0 row: %q", got)
+	}
+}
+
+func TestReadPauseLayout(t *testing.T) {
+	tests := []struct {
+		name    string
+		ddl     string // run after dropping Schema's queue_state
+		want    PauseLayout
+		wantErr string
+	}{
+		{name: "no table", want: NoPauses},
+		{name: "before migration 0020", ddl: `CREATE TABLE queue_state (queue_name TEXT PRIMARY KEY, paused BOOLEAN NOT NULL, paused_at BIGINT)`, want: PausesByQueue},
+		{name: "with namespace", ddl: Schema, want: PausesByNamespace},
+		{name: "column names in capitals", ddl: `CREATE TABLE queue_state (QUEUE_NAME TEXT, Paused INTEGER, NameSpace TEXT)`, want: PausesByNamespace},
+		{name: "not flexiq's", ddl: `CREATE TABLE queue_state (queue_name TEXT, state TEXT)`, wantErr: "no queue_name or no paused column"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db, err := Create(filepath.Join(t.TempDir(), "flexiq.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.Exec(`DROP TABLE queue_state`); err != nil {
+				t.Fatal(err)
+			}
+			if tt.ddl != "" {
+				if _, err := db.Exec(tt.ddl); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := ReadPauseLayout(context.Background(), db)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, %v; want an error containing %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("got %v, %v; want %v", got, err, tt.want)
+			}
+			// Whatever the layout, PausedCond fits it.
+			var n int
+			if err := db.QueryRow(`SELECT count(*) FROM jobs WHERE NOT ` + PausedCond(got)).Scan(&n); err != nil {
+				t.Errorf("PausedCond(%v) does not fit: %v", got, err)
 			}
 		})
 	}

@@ -21,11 +21,13 @@ const (
 type Counts struct {
 	// Pending counts jobs eligible to run now; Running, jobs claimed by a worker.
 	Pending, Running int64
-	// Paused counts jobs that would be pending but whose queue is paused:
-	// not demand, reported apart.
+	// Paused counts the jobs that would be pending but whose queue is
+	// paused: no worker may claim them, so they are not demand, and Pending
+	// leaves them out. A paused queue's running jobs are still in Running:
+	// a pause stops dispatch, not work in hand.
 	Paused int64
-	// OldestAge is how long the oldest eligible pending job has been
-	// eligible. It is meaningful only when HasOldest is true, which it is
+	// OldestAge is how long the oldest pending job (paused ones excluded)
+	// has been eligible. It is meaningful only when HasOldest is true, which it is
 	// not when nothing is pending or the source cannot tell.
 	OldestAge time.Duration
 	HasOldest bool

@@ -185,6 +185,207 @@ func TestFlexiqSQLiteCounts(t *testing.T) {
 	}
 }
 
+// queueState is one row of flexiq's queue_state table.
+type queueState struct {
+	queue, namespace string // "" namespace: NULL, the default namespace
+	paused           int
+}
+
+func insertQueueState(t testing.TB, db *sql.DB, rows ...queueState) {
+	t.Helper()
+	for _, r := range rows {
+		var ns any
+		if r.namespace != "" {
+			ns = r.namespace
+		}
+		if _, err := db.Exec(`INSERT INTO queue_state (queue_name, namespace, paused) VALUES (?, ?, ?)`, r.queue, ns, r.paused); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Jobs of a paused queue are not pending but paused; which queue_state rows
+// pause which jobs is flexiq's rule (see flexiqdb.PausedCond).
+func TestFlexiqSQLitePaused(t *testing.T) {
+	now := time.Now().Truncate(time.Millisecond)
+	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	job := func(queue, ns string, status int, scheduled time.Time) flexiqdb.Job {
+		return flexiqdb.Job{Queue: queue, Namespace: ns, Status: status, ScheduledAt: scheduled}
+	}
+	mixed := []flexiqdb.Job{
+		job("a", "", flexiqdb.StatusPending, ago(30*time.Second)),
+		job("a", "", flexiqdb.StatusPending, now),
+		job("a", "", flexiqdb.StatusPending, now.Add(time.Hour)), // future: neither pending nor paused
+		job("a", "", flexiqdb.StatusRunning, ago(time.Hour)),
+		job("b", "ns1", flexiqdb.StatusPending, ago(10*time.Second)),
+		job("b", "ns1", flexiqdb.StatusRunning, ago(time.Second)),
+		job("c", "ns2", flexiqdb.StatusPending, ago(time.Minute)),
+		job("c", "ns2", flexiqdb.StatusPending, ago(2*time.Minute)),
+		job("c", "ns2", flexiqdb.StatusRunning, ago(time.Minute)),
+		job("c", "ns2", flexiqdb.StatusComplete, ago(time.Hour)),
+		job("c", "", flexiqdb.StatusPending, ago(3*time.Minute)), // c in the default namespace
+	}
+	tests := []struct {
+		name      string
+		jobs      []flexiqdb.Job
+		state     []queueState
+		queues    []string
+		namespace string
+		want      Counts
+	}{
+		{
+			name: "nothing paused",
+			jobs: mixed,
+			want: Counts{Pending: 6, Running: 3, OldestAge: 3 * time.Minute, HasOldest: true},
+		},
+		{
+			name:  "one queue paused, the others not",
+			jobs:  mixed,
+			state: []queueState{{"a", "", 1}},
+			want:  Counts{Pending: 4, Paused: 2, Running: 3, OldestAge: 3 * time.Minute, HasOldest: true},
+		},
+		{
+			name:  "the oldest job's queue paused",
+			jobs:  mixed,
+			state: []queueState{{"c", "", 1}},
+			want:  Counts{Pending: 5, Paused: 1, Running: 3, OldestAge: 2 * time.Minute, HasOldest: true},
+		},
+		{
+			// NULL is the default namespace, one of its own: it does not
+			// pause c in ns2.
+			name:   "NULL namespace pauses the default namespace only",
+			jobs:   mixed,
+			state:  []queueState{{"c", "", 1}},
+			queues: []string{"c"}, namespace: "ns2",
+			want: Counts{Pending: 2, Running: 1, OldestAge: 2 * time.Minute, HasOldest: true},
+		},
+		{
+			name:  "a namespace's pause holds there only",
+			jobs:  mixed,
+			state: []queueState{{"c", "ns2", 1}},
+			want:  Counts{Pending: 4, Paused: 2, Running: 3, OldestAge: 3 * time.Minute, HasOldest: true},
+		},
+		{
+			name:  "pause in a namespace without jobs of the queue",
+			jobs:  mixed,
+			state: []queueState{{"a", "ns1", 1}, {"b", "", 1}, {"b", "ns2", 1}},
+			want:  Counts{Pending: 6, Running: 3, OldestAge: 3 * time.Minute, HasOldest: true},
+		},
+		{
+			name:  "paused = 0 is not paused",
+			jobs:  mixed,
+			state: []queueState{{"a", "", 0}, {"c", "ns2", 0}},
+			want:  Counts{Pending: 6, Running: 3, OldestAge: 3 * time.Minute, HasOldest: true},
+		},
+		{
+			name:  "everything paused",
+			jobs:  mixed,
+			state: []queueState{{"a", "", 1}, {"b", "ns1", 1}, {"c", "ns2", 1}, {"c", "", 1}},
+			want:  Counts{Paused: 6, Running: 3},
+		},
+		{
+			name:   "paused queue outside the pool's queues",
+			jobs:   mixed,
+			state:  []queueState{{"c", "ns2", 1}, {"c", "", 1}},
+			queues: []string{"a", "b"},
+			want:   Counts{Pending: 3, Running: 2, OldestAge: 30 * time.Second, HasOldest: true},
+		},
+		{
+			name:      "pool's namespace paused",
+			jobs:      mixed,
+			state:     []queueState{{"c", "ns2", 1}},
+			namespace: "ns2",
+			want:      Counts{Paused: 2, Running: 1},
+		},
+		{
+			name:  "only future jobs of a paused queue",
+			jobs:  []flexiqdb.Job{job("a", "", flexiqdb.StatusPending, now.Add(time.Second))},
+			state: []queueState{{"a", "", 1}},
+			want:  Counts{},
+		},
+		{
+			name:  "running jobs of a paused queue still run",
+			jobs:  []flexiqdb.Job{job("a", "", flexiqdb.StatusRunning, ago(time.Second)), job("a", "", flexiqdb.StatusRunning, now)},
+			state: []queueState{{"a", "", 1}},
+			want:  Counts{Running: 2},
+		},
+		{
+			name:  "just due in a paused queue",
+			jobs:  []flexiqdb.Job{job("a", "", flexiqdb.StatusPending, now), job("b", "", flexiqdb.StatusPending, now)},
+			state: []queueState{{"a", "", 1}},
+			want:  Counts{Pending: 1, Paused: 1, HasOldest: true},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path, db := newDB(t, tt.jobs...)
+			insertQueueState(t, db, tt.state...)
+			s := mustNew(t, config.Source{Type: TypeFlexiqSQLite, Path: path, Queues: tt.queues, Namespace: tt.namespace})
+			got, err := s.Observe(context.Background(), now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// flexiq has stored pauses three ways; each database must be read as the
+// flexiq that wrote it meant it. The source must follow a database that is
+// upgraded under it, since it reads afresh on every Observe.
+func TestFlexiqSQLitePauseLayouts(t *testing.T) {
+	now := time.Now()
+	path, db := newDB(t,
+		flexiqdb.Job{Queue: "a", ScheduledAt: now.Add(-time.Minute)},
+		flexiqdb.Job{Queue: "a", Namespace: "ns1", ScheduledAt: now.Add(-time.Second)},
+		flexiqdb.Job{Queue: "b", ScheduledAt: now.Add(-time.Second)},
+		flexiqdb.Job{Queue: "a", Status: flexiqdb.StatusRunning},
+	)
+	s := mustNew(t, config.Source{Type: TypeFlexiqSQLite, Path: path})
+	exec := func(stmt string) {
+		t.Helper()
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	observe := func(want Counts) {
+		t.Helper()
+		got, err := s.Observe(context.Background(), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.OldestAge, got.HasOldest = 0, false
+		if got != want {
+			t.Errorf("got %+v, want %+v", got, want)
+		}
+	}
+
+	// An older flexiq, with no queue_state table: nothing is paused.
+	exec(`DROP TABLE queue_state`)
+	observe(Counts{Pending: 3, Running: 1})
+
+	// Before flexiq's migration 0020 queue_state had no namespace, and a
+	// pause held its queue in every namespace.
+	exec(`CREATE TABLE queue_state (queue_name TEXT PRIMARY KEY, paused INTEGER NOT NULL DEFAULT 0, paused_at INTEGER)`)
+	observe(Counts{Pending: 3, Running: 1})
+	exec(`INSERT INTO queue_state (queue_name, paused) VALUES ('a', 1)`)
+	observe(Counts{Pending: 1, Paused: 2, Running: 1})
+
+	// Migration 0020 carries the rows over as the default namespace's.
+	exec(`ALTER TABLE queue_state ADD COLUMN namespace TEXT`)
+	observe(Counts{Pending: 2, Paused: 1, Running: 1})
+	exec(`DELETE FROM queue_state`)
+	observe(Counts{Pending: 3, Running: 1})
+
+	// A queue_state that is not flexiq's is an error, not a guess.
+	exec(`DROP TABLE queue_state`)
+	exec(`CREATE TABLE queue_state (name TEXT)`)
+	_, err := s.Observe(context.Background(), now)
+	wantErrContaining(t, err, path, "queue_state")
+}
+
 func TestSQLiteQuery(t *testing.T) {
 	path, _ := newDB(t,
 		flexiqdb.Job{Queue: "a"}, flexiqdb.Job{Queue: "a"}, flexiqdb.Job{Queue: "b"},
@@ -206,8 +407,14 @@ func TestSQLiteQuery(t *testing.T) {
 		{name: "whole real", query: `SELECT total(priority) + 2, 1.0 FROM jobs`, want: Counts{Pending: 2, Running: 1}},
 		{name: "zero rows", query: `SELECT 1, 2 FROM jobs WHERE 0`, wantErr: "no rows"},
 		{name: "two rows", query: `SELECT 1, 2 UNION ALL SELECT 3, 4`, wantErr: "more than one row"},
+		{name: "paused", query: `SELECT 1, 2, 3 AS paused`, want: Counts{Pending: 1, Running: 2, Paused: 3}},
+		{name: "paused in capitals", query: `SELECT 0, 0, count(*) AS PAUSED FROM jobs`, want: Counts{Paused: 4}},
 		{name: "one column", query: `SELECT 1`, wantErr: "1 columns, want 2"},
-		{name: "three columns", query: `SELECT 1, 2, 3`, wantErr: "3 columns, want 2"},
+		{name: "unnamed third column", query: `SELECT 1, 2, 3`, wantErr: `third column is named "3", want "paused"`},
+		{name: "misnamed third column", query: `SELECT 1, 2, 3 AS waiting`, wantErr: `third column is named "waiting"`},
+		{name: "four columns", query: `SELECT 1, 2, 3 AS paused, 4`, wantErr: "4 columns, want 2"},
+		{name: "paused NULL", query: `SELECT 1, 2, NULL AS paused`, wantErr: "paused is NULL"},
+		{name: "paused negative", query: `SELECT 1, 2, -3 AS paused`, wantErr: "paused is -3"},
 		{name: "NULL", query: `SELECT sum(priority), 0 FROM jobs WHERE 0`, wantErr: "pending is NULL"},
 		{name: "text", query: `SELECT 1, 'many'`, wantErr: `running is TEXT "many"`},
 		{name: "numeric text", query: `SELECT '5', 1`, wantErr: `pending is TEXT "5"`},

@@ -6,13 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
 )
 
 // sqliteQuery runs the operator's own read-only query, which must return
-// exactly one row of two non-negative integers: pending, running.
+// exactly one row of two non-negative integers, pending and running, and
+// optionally a third named paused: jobs that would be pending but whose
+// queue is paused. The query decides what counts as pending, so it must
+// leave the paused jobs out of pending itself.
 type sqliteQuery struct {
 	path  string
 	query string
@@ -35,50 +39,64 @@ func (s *sqliteQuery) Observe(ctx context.Context, _ time.Time) (Counts, error) 
 	var c Counts
 	err := readOnce(ctx, TypeSQLiteQuery, s.path, func(ctx context.Context, db *sql.DB) error {
 		var err error
-		c.Pending, c.Running, err = s.run(ctx, db)
+		c, err = s.run(ctx, db)
 		return err
 	})
 	return c, err
 }
 
+// pausedColumn is the name the optional third column must have. Requiring
+// the name makes a query written for another purpose, whose third column is
+// something else, fail loudly instead of being read as a paused count.
+const pausedColumn = "paused"
+
 // run returns the query's one row. Rows are always closed before it returns,
 // so the statement's read transaction ends with it.
-func (s *sqliteQuery) run(ctx context.Context, db *sql.DB) (pending, running int64, err error) {
+func (s *sqliteQuery) run(ctx context.Context, db *sql.DB) (Counts, error) {
 	rows, err := db.QueryContext(ctx, s.query)
 	if err != nil {
-		return 0, 0, err
+		return Counts{}, err
 	}
 	defer rows.Close()
 	cols, err := rows.Columns()
 	if err != nil {
-		return 0, 0, err
+		return Counts{}, err
 	}
-	if len(cols) != 2 {
-		return 0, 0, fmt.Errorf("query returned %d columns, want 2 (pending, running)", len(cols))
+	const want = "want 2 (pending, running) or 3 (pending, running, paused)"
+	switch {
+	case len(cols) < 2 || len(cols) > 3:
+		return Counts{}, fmt.Errorf("query returned %d columns, %s", len(cols), want)
+	case len(cols) == 3 && !strings.EqualFold(cols[2], pausedColumn):
+		return Counts{}, fmt.Errorf("query's third column is named %q, want %q (... AS %s), as in %s",
+			cols[2], pausedColumn, pausedColumn, want)
 	}
 	if !rows.Next() {
 		if err := rows.Err(); err != nil {
-			return 0, 0, err
+			return Counts{}, err
 		}
-		return 0, 0, errors.New("query returned no rows, want one row (pending, running)")
+		return Counts{}, errors.New("query returned no rows, want one row (pending, running)")
 	}
-	var p, r any
-	if err := rows.Scan(&p, &r); err != nil {
-		return 0, 0, err
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return Counts{}, err
 	}
 	if rows.Next() {
-		return 0, 0, errors.New("query returned more than one row, want one row (pending, running)")
+		return Counts{}, errors.New("query returned more than one row, want one row (pending, running)")
 	}
 	if err := rows.Err(); err != nil {
-		return 0, 0, err
+		return Counts{}, err
 	}
-	if pending, err = count("pending", p); err != nil {
-		return 0, 0, err
+	var c Counts
+	for i, dst := range []*int64{&c.Pending, &c.Running, &c.Paused}[:len(cols)] {
+		if *dst, err = count([]string{"pending", "running", pausedColumn}[i], vals[i]); err != nil {
+			return Counts{}, err
+		}
 	}
-	if running, err = count("running", r); err != nil {
-		return 0, 0, err
-	}
-	return pending, running, nil
+	return c, nil
 }
 
 // count accepts what the query returned for one column if it is a

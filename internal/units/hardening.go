@@ -14,7 +14,7 @@ const (
 	// HardeningNone sets no sandboxing property: the worker runs as a plain
 	// service would, for workers that need what the others take away.
 	HardeningNone = "none"
-	// HardeningDefault is what an ordinary Python, Ruby or Node worker
+	// HardeningDefault is what an ordinary Python, Go or Node worker
 	// survives: it protects the kernel and the rest of the system from the
 	// worker, and leaves the worker's home, devices, namespaces and system
 	// calls alone.

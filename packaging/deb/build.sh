@@ -117,12 +117,15 @@ if [ -s "$here/lintian-overrides" ]; then
 fi
 find "$stage" -type d -exec chmod 0755 {} +
 find "$stage" -type f ! -path "$stage/usr/bin/*" -exec chmod 0644 {} +
+# The configuration may hold credentials (a pool's environment): root only,
+# and the daemon runs as root. The postinst keeps it so on upgrades.
+chmod 0640 "$stage/etc/flexiq-scaled/config.toml"
 
 # DEBIAN/: control, conffiles, maintainer scripts, md5sums (of everything
 # but the conffiles, as dh_md5sums does).
 install -d "$stage/DEBIAN"
 echo /etc/flexiq-scaled/config.toml >"$stage/DEBIAN/conffiles"
-install -m 0755 "$here/postinst" "$here/prerm" "$here/postrm" "$stage/DEBIAN/"
+install -m 0755 "$here/preinst" "$here/postinst" "$here/prerm" "$here/postrm" "$stage/DEBIAN/"
 (cd "$stage" && find . -type f ! -path './DEBIAN/*' ! -path './etc/*' -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum) >"$stage/DEBIAN/md5sums"
 # Installed-Size as dpkg-gencontrol counts it: KiB per file, rounded up, and
 # one per directory.

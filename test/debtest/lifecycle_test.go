@@ -55,6 +55,7 @@ func TestPackageLifecycle(t *testing.T) {
 		run  func(e *pkgEnv)
 	}{
 		{"install", func(e *pkgEnv) { e.install(debN) }},
+		{"conffile", func(e *pkgEnv) { e.conffileMode(debN) }},
 		{"hardening", func(e *pkgEnv) { e.hardening() }},
 		{"pool", func(e *pkgEnv) { db, hostDB = e.pool() }},
 		{"journal", func(e *pkgEnv) { e.decisions() }},
@@ -113,9 +114,10 @@ func (e *pkgEnv) install(deb string) {
 	if cf := e.sh("dpkg-query -W -f='${Conffiles}' flexiq-scaled"); !strings.Contains(cf, "/etc/flexiq-scaled/config.toml ") {
 		e.t.Errorf("config.toml is not a registered conffile; Conffiles: %q", cf)
 	}
-	// The daemon refuses a configuration that anyone but root can write.
-	if st := e.sh("stat -c '%U:%G %a' /etc/flexiq-scaled/config.toml"); strings.TrimSpace(st) != "root:root 644" {
-		e.t.Errorf("config.toml is %s, want root:root 644", st)
+	// The daemon refuses a configuration that anyone but root can write,
+	// and the configuration may hold credentials.
+	if st := e.confMode(); st != "root:root 640" {
+		e.t.Errorf("config.toml is %s, want root:root 640", st)
 	}
 	if ws := e.units("flexiq-*@*.service"); len(ws) > 0 {
 		e.t.Errorf("the shipped configuration started workers: %v", ws)
@@ -125,6 +127,47 @@ func (e *pkgEnv) install(deb string) {
 		if _, err := e.sb.Exec(e.ctx(), "test", "-s", f); err != nil {
 			e.t.Errorf("the package did not install %s", f)
 		}
+	}
+}
+
+const conf = "/etc/flexiq-scaled/config.toml"
+
+// confMode is the configuration's "OWNER:GROUP MODE".
+func (e *pkgEnv) confMode() string {
+	return strings.TrimSpace(e.sh("stat -c '%U:%G %a' " + conf))
+}
+
+// conffile: an upgrade never loosens the administrator's mode and owner of
+// the configuration, and takes away the others' read access that earlier
+// builds shipped. (A reinstall of the same package runs the same maintainer
+// scripts as an upgrade; it is done once only, as each restarts the daemon.)
+func (e *pkgEnv) conffileMode(deb string) {
+	check := func(when, want string) {
+		e.t.Helper()
+		if got := e.confMode(); got != want {
+			e.t.Errorf("%s: config.toml is %s, want %s", when, got, want)
+		}
+		if _, err := e.sb.Exec(e.ctx(), "test", "-e", conf+".dpkg-perms"); err == nil {
+			e.t.Errorf("%s: the preinst's record was left behind", when)
+		}
+	}
+	// An administrator's stricter mode and another group.
+	e.sh("chgrp adm " + conf + " && chmod 0600 " + conf)
+
+	// When the package changes the conffile and the administrator did not,
+	// dpkg installs the new one with the package's 0640 root:root. (Done
+	// here by hand, in dpkg's order: a reinstall ships the same file.)
+	e.sh(fmt.Sprintf(`/var/lib/dpkg/info/flexiq-scaled.preinst upgrade %[1]s
+cp %[2]s /tmp/config.toml.dpkg-new
+install -m 0640 -o root -g root /tmp/config.toml.dpkg-new %[2]s
+/var/lib/dpkg/info/flexiq-scaled.postinst configure %[1]s`, versionN, conf))
+	check("after dpkg replaced the conffile", "root:adm 600")
+
+	// World-readable, as earlier builds shipped it: no longer.
+	e.sh("chgrp root " + conf + " && chmod 0644 " + conf + " && dpkg -i " + deb)
+	check("after a reinstall over 0644", "root:root 640")
+	if st := e.text("systemctl", "is-active", daemonUnit); st != "active" {
+		e.t.Fatalf("after the reinstalls, %s is %q", daemonUnit, st)
 	}
 }
 

@@ -1,6 +1,7 @@
 // Command flexiq-testworker is a small flexiq-compatible worker for
 // end-to-end tests of flexiq-scaled. It claims jobs from a flexiq SQLite
-// database exactly as a flexiq worker does (pending → running → complete),
+// database exactly as a flexiq worker does (pending → running → complete,
+// leaving the jobs of paused queues alone),
 // "works" each for the duration_ms in its payload, and drains on SIGTERM or
 // SIGINT: no new claims, jobs in hand finish, exit 0. Flags make it
 // misbehave on purpose, so tests can see how the daemon copes.

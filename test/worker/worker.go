@@ -46,7 +46,13 @@ func (w *worker) run(ctx context.Context) error {
 	}
 	w.log.Printf("started id=%s threads=%d queues=%q namespace=%q", w.id, w.threads, strings.Join(w.queues, ","), w.namespace)
 
-	claim := w.claimQuery()
+	// Not ctx: that is the drain signal, and a worker asked to drain
+	// before it got this far still stops cleanly.
+	layout, err := flexiqdb.ReadPauseLayout(context.Background(), w.db)
+	if err != nil {
+		return fmt.Errorf("worker %s: %w", w.id, err)
+	}
+	claim := w.claimQuery(layout)
 	var loops sync.WaitGroup
 	for range w.threads {
 		loops.Go(func() { w.loop(ctx, claim) })
@@ -90,13 +96,18 @@ type claimQuery struct {
 	filter []any // bound after ?1 (now) and ?2 (worker id)
 }
 
-func (w *worker) claimQuery() claimQuery {
+// claimQuery builds the claim statement for a database whose queue_state
+// table has the given layout. Like flexiq's dequeue, it never claims a job
+// of a paused queue; flexiq's scheduler reads the pauses at most once a
+// second, this worker at every claim.
+func (w *worker) claimQuery(layout flexiqdb.PauseLayout) claimQuery {
 	var c claimQuery
 	var where string
 	where, c.filter = flexiqdb.JobFilter(w.queues, w.namespace, 3)
 	c.sql = `UPDATE jobs SET status = 1, started_at = ?1, worker_id = ?2, attempts = attempts + 1
 WHERE id = (
 	SELECT id FROM jobs WHERE status = 0 AND scheduled_at <= ?1` + where + `
+		AND NOT ` + flexiqdb.PausedCond(layout) + `
 	ORDER BY priority DESC, scheduled_at, id LIMIT 1
 ) AND status = 0
 RETURNING id, coalesce(payload, '')`

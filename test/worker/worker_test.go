@@ -130,6 +130,67 @@ func TestWorksJobs(t *testing.T) {
 	}
 }
 
+// A worker claims no job of a paused queue, as flexiq's dequeue does not:
+// the pause holds its queue in its own namespace, NULL being the default
+// one. A resumed queue is worked again.
+func TestHonoursPausedQueues(t *testing.T) {
+	_, db := newDB(t,
+		flexiqdb.Job{ID: "a-default", Queue: "a"},
+		flexiqdb.Job{ID: "a-ns1", Queue: "a", Namespace: "ns1"},
+		flexiqdb.Job{ID: "b-ns1", Queue: "b", Namespace: "ns1"},
+		flexiqdb.Job{ID: "b-default", Queue: "b"},
+	)
+	for _, p := range []struct{ queue, namespace string }{{"a", ""}, {"b", "ns1"}} {
+		if err := flexiqdb.PauseQueue(db, p.queue, p.namespace, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status := func(id string) int {
+		t.Helper()
+		var s int
+		if err := db.QueryRow(`SELECT status FROM jobs WHERE id = ?`, id).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	w := newWorker(db, "w1", new(bytes.Buffer))
+	stop := start(t, w)
+	defer stop()
+	waitFor(t, "the unpaused jobs to be worked", func() bool {
+		return status("a-ns1") == flexiqdb.StatusComplete && status("b-default") == flexiqdb.StatusComplete
+	})
+	// Many more polls than it took to work the others.
+	time.Sleep(20 * w.poll)
+	for _, id := range []string{"a-default", "b-ns1"} {
+		if s := status(id); s != flexiqdb.StatusPending {
+			t.Errorf("job %s of a paused queue: status %d, want pending", id, s)
+		}
+	}
+
+	if err := flexiqdb.PauseQueue(db, "a", "", false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the resumed queue's job to be worked", func() bool { return status("a-default") == flexiqdb.StatusComplete })
+	if s := status("b-ns1"); s != flexiqdb.StatusPending {
+		t.Errorf("job b-ns1, still paused: status %d, want pending", s)
+	}
+}
+
+// A database of a flexiq older than pauses has no queue_state table; the
+// worker works it all the same.
+func TestWorksWithoutQueueState(t *testing.T) {
+	_, db := newDB(t, flexiqdb.Job{ID: "j"})
+	if _, err := db.Exec(`DROP TABLE queue_state`); err != nil {
+		t.Fatal(err)
+	}
+	w := newWorker(db, "w1", new(bytes.Buffer))
+	stop := start(t, w)
+	waitFor(t, "the job to be worked", func() bool { return count(t, db, flexiqdb.StatusComplete) == 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Cancelling run is what SIGTERM does: the job in hand finishes and is
 // recorded, and nothing more is claimed.
 func TestDrainFinishesJobInHand(t *testing.T) {
