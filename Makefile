@@ -8,13 +8,14 @@ VERSION ?= $(shell cat VERSION)
 LDFLAGS := -X github.com/flexiq/flexiq-scaled/internal/version.Version=$(VERSION)
 export CGO_ENABLED := 0
 
-.PHONY: help deps build test unit e2e vet sandbox-bench clean demo deb lint-deb
+.PHONY: help deps build test unit e2e faults vet sandbox-bench clean demo deb lint-deb
 .PHONY: fuzz fuzz-short
 
 help:
 	@echo "make demo           the .deb in a throwaway systemd, replaying a real job trace (root)"
 	@echo "make test           unit tests, then the end-to-end suite in a real systemd sandbox (root)"
 	@echo "make unit           unit tests only (no root needed)"
+	@echo "make faults         the fault-injection suite alone (root); its figures on FIGURE lines"
 	@echo "make fuzz           fuzz the config loader and check-config, $(FUZZTIME) each (FUZZTIME= to change)"
 	@echo "make build          build bin/ (flexiq-scaled, the sandbox tool, the test worker)"
 	@echo "make sandbox-bench  median sandbox start+stop time"
@@ -35,7 +36,7 @@ vet:
 	@fmt=$$($(GOFMT) -l $$(git ls-files '*.go') 2>/dev/null); if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi
 
 unit: vet
-	$(GO) test -count=1 $$($(GO) list ./... | grep -Ev '/test/(e2e|debtest|sandbox)$$|/internal/units$$')
+	$(GO) test -count=1 $$($(GO) list ./... | grep -Ev '/test/(e2e|debtest|sandbox|faults)$$|/internal/units$$')
 
 # The packages that boot a sandbox skip themselves, saying why, when not run
 # as root. -p 1: each of them boots its own systemd; run side by side on two
@@ -64,6 +65,15 @@ fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}" || exit 1; \
 	done
+
+# The fault-injection suite alone (test/faults; `make test` runs it too).
+# Each test boots a sandbox of its own and they run side by side. Every
+# fault's measurements are on "FIGURE fault=..." lines, repeated at the end;
+# docs/reliability.md's table comes from them. The full log is bin/faults.log.
+faults: deps
+	@mkdir -p bin
+	@set -o pipefail; $(GO) test -count=1 -v -timeout 20m ./test/faults/ 2>&1 | tee bin/faults.log; rc=$$?; \
+		echo "--- figures:"; grep -o 'FIGURE .*' bin/faults.log; exit $$rc
 
 sandbox-bench: build
 	bench/sandbox-start-stop.sh
