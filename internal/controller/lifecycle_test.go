@@ -391,3 +391,26 @@ func TestStateFileIsWrittenAtomically(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// An admin's stop is a scale-down by hand: no replacement is started at
+// once only to be drained by the same tick's decision.
+func TestAdminStopIsNotReplacedAtOnce(t *testing.T) {
+	r := newRig(t, testPool("work"))
+	r.cfg.MinWorkers, r.cfg.ScaleDownWindow = 1, 0
+	r.start(r.pool)
+	r.src.set(1, 3, nil) // one pending; three running, one a worker
+	r.tick(time.Second)
+	if n := r.sd.count("active"); n != 3 {
+		t.Fatalf("%d active, want 3", n)
+	}
+	starts := len(r.sd.starts)
+	r.sd.set("flexiq-work@3.service", "deactivating", "success")
+	r.tick(time.Second)
+	r.tick(time.Second)
+	if len(r.sd.starts) != starts || len(r.sd.stops) != 0 {
+		t.Errorf("after the admin's stop: starts %v, stops %v; want none", r.sd.starts[starts:], r.sd.stops)
+	}
+	if n := r.sd.count("active"); n != 2 {
+		t.Errorf("%d active, want 2", n)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/atomicfile"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 )
@@ -76,36 +77,17 @@ func (p *Pool) saveState(now time.Time) {
 			st.Backoff[slot] = savedBackoff{Delay: int64(b.delay), Until: int64(monoSince(b.until))}
 		}
 	}
-	if err := writeAtomic(path, st); err != nil {
+	b, err := json.Marshal(st)
+	if err == nil {
+		err = atomicfile.Write(path, b)
+	}
+	if err != nil {
 		if log, _ := p.report.stateLog.Fail(now); log {
 			p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil), "pool=%s cannot save its state (a restart would forget its windows): %v", p.name, err)
 		}
 		return
 	}
 	p.report.stateLog.OK()
-}
-
-func writeAtomic(path string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // loadState reads the state file. It returns nil and why when there is none

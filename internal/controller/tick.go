@@ -34,7 +34,13 @@ func (p *Pool) tick(ctx context.Context, now time.Time) (policy.Decision, bool) 
 		hold.Rationale = "hold: cannot list workers"
 		return hold, false
 	}
-	p.apply(ctx, now, p.fleet.reconcile(now, listed))
+	r := p.fleet.reconcile(now, listed)
+	p.apply(ctx, now, r)
+	// A worker stopped from outside (an admin's systemctl stop) is a
+	// scale-down by hand, not a crash: replacing it at once would only
+	// start a worker that the decision below may drain again. The policy
+	// decides whether the pool needs it back (min_workers, demand).
+	p.target = max(0, p.target-len(r.stopping))
 	// Crashed workers come back first, up to the last decided target.
 	p.startUpTo(ctx, now, p.target, "replacing crashed worker")
 	p.sampleCPU(now, listed)

@@ -42,6 +42,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/atomicfile"
 )
 
 // Operations a request may ask for, and the signal that announces each.
@@ -69,7 +71,6 @@ const requestTTL = 2 * DefaultWait
 const (
 	requestPrefix = "request."
 	verdictPrefix = "verdict."
-	tmpPrefix     = ".tmp."
 	// PIDFile holds the running daemon's PID. Only a daemon that speaks
 	// this protocol writes it, so `roll` never sends SIGUSR1 (which would
 	// kill it) to one that does not.
@@ -115,26 +116,9 @@ func RuntimeDir(user bool) string {
 	return "/run/flexiq-scaled"
 }
 
-// writeAtomic writes data to dir/name through a temporary file and a
-// rename, so that a reader sees the whole file or none.
+// writeAtomic writes data to dir/name: a reader sees the whole file or none.
 func writeAtomic(dir, name string, data []byte) error {
-	f, err := os.CreateTemp(dir, tmpPrefix+name+".")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name))
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("writing %s: %w", filepath.Join(dir, name), err)
-	}
-	return nil
+	return atomicfile.Write(filepath.Join(dir, name), data)
 }
 
 func newNonce() (string, error) {
@@ -246,7 +230,7 @@ func (c *control) pending(op string) []Request {
 	for _, e := range entries {
 		name := e.Name()
 		isReq, isVerdict := strings.HasPrefix(name, requestPrefix), strings.HasPrefix(name, verdictPrefix)
-		if !isReq && !isVerdict && !strings.HasPrefix(name, tmpPrefix) {
+		if !isReq && !isVerdict && !strings.HasPrefix(name, atomicfile.TempPrefix) {
 			continue
 		}
 		path := filepath.Join(c.dir, name)
