@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"os"
 
 	"time"
 
@@ -160,9 +161,10 @@ func (p *Pool) Drain(ctx context.Context, why string) {
 		p.mu.Unlock()
 		p.notify(changed)
 		if done {
-			p.mu.Lock()
-			p.saveState(p.clock())
-			p.mu.Unlock()
+			// A drained pool has nothing left to carry across a restart.
+			if path := p.statePath(); path != "" {
+				os.Remove(path)
+			}
 			return
 		}
 		select {
