@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages that building and testing need, if missing:
 # the distro's systemd and D-Bus (booted inside the test sandbox, never on
-# the host), util-linux's nsenter, and the package tools.
+# the host), util-linux's nsenter, the package tools, and the queue servers
+# (Redis, PostgreSQL, Prometheus) that run inside the sandbox too.
 set -euo pipefail
 need=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-for p in systemd dbus util-linux dpkg-dev lintian ca-certificates; do
+# The queue servers the sources are tested against (test/servers starts
+# them inside the sandbox, never on the host).
+for p in systemd dbus util-linux dpkg-dev lintian ca-certificates redis-server redis-tools postgresql prometheus curl; do
 	have "$p" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

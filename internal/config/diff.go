@@ -31,11 +31,21 @@ func DiffDaemon(old, new *Daemon) []string {
 	return diffStruct(reflect.ValueOf(*old), reflect.ValueOf(*new), "daemon.")
 }
 
+// flattened marks, in keyNames, a struct whose fields are keys of the
+// enclosing table, as the embedded families of rawSource are.
+const flattened = "."
+
 // keyNames maps a field (by "Struct.Field") to its key in the file where
 // snake_case of the field's name is not it: durations carry a _sec suffix,
 // and fields derived from a key report that key. "" skips a field that is
 // not a setting at all.
 var keyNames = map[string]string{
+	"Source.Conn":               flattened,
+	"Source.Flexiq":             flattened,
+	"Source.Redis":              flattened,
+	"Source.Postgres":           flattened,
+	"Source.Prometheus":         flattened,
+	"Source.Command":            flattened,
 	"Pool.Name":                 "",
 	"Pool.UserExplicit":         "user",
 	"Pool.ScaleUpWindow":        "scale_up_window_sec",
@@ -65,6 +75,11 @@ func diffStruct(a, b reflect.Value, prefix string) []string {
 			continue
 		}
 		fa, fb := a.Field(i), b.Field(i)
+		if key == flattened {
+			// A family of source settings: its keys are the table's own.
+			keys = append(keys, diffStruct(fa, fb, prefix)...)
+			continue
+		}
 		if f.Type.Kind() == reflect.Struct && f.Type.PkgPath() == t.PkgPath() {
 			// A sub-table ([pools.NAME.source], .limits): name its keys.
 			keys = append(keys, diffStruct(fa, fb, prefix+key+".")...)

@@ -50,10 +50,16 @@ type effectivePool struct {
 
 type effectiveSource struct {
 	Type      string   `toml:"type"`
-	Path      string   `toml:"path"`
+	Path      string   `toml:"path,omitempty"`
 	Queues    []string `toml:"queues,omitempty"`
 	Namespace string   `toml:"namespace,omitempty"`
 	Query     string   `toml:"query,omitempty"`
+	effectiveConn
+	effectiveFlexiqNet
+	effectiveRedis
+	effectivePostgres
+	effectivePrometheus
+	effectiveCommand
 }
 
 type effectiveLimits struct {
@@ -99,6 +105,13 @@ func WriteEffective(w io.Writer, c *Config) error {
 				Queues:    p.Source.Queues,
 				Namespace: p.Source.Namespace,
 				Query:     p.Source.Query,
+
+				effectiveConn:       p.Source.effectiveConn(),
+				effectiveFlexiqNet:  p.Source.effectiveFlexiqNet(),
+				effectiveRedis:      p.Source.effectiveRedis(),
+				effectivePostgres:   p.Source.effectivePostgres(),
+				effectivePrometheus: p.Source.effectivePrometheus(),
+				effectiveCommand:    p.Source.effectiveCommand(),
 			},
 		}
 		// app and exec together are an error, and exec is derived from app.

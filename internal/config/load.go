@@ -72,12 +72,21 @@ type rawPool struct {
 	Limits                    rawLimits `toml:"limits"`
 }
 
+// rawSource is [pools.NAME.source]: the keys of every source type. The
+// families' keys come from the embedded structs, one per source_*.go file;
+// which keys a given type takes is in its registration (source.go).
 type rawSource struct {
 	Type      value `toml:"type"`
 	Path      value `toml:"path"`
 	Queues    value `toml:"queues"`
 	Namespace value `toml:"namespace"`
 	Query     value `toml:"query"`
+	rawConn
+	rawFlexiqNet
+	rawRedis
+	rawPostgres
+	rawPrometheus
+	rawCommand
 }
 
 type rawLimits struct {

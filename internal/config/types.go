@@ -63,13 +63,40 @@ type Pool struct {
 	Limits Limits
 }
 
-// Source is the [pools.NAME.source] table.
+// Source is the [pools.NAME.source] table. Type says which of the other
+// fields apply; each source type registers its keys and its checks (see
+// source.go), and the settings of a family of types live in a struct of
+// their own, in a file of their own.
 type Source struct {
-	Type      string   // "flexiq-sqlite" or "sqlite-query"
-	Path      string   // database file
-	Queues    []string // flexiq-sqlite: optional queue filter; empty = all
-	Namespace string   // flexiq-sqlite: optional namespace filter; empty = no filter
-	Query     string   // sqlite-query: read-only SELECT returning pending, running
+	Type      string   // a registered source type, e.g. "flexiq-sqlite"
+	Path      string   // SQLite types: the database file
+	Queues    []string // the queues to read (summed); for flexiq types a filter, empty = all
+	Namespace string   // flexiq types: optional namespace filter; empty = no filter
+	Query     string   // sqlite-query: read-only SELECT returning pending, running[, paused]
+
+	// Conn is where a network source connects, and as whom.
+	Conn Conn
+	// Flexiq holds flexiq-postgres and flexiq-redis settings.
+	Flexiq FlexiqNet
+	// Redis holds the generic redis type's settings and its presets'.
+	Redis Redis
+	// Postgres holds postgres-query's settings and its presets'.
+	Postgres Postgres
+	// Prometheus holds the prometheus type's settings.
+	Prometheus Prometheus
+	// Command holds the command type's settings.
+	Command Command
+}
+
+// Conn is where a network source connects. The credentials never sit in the
+// configuration file in clear: the URL may come from a file or a systemd
+// credential, and the password from another.
+type Conn struct {
+	URL                string // redis://, postgres://, http(s):// without a password
+	URLFile            string // a root-only file holding the URL
+	URLCredential      string // a systemd credential ($CREDENTIALS_DIRECTORY/NAME) holding the URL
+	PasswordFile       string // a root-only file holding the password
+	PasswordCredential string // a systemd credential holding the password
 }
 
 // Limits is the optional [pools.NAME.limits] table, passed as unit properties.

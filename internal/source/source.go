@@ -35,25 +35,63 @@ type Counts struct {
 
 // Source reads one queue's counts.
 type Source interface {
-	// Observe reads the queue's counts as of now. Any error means "no data": the controller holds.
+	// Observe reads the queue's counts as of now. Any error means "no data":
+	// the controller holds. Errors name the source, the server and what
+	// failed.
 	Observe(ctx context.Context, now time.Time) (Counts, error)
 	Close() error
 }
 
-// New returns the source spec describes. It does not touch the database:
-// a database that does not exist yet is an Observe error, not a New error,
-// so the daemon can start before flexiq has created it.
-func New(spec config.Source) (Source, error) {
-	switch spec.Type {
-	case TypeFlexiqSQLite, TypeSQLiteQuery:
-	default:
-		return nil, fmt.Errorf("unknown source type %q (want %q or %q)", spec.Type, TypeFlexiqSQLite, TypeSQLiteQuery)
+// Watcher is implemented by sources that can tell when work may have
+// arrived (inotify on a SQLite file, Redis keyspace notifications, Postgres
+// LISTEN), so that a pool ticks early instead of waiting out its poll
+// interval. Polling stays the fallback: a lost or missing notification only
+// costs latency.
+type Watcher interface {
+	// Watch calls wake whenever work may have arrived, until ctx ends. wake
+	// never blocks and may be called as often as events come; the pool
+	// rate-limits its extra ticks. Watch returns at once with how it
+	// watches ("inotify on /var/lib/q.db-wal"), or an error saying why it
+	// cannot (the pool then polls only, and says so in the journal).
+	Watch(ctx context.Context, wake func()) (string, error)
+}
+
+// opener opens one source type.
+type opener func(spec config.Source) (Source, error)
+
+var openers = map[string]opener{}
+
+// register adds a source type; each type's file registers itself from an
+// init function, as KEDA's scalers do.
+func register(typ string, open opener) {
+	if _, dup := openers[typ]; dup {
+		panic("source: type registered twice: " + typ)
 	}
-	if spec.Path == "" {
-		return nil, fmt.Errorf("%s source: path is empty", spec.Type)
-	}
-	if spec.Type == TypeFlexiqSQLite {
+	openers[typ] = open
+}
+
+func init() {
+	register(TypeFlexiqSQLite, func(spec config.Source) (Source, error) {
+		if spec.Path == "" {
+			return nil, fmt.Errorf("%s source: path is empty", spec.Type)
+		}
 		return newFlexiqSQLite(spec)
+	})
+	register(TypeSQLiteQuery, func(spec config.Source) (Source, error) {
+		if spec.Path == "" {
+			return nil, fmt.Errorf("%s source: path is empty", spec.Type)
+		}
+		return newSQLiteQuery(spec)
+	})
+}
+
+// New returns the source spec describes. It does not touch the database or
+// the server: one that is not there yet is an Observe error, not a New
+// error, so the daemon can start before the queue has.
+func New(spec config.Source) (Source, error) {
+	open, ok := openers[spec.Type]
+	if !ok {
+		return nil, fmt.Errorf("unknown source type %q", spec.Type)
 	}
-	return newSQLiteQuery(spec)
+	return open(spec)
 }

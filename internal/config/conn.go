@@ -1,0 +1,89 @@
+package config
+
+import (
+	"net/url"
+	"path/filepath"
+	"slices"
+)
+
+// rawConn holds the connection keys that every network source shares.
+type rawConn struct {
+	URL                value `toml:"url"`
+	URLFile            value `toml:"url_file"`
+	URLCredential      value `toml:"url_credential"`
+	PasswordFile       value `toml:"password_file"`
+	PasswordCredential value `toml:"password_credential"`
+}
+
+// connKeys are the keys of rawConn, for a network type's registration.
+var connKeys = []string{"url", "url_file", "url_credential", "password_file", "password_credential"}
+
+type effectiveConn struct {
+	URL                string `toml:"url,omitempty"`
+	URLFile            string `toml:"url_file,omitempty"`
+	URLCredential      string `toml:"url_credential,omitempty"`
+	PasswordFile       string `toml:"password_file,omitempty"`
+	PasswordCredential string `toml:"password_credential,omitempty"`
+}
+
+func (s Source) effectiveConn() effectiveConn { return effectiveConn(s.Conn) }
+
+// conn checks a network source's connection keys: exactly one of url,
+// url_file and url_credential, with a scheme from schemes when the URL is
+// written out, no password in it (password_file or password_credential
+// carry that), and absolute paths. The files themselves are read, and
+// their modes checked, when the source connects: they may be deployed after
+// the configuration.
+func (l *loader) conn(s *Source, r *rawSource, key func(string) string, schemes ...string) {
+	c := &s.Conn
+	n := 0
+	if l.str(key("url"), r.URL, &c.URL) {
+		n++
+		u, err := url.Parse(c.URL)
+		switch {
+		case err != nil:
+			l.add(key("url"), "not a URL: %v", err)
+		case !slices.Contains(schemes, u.Scheme):
+			l.add(key("url"), "scheme %q: want one of %v", u.Scheme, schemes)
+		case u.User != nil:
+			if _, has := u.User.Password(); has {
+				l.add(key("url"), "carries a password: the configuration must not hold credentials in clear; "+
+					"put the password in password_file (readable by root only) or a systemd credential (password_credential), "+
+					"or the whole URL in url_file")
+			}
+		}
+	}
+	if l.str(key("url_file"), r.URLFile, &c.URLFile) {
+		n++
+		if !filepath.IsAbs(c.URLFile) {
+			l.add(key("url_file"), "must be an absolute path")
+		}
+	}
+	if l.str(key("url_credential"), r.URLCredential, &c.URLCredential) {
+		n++
+		l.credentialName(key("url_credential"), c.URLCredential)
+	}
+	switch {
+	case n == 0:
+		l.add(key("url"), "missing: set url, url_file or url_credential")
+	case n > 1:
+		l.add(key("url"), "set only one of url, url_file and url_credential")
+	}
+	if l.str(key("password_file"), r.PasswordFile, &c.PasswordFile) && !filepath.IsAbs(c.PasswordFile) {
+		l.add(key("password_file"), "must be an absolute path")
+	}
+	if l.str(key("password_credential"), r.PasswordCredential, &c.PasswordCredential) {
+		l.credentialName(key("password_credential"), c.PasswordCredential)
+	}
+	if c.PasswordFile != "" && c.PasswordCredential != "" {
+		l.add(key("password_file"), "set either password_file or password_credential, not both")
+	}
+}
+
+// credentialName checks a systemd credential's name: a file name in
+// $CREDENTIALS_DIRECTORY.
+func (l *loader) credentialName(key, name string) {
+	if name == "" || name == "." || name == ".." || filepath.Base(name) != name {
+		l.add(key, "%q is not a credential name (a plain file name, as in LoadCredential=NAME:PATH)", name)
+	}
+}
