@@ -22,10 +22,11 @@ const (
 	// The pool scales to this many workers on the test's backlog.
 	poolSize = 4
 	// maxExposure is the highest `systemd-analyze security` score the
-	// daemon's unit may have. Measured at 1.3 with Debian 12's systemd 252
-	// (8.0 before the unit was hardened); any loosening that shows in the
-	// score fails the test.
-	maxExposure = 1.3
+	// daemon's unit may have. Measured with Debian 12's systemd 252: 8.0
+	// before the unit was hardened, 1.3 hardened with no network at all,
+	// 2.1 since network sources (IPv4 and IPv6 sockets, no private network)
+	// need the network; any further loosening fails the test.
+	maxExposure = 2.1
 )
 
 // MESSAGE_ID of a scaling decision (internal/eventlog).
