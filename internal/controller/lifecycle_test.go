@@ -414,3 +414,29 @@ func TestAdminStopIsNotReplacedAtOnce(t *testing.T) {
 		t.Errorf("%d active, want 2", n)
 	}
 }
+
+// A restart after a gap: the window's last high recommendation is older than
+// the gap, but the ticks the daemon missed would have kept the window open.
+// The adopted count holds the pool for a window from the restart.
+func TestRestartAfterAGapHoldsTheAdoptedCount(t *testing.T) {
+	r := newRig(t, testPool("work"))
+	r.sd.stopNow = true
+	r.cfg.ScaleDownWindow = 3 * time.Second
+	r.start(r.pool)
+	r.src.set(50, 0, nil)
+	r.tick(time.Second)
+	r.tick(time.Second) // raw 5, twice
+	// Killed; back 3 s later, when the demand has just fallen.
+	r.clock.advance(3 * time.Second)
+	r.pool = r.newPool()
+	r.start(r.pool)
+	r.src.set(10, 0, nil)
+	r.tick(time.Second)
+	if n := r.sd.count("active"); n != 5 {
+		t.Fatalf("%d active 1 s after the restart, want 5 (the adopted count holds for the window)\n%s", n, r.log)
+	}
+	r.tick(3 * time.Second)
+	if n := r.sd.count("active"); n != 1 {
+		t.Errorf("%d active after the window, want 1", n)
+	}
+}

@@ -130,16 +130,16 @@ func (p *Pool) Start(ctx context.Context, existing []units.Worker) {
 		p.restore(now, st)
 		p.log.Event(eventlog.Lifecycle, eventlog.Info, p.fields(nil),
 			"pool=%s restored its state from %s: target %d, %d recommendations in its windows", p.name, p.statePath(), p.target, len(st.History))
-	} else {
-		if why != "" {
-			p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil), "pool=%s ignoring its state file: %s", p.name, why)
-		}
-		// As the HPA does for a target it has no history of: the count
-		// found counts as a recommendation made now, so the first ticks
-		// cannot drop below it within the scale-down window.
-		if adopted > 0 {
-			p.rec.Seed(now, adopted)
-		}
+	} else if why != "" {
+		p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil), "pool=%s ignoring its state file: %s", p.name, why)
+	}
+	// As the HPA does for a target it has no history of, the count found
+	// counts as a recommendation made now, so that the first ticks cannot
+	// drop below it within the scale-down window. With a restored history
+	// too: while the daemon was down nothing was recorded, and the ticks it
+	// missed would have kept the window open for what was running then.
+	if adopted > 0 {
+		p.rec.Seed(now, adopted)
 	}
 	p.target = min(max(p.target, p.cfg.MinWorkers), p.cfg.MaxWorkers)
 	if adopted > 0 {
