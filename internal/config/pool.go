@@ -2,6 +2,7 @@ package config
 
 import (
 	"maps"
+	"math"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -66,7 +67,7 @@ func (p *Pool) PolicyParams() policy.Params {
 		TargetUtilisation:         p.TargetUtilisation,
 		ThreadsPerWorker:          p.ThreadsPerWorker,
 		TargetCPUUtilisation:      p.TargetCPUUtilisation,
-		TargetQueueLatency:        time.Duration(p.TargetQueueLatencySec * float64(time.Second)),
+		TargetQueueLatency:        time.Duration(math.Round(p.TargetQueueLatencySec * float64(time.Second))),
 		Tolerance:                 p.Tolerance,
 		ScaleUpWindow:             p.ScaleUpWindow,
 		ScaleDownWindow:           p.ScaleDownWindow,
