@@ -234,7 +234,7 @@ func TestSimulateJSONL(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("want one line per trace row (3), got %d:\n%s", len(lines), r.stdout)
 	}
-	wantKeys := []string{"action", "current", "desired", "pending", "rationale", "running", "t"}
+	wantKeys := []string{"action", "current", "desired", "latency", "oldest_age", "pending", "rationale", "running", "t"}
 	var rows []map[string]any
 	for _, l := range lines {
 		var row map[string]any
@@ -272,7 +272,7 @@ func TestSimulateTableAndInitial(t *testing.T) {
 	if len(lines) != 4 || !strings.HasPrefix(lines[0], "T ") {
 		t.Fatalf("want a header and 3 rows, got:\n%s", r.stdout)
 	}
-	if f := strings.Fields(lines[1]); len(f) < 5 || f[3] != "3" {
+	if f := strings.Fields(lines[1]); len(f) < 6 || f[4] != "3" {
 		t.Errorf("--initial 3: first row's CURRENT should be 3: %q", lines[1])
 	}
 }

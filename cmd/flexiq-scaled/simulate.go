@@ -23,12 +23,15 @@ not contacted, so the workers' users need not exist here.
 
 The trace is CSV with a header naming its columns in any order: t (seconds,
 non-decreasing), pending and running, and optionally cpu (mean worker CPU use
-as a fraction of cpu_per_worker) and oldest_age. Lines starting with # are
-comments. A row with empty pending and running cells is a tick on which the
-source failed.
+as a fraction of cpu_per_worker) and oldest_age (seconds the oldest ready
+job has waited; empty when unknown), which feeds the queue latency signal of
+a pool with target_queue_latency_sec. Lines starting with # are comments. A
+row with empty pending and running cells is a tick on which the source
+failed.
 
 jsonl output has one object per row with the keys t, pending, running,
-current, desired, action and rationale.`)
+oldest_age, current, desired, latency (what the latency signal asked for,
+null when it sat the tick out), action and rationale.`)
 	configPath := fs.String("config", config.DefaultPath, "configuration `FILE`")
 	poolName := fs.String("pool", "", "pool to simulate, as in [pools.`NAME`]; may be left out when the config has one pool")
 	tracePath := fs.String("trace", "", "trace `FILE` (CSV); - reads standard input")

@@ -109,6 +109,10 @@ func TestValidationRules(t *testing.T) {
 		{"cpu target zero", pool("target_cpu_utilisation = 0"), "pools.email.target_cpu_utilisation", "must be in (0, 1]"},
 		{"cpu target above one", pool("target_cpu_utilisation = 1.5"), "pools.email.target_cpu_utilisation", "must be in (0, 1]"},
 		{"cpu per worker zero", pool("cpu_per_worker = 0"), "pools.email.cpu_per_worker", "must be > 0"},
+		{"latency target zero", pool("target_queue_latency_sec = 0"), "pools.email.target_queue_latency_sec", "must be > 0"},
+		{"latency target negative", pool("target_queue_latency_sec = -5"), "pools.email.target_queue_latency_sec", "must be > 0"},
+		{"latency target too large", pool("target_queue_latency_sec = 1e300"), "pools.email.target_queue_latency_sec", "too large"},
+		{"latency target not a number", pool(`target_queue_latency_sec = "30s"`), "pools.email.target_queue_latency_sec", "must be a number"},
 
 		// Names and command.
 		{"pool name upper case", strings.ReplaceAll(pool(""), "email", "Email"), "pools.Email", "[a-z0-9_]{1,32}"},
@@ -457,6 +461,7 @@ group = "mail"
 environment = { FLEXIQ_DB_PATH = "/var/lib/flexiq/flexiq.db", LANG = "C.UTF-8" }
 min_workers = 0
 target_cpu_utilisation = 0.8
+target_queue_latency_sec = 7.5
 scale_up_window_sec = 0.1
 drain_signal = "INT"
 [pools.email.source]
@@ -516,7 +521,7 @@ FROM jobs"""
 }
 
 func TestPolicyParams(t *testing.T) {
-	c, err := load(t, pool("min_workers = 2\nmax_workers = 7\ntarget_cpu_utilisation = 0.6\nscale_up_window_sec = 15"))
+	c, err := load(t, pool("min_workers = 2\nmax_workers = 7\ntarget_cpu_utilisation = 0.6\ntarget_queue_latency_sec = 2.5\nscale_up_window_sec = 15"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -527,6 +532,7 @@ func TestPolicyParams(t *testing.T) {
 		TargetUtilisation:         0.75,
 		ThreadsPerWorker:          4,
 		TargetCPUUtilisation:      0.6,
+		TargetQueueLatency:        2500 * time.Millisecond,
 		Tolerance:                 0.1,
 		ScaleUpWindow:             15 * time.Second,
 		ScaleDownWindow:           300 * time.Second,

@@ -37,6 +37,7 @@ type effectivePool struct {
 	TargetUtilisation         float64           `toml:"target_utilisation"`
 	ThreadsPerWorker          int               `toml:"threads_per_worker"`
 	TargetCPUUtilisation      float64           `toml:"target_cpu_utilisation,omitzero"`
+	TargetQueueLatencySec     float64           `toml:"target_queue_latency_sec,omitzero"`
 	CPUPerWorker              float64           `toml:"cpu_per_worker"`
 	Tolerance                 float64           `toml:"tolerance"`
 	ScaleUpWindowSec          float64           `toml:"scale_up_window_sec"`
@@ -92,6 +93,7 @@ func WriteEffective(w io.Writer, c *Config) error {
 			TargetUtilisation:         p.TargetUtilisation,
 			ThreadsPerWorker:          p.ThreadsPerWorker,
 			TargetCPUUtilisation:      p.TargetCPUUtilisation,
+			TargetQueueLatencySec:     p.TargetQueueLatencySec,
 			CPUPerWorker:              p.CPUPerWorker,
 			Tolerance:                 p.Tolerance,
 			ScaleUpWindowSec:          p.ScaleUpWindow.Seconds(),

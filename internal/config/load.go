@@ -61,6 +61,7 @@ type rawPool struct {
 	TargetUtilisation         value     `toml:"target_utilisation"`
 	ThreadsPerWorker          value     `toml:"threads_per_worker"`
 	TargetCPUUtilisation      value     `toml:"target_cpu_utilisation"`
+	TargetQueueLatencySec     value     `toml:"target_queue_latency_sec"`
 	CPUPerWorker              value     `toml:"cpu_per_worker"`
 	Tolerance                 value     `toml:"tolerance"`
 	ScaleUpWindowSec          value     `toml:"scale_up_window_sec"`

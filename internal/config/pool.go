@@ -2,6 +2,7 @@ package config
 
 import (
 	"maps"
+	"math"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -66,6 +67,7 @@ func (p *Pool) PolicyParams() policy.Params {
 		TargetUtilisation:         p.TargetUtilisation,
 		ThreadsPerWorker:          p.ThreadsPerWorker,
 		TargetCPUUtilisation:      p.TargetCPUUtilisation,
+		TargetQueueLatency:        time.Duration(math.Round(p.TargetQueueLatencySec * float64(time.Second))),
 		Tolerance:                 p.Tolerance,
 		ScaleUpWindow:             p.ScaleUpWindow,
 		ScaleDownWindow:           p.ScaleDownWindow,
@@ -110,6 +112,15 @@ func (l *loader) pool(name string, r *rawPool, daemonPoll time.Duration) *Pool {
 	if l.number(key("target_cpu_utilisation"), r.TargetCPUUtilisation, &p.TargetCPUUtilisation) &&
 		!(p.TargetCPUUtilisation > 0 && p.TargetCPUUtilisation <= 1) {
 		l.add(key("target_cpu_utilisation"), "must be in (0, 1]; leave it out to turn the CPU signal off")
+	}
+	// Read as a duration for its range check, kept in seconds so that the
+	// field is named after its key.
+	if latency := time.Duration(0); l.seconds(key("target_queue_latency_sec"), r.TargetQueueLatencySec, &latency) {
+		if latency <= 0 {
+			l.add(key("target_queue_latency_sec"), "must be > 0; leave it out to turn the queue latency signal off")
+		} else {
+			p.TargetQueueLatencySec = latency.Seconds()
+		}
 	}
 	if l.number(key("cpu_per_worker"), r.CPUPerWorker, &p.CPUPerWorker) && p.CPUPerWorker <= 0 {
 		l.add(key("cpu_per_worker"), "must be > 0")

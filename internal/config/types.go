@@ -50,6 +50,7 @@ type Pool struct {
 	TargetUtilisation         float64
 	ThreadsPerWorker          int
 	TargetCPUUtilisation      float64 // 0 means the CPU signal is off
+	TargetQueueLatencySec     float64 // 0 means the queue latency signal is off
 	CPUPerWorker              float64
 	Tolerance                 float64
 	ScaleUpWindow             time.Duration

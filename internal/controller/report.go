@@ -82,6 +82,11 @@ func (r *reporter) decision(d policy.Decision, o policy.Observation, c source.Co
 		if c.Paused > 0 {
 			queue += fmt.Sprintf(" paused=%d", c.Paused)
 		}
+		if c.HasOldest {
+			age := c.OldestAge.Round(time.Millisecond)
+			f["FLEXIQ_OLDEST_AGE"] = strconv.FormatFloat(age.Seconds(), 'f', -1, 64)
+			queue += fmt.Sprintf(" oldest=%s", age)
+		}
 	}
 	r.log.Event(eventlog.Decision, eventlog.Notice, r.fields(f), "pool=%s %s workers=%d -> %d (%s)",
 		r.pool, queue, d.Current, d.Desired, d.Rationale)

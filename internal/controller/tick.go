@@ -49,6 +49,7 @@ func (p *Pool) tick(ctx context.Context, now time.Time) (policy.Decision, bool) 
 	counts, srcErr := p.observe(ctx, now)
 	if srcErr == nil {
 		obs.Valid, obs.Pending = true, counts.Pending
+		obs.OldestAge, obs.OldestKnown = counts.OldestAge, counts.HasOldest
 		obs.Running = runningOnLive(counts.Running, len(p.fleet.draining), p.cfg.ThreadsPerWorker)
 	}
 	obs.CPU, obs.CPUKnown = p.meanUtil()

@@ -16,11 +16,13 @@ type Decision struct {
 	Current int
 	Desired int
 
-	Depth      int  // workers the backlog asks for
-	Busy       int  // workers the running tasks ask for at target utilisation
-	CPU        int  // workers the CPU signal asks for; 0 unless CPUUsed
-	CPUUsed    bool // the CPU signal took part in this decision
-	Overloaded bool // more tasks running than the workers have threads
+	Depth       int  // workers the backlog asks for
+	Busy        int  // workers the running tasks ask for at target utilisation
+	CPU         int  // workers the CPU signal asks for; 0 unless CPUUsed
+	CPUUsed     bool // the CPU signal took part in this decision
+	Latency     int  // workers the queue latency signal asks for; 0 unless LatencyUsed
+	LatencyUsed bool // the latency signal took part in this decision
+	Overloaded  bool // more tasks running than the workers have threads
 
 	// Raw is the recommendation of this tick alone: the signals combined,
 	// clamped to the bounds and snapped to Current when within tolerance.
@@ -94,9 +96,13 @@ func (r *Recommender) Decide(now time.Time, p Params, o Observation) Decision {
 		d.CPUUsed = true
 		d.CPU = ceil(float64(c) * o.CPU / p.TargetCPUUtilisation)
 	}
+	if p.TargetQueueLatency > 0 && o.OldestKnown {
+		d.LatencyUsed = true
+		d.Latency = latency(c, o.OldestAge, p.TargetQueueLatency)
+	}
 	d.Overloaded = c > 0 && o.Running > int64(c)*int64(p.ThreadsPerWorker)
 
-	raw := max(d.Depth, d.Busy, d.CPU, p.MinWorkers)
+	raw := max(d.Depth, d.Busy, d.CPU, d.Latency, p.MinWorkers)
 	if d.Overloaded {
 		raw = max(raw, c+1)
 	}
@@ -168,6 +174,22 @@ func (r *Recommender) Decide(now time.Time, p Params, o Observation) Decision {
 	return d
 }
 
+// latency is the queue latency signal, HireFire's and Judoscale's: the oldest
+// ready job has waited age against a target of target, so the c workers
+// draining the queue are age/target times too few (or too many). An idle
+// pool (c = 0) with a job waiting needs one worker to start with; the
+// signal grows from there as the job keeps waiting. A negative age (the
+// queue's clock ahead of ours) is no wait at all.
+func latency(c int, age, target time.Duration) int {
+	if age <= 0 {
+		return 0
+	}
+	if c == 0 {
+		return 1
+	}
+	return ceil(float64(c) * (float64(age) / float64(target)))
+}
+
 // holdWithinBounds keeps the pool where it is when there is no usable
 // observation, but within its bounds: min_workers is baseline capacity, which
 // the pool gets at start without any observation either, and max_workers is
@@ -215,7 +237,11 @@ func rationale(d Decision, notes []string) string {
 	if d.CPUUsed {
 		cpu = strconv.Itoa(d.CPU)
 	}
-	s := fmt.Sprintf("%s: depth=%d busy=%d cpu=%s overload=%t", d.Action, d.Depth, d.Busy, cpu, d.Overloaded)
+	lat := "-"
+	if d.LatencyUsed {
+		lat = strconv.Itoa(d.Latency)
+	}
+	s := fmt.Sprintf("%s: depth=%d busy=%d cpu=%s latency=%s overload=%t", d.Action, d.Depth, d.Busy, cpu, lat, d.Overloaded)
 	if len(notes) > 0 {
 		s += " (" + strings.Join(notes, "; ") + ")"
 	}

@@ -42,7 +42,7 @@ func TestDecideSingleTick(t *testing.T) {
 			obs:       obs(0, 6, 2),
 			want:      2,
 			action:    Stable,
-			rationale: "stable: depth=0 busy=2 cpu=- overload=false",
+			rationale: "stable: depth=0 busy=2 cpu=- latency=- overload=false",
 		},
 		{
 			name:      "scale-up on depth",
@@ -50,14 +50,14 @@ func TestDecideSingleTick(t *testing.T) {
 			obs:       obs(100, 0, 2),
 			want:      10,
 			action:    ScaleUp,
-			rationale: "scale-up: depth=10 busy=0 cpu=- overload=false",
+			rationale: "scale-up: depth=10 busy=0 cpu=- latency=- overload=false",
 		},
 		{
 			name:      "scale-down at zero load",
 			obs:       obs(0, 0, 8),
 			want:      1,
 			action:    ScaleDown,
-			rationale: "scale-down: depth=0 busy=0 cpu=- overload=false",
+			rationale: "scale-down: depth=0 busy=0 cpu=- latency=- overload=false",
 		},
 		{
 			// depth=ceil(1.1)=2, busy=ceil(1.25/0.75)=2: the wide band has
@@ -75,7 +75,7 @@ func TestDecideSingleTick(t *testing.T) {
 			obs:       obs(25, 0, 4),
 			want:      4,
 			action:    Stable,
-			rationale: "stable: depth=3 busy=0 cpu=- overload=false (within tolerance)",
+			rationale: "stable: depth=3 busy=0 cpu=- latency=- overload=false (within tolerance)",
 		},
 		{
 			// Same numbers, band just too narrow: 0.25 is not < 0.25.
@@ -92,7 +92,7 @@ func TestDecideSingleTick(t *testing.T) {
 			obs:       obs(0, 10, 2),
 			want:      4,
 			action:    ScaleUp,
-			rationale: "scale-up: depth=0 busy=4 cpu=- overload=true",
+			rationale: "scale-up: depth=0 busy=4 cpu=- latency=- overload=true",
 		},
 		{
 			// busy=ceil(9/4/0.9)=3 = C, yet 9 > 8 threads forces C+1.
@@ -101,7 +101,7 @@ func TestDecideSingleTick(t *testing.T) {
 			obs:       obs(0, 9, 2),
 			want:      3,
 			action:    ScaleUp,
-			rationale: "scale-up: depth=0 busy=3 cpu=- overload=true",
+			rationale: "scale-up: depth=0 busy=3 cpu=- latency=- overload=true",
 		},
 		{
 			name:   "min floor",
@@ -132,7 +132,7 @@ func TestDecideSingleTick(t *testing.T) {
 			obs:       obs(50, 7, 0),
 			want:      5,
 			action:    ScaleUp,
-			rationale: "scale-up: depth=5 busy=0 cpu=- overload=false",
+			rationale: "scale-up: depth=5 busy=0 cpu=- latency=- overload=false",
 		},
 		{
 			name:   "idle pool with min 0 stays at zero",
@@ -170,7 +170,7 @@ func TestDecideSingleTick(t *testing.T) {
 			obs:       Observation{Valid: true, Current: 3, CPU: 0.9, CPUKnown: true},
 			want:      4,
 			action:    ScaleUp,
-			rationale: "scale-up: depth=0 busy=0 cpu=4 overload=false",
+			rationale: "scale-up: depth=0 busy=0 cpu=4 latency=- overload=false",
 		},
 		{
 			name:      "cpu signal unknown",
@@ -178,7 +178,7 @@ func TestDecideSingleTick(t *testing.T) {
 			obs:       Observation{Valid: true, Current: 3, CPU: 0.9},
 			want:      1,
 			action:    ScaleDown,
-			rationale: "scale-down: depth=0 busy=0 cpu=- overload=false",
+			rationale: "scale-down: depth=0 busy=0 cpu=- latency=- overload=false",
 		},
 		{
 			name:   "cpu signal off",
@@ -253,6 +253,229 @@ func TestDecideSingleTick(t *testing.T) {
 				t.Errorf("rationale = %q, want prefix %q", d.Rationale, tt.rationale)
 			}
 		})
+	}
+}
+
+// aged is an observation whose oldest ready job has waited age.
+func aged(pending, running int64, current int, age time.Duration) Observation {
+	o := obs(pending, running, current)
+	o.OldestAge, o.OldestKnown = age, true
+	return o
+}
+
+func TestLatencySignal(t *testing.T) {
+	target := func(d time.Duration) func(*Params) {
+		return func(p *Params) { p.TargetQueueLatency = d; p.MaxWorkers = 20 }
+	}
+	tests := []struct {
+		name      string
+		params    func(*Params)
+		obs       Observation
+		want      int
+		action    Action
+		latency   int
+		used      bool
+		rationale string // prefix
+	}{
+		{
+			name:      "off: an old job asks for nothing",
+			obs:       aged(5, 0, 2, time.Hour),
+			want:      1,
+			action:    ScaleDown,
+			rationale: "scale-down: depth=1 busy=0 cpu=- latency=- overload=false",
+		},
+		{
+			name:      "on, age unknown: no signal",
+			params:    target(5 * time.Second),
+			obs:       obs(5, 0, 2),
+			want:      1,
+			action:    ScaleDown,
+			rationale: "scale-down: depth=1 busy=0 cpu=- latency=- overload=false",
+		},
+		{
+			// 2 workers, the oldest job waited twice the target: twice the
+			// workers, though the depth signal asks for 1.
+			name:      "age twice the target doubles the pool",
+			params:    target(5 * time.Second),
+			obs:       aged(5, 0, 2, 10*time.Second),
+			want:      4,
+			action:    ScaleUp,
+			latency:   4,
+			used:      true,
+			rationale: "scale-up: depth=1 busy=0 cpu=- latency=4 overload=false",
+		},
+		{
+			// 2 x 10/5 is exactly 4: no fifth worker for a rounding error.
+			name:    "exact multiple is not rounded up",
+			params:  target(300 * time.Millisecond),
+			obs:     aged(1, 0, 3, 900*time.Millisecond),
+			want:    9,
+			action:  ScaleUp,
+			latency: 9,
+			used:    true,
+		},
+		{
+			// 2 x 10.1/5 = 4.04.
+			name:    "just past a multiple rounds up",
+			params:  target(5 * time.Second),
+			obs:     aged(1, 0, 2, 10100*time.Millisecond),
+			want:    5,
+			action:  ScaleUp,
+			latency: 5,
+			used:    true,
+		},
+		{
+			// 4 x 2/5 = 1.6: the queue is served well within the target, so
+			// the signal lets the pool shrink to 2.
+			name:    "young queue asks for fewer workers",
+			params:  target(5 * time.Second),
+			obs:     aged(1, 0, 4, 2*time.Second),
+			want:    2,
+			action:  ScaleDown,
+			latency: 2,
+			used:    true,
+		},
+		{
+			name:      "idle pool with a waiting job starts one worker",
+			params:    func(p *Params) { target(5 * time.Second)(p); p.MinWorkers = 0; p.TargetQueueDepthPerWorker = 1000 },
+			obs:       aged(1, 0, 0, time.Millisecond),
+			want:      1,
+			action:    ScaleUp,
+			latency:   1,
+			used:      true,
+			rationale: "scale-up: depth=1 busy=0 cpu=- latency=1 overload=false",
+		},
+		{
+			// The depth signal alone would start one too: set the target so
+			// high that only the latency signal can.
+			name:    "idle pool, an hour-old job still asks for one worker",
+			params:  func(p *Params) { target(5 * time.Second)(p); p.MinWorkers = 0 },
+			obs:     aged(0, 0, 0, time.Hour),
+			want:    1,
+			action:  ScaleUp,
+			latency: 1,
+			used:    true,
+		},
+		{
+			name:      "zero age asks for nothing",
+			params:    func(p *Params) { target(5 * time.Second)(p); p.MinWorkers = 0 },
+			obs:       aged(0, 0, 0, 0),
+			want:      0,
+			action:    Stable,
+			used:      true,
+			rationale: "stable: depth=0 busy=0 cpu=- latency=0 overload=false",
+		},
+		{
+			// The queue's clock ahead of ours.
+			name:   "negative age asks for nothing",
+			params: func(p *Params) { target(5 * time.Second)(p); p.MinWorkers = 0 },
+			obs:    aged(0, 0, 3, -time.Minute),
+			want:   0,
+			action: ScaleDown,
+			used:   true,
+		},
+		{
+			name:    "clamped to max_workers",
+			params:  target(5 * time.Second),
+			obs:     aged(1, 0, 8, time.Minute),
+			want:    20,
+			action:  ScaleUp,
+			latency: 96,
+			used:    true,
+		},
+		{
+			// Far beyond int range in float; the count saturates.
+			name:    "absurd age saturates",
+			params:  target(time.Millisecond),
+			obs:     aged(1, 0, 1<<30, 1<<62),
+			want:    20,
+			action:  ScaleDown,
+			latency: maxCount,
+			used:    true,
+		},
+		{
+			name:   "held at min_workers",
+			params: func(p *Params) { target(time.Minute)(p); p.MinWorkers = 3 },
+			obs:    aged(1, 0, 6, time.Second),
+			want:   3,
+			action: ScaleDown,
+			// ceil(6 x 1/60) = 1.
+			latency: 1,
+			used:    true,
+		},
+		{
+			name:    "depth still wins when it asks for more",
+			params:  target(5 * time.Second),
+			obs:     aged(150, 0, 2, 5*time.Second),
+			want:    15,
+			action:  ScaleUp,
+			latency: 2,
+			used:    true,
+		},
+		{
+			// 10 x 5.5/5 = 11: |11-10|/10 = 0.1 is not < 0.1.
+			name:    "tolerance edge lets the latency signal act",
+			params:  target(5 * time.Second),
+			obs:     aged(1, 0, 10, 5500*time.Millisecond),
+			want:    11,
+			action:  ScaleUp,
+			latency: 11,
+			used:    true,
+		},
+		{
+			name:      "tolerance band suppresses a small latency step",
+			params:    func(p *Params) { target(5 * time.Second)(p); p.Tolerance = 0.2 },
+			obs:       aged(1, 0, 10, 5500*time.Millisecond),
+			want:      10,
+			action:    Stable,
+			latency:   11,
+			used:      true,
+			rationale: "stable: depth=1 busy=0 cpu=- latency=11 overload=false (within tolerance)",
+		},
+		{
+			name:      "a hold ignores the age",
+			params:    target(5 * time.Second),
+			obs:       Observation{Current: 2, OldestAge: time.Hour, OldestKnown: true},
+			want:      2,
+			action:    Hold,
+			rationale: "hold: source unavailable",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := flexiqParams()
+			if tt.params != nil {
+				tt.params(&p)
+			}
+			var r Recommender
+			d := r.Decide(epoch, p, tt.obs)
+			if d.Desired != tt.want || d.Action != tt.action {
+				t.Errorf("Decide = %d %s, want %d %s (%s)", d.Desired, d.Action, tt.want, tt.action, d.Rationale)
+			}
+			if d.Latency != tt.latency || d.LatencyUsed != tt.used {
+				t.Errorf("latency = %d (used %t), want %d (used %t)", d.Latency, d.LatencyUsed, tt.latency, tt.used)
+			}
+			if tt.rationale != "" && !strings.HasPrefix(d.Rationale, tt.rationale) {
+				t.Errorf("rationale = %q, want prefix %q", d.Rationale, tt.rationale)
+			}
+		})
+	}
+}
+
+// The latency signal only ever adds demand: on any single tick, a pool with
+// it on wants at least as many workers as the same pool with it off.
+func TestLatencyOnlyAdds(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	for i := range 20000 {
+		p, o := randomTick(rng)
+		off := p
+		off.TargetQueueLatency = 0
+		var a, b Recommender
+		on, without := a.Decide(epoch, p, o), b.Decide(epoch, off, o)
+		if on.Desired < without.Desired {
+			t.Fatalf("case %d: latency on wants %d < %d with it off\n%+v\n%+v\n%s\n%s",
+				i, on.Desired, without.Desired, p, o, on.Rationale, without.Rationale)
+		}
 	}
 }
 
@@ -401,6 +624,9 @@ func randomTick(rng *rand.Rand) (Params, Observation) {
 	if rng.Intn(2) == 0 {
 		p.TargetCPUUtilisation = 0.1 + rng.Float64()*0.9
 	}
+	if rng.Intn(2) == 0 {
+		p.TargetQueueLatency = time.Duration(1+rng.Intn(120)) * time.Second
+	}
 	o := Observation{
 		Valid:    rng.Intn(10) != 0,
 		Pending:  rng.Int63n(500) - 10,
@@ -408,6 +634,9 @@ func randomTick(rng *rand.Rand) (Params, Observation) {
 		Current:  rng.Intn(25),
 		CPU:      rng.Float64() * 1.5,
 		CPUKnown: rng.Intn(3) != 0,
+	}
+	if rng.Intn(3) != 0 {
+		o.OldestAge, o.OldestKnown = time.Duration(rng.Int63n(int64(10*time.Minute)))-time.Second, true
 	}
 	return p, o
 }

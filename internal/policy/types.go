@@ -13,7 +13,8 @@ type Params struct {
 	TargetQueueDepthPerWorker float64
 	TargetUtilisation         float64
 	ThreadsPerWorker          int
-	TargetCPUUtilisation      float64 // 0 = CPU signal off
+	TargetCPUUtilisation      float64       // 0 = CPU signal off
+	TargetQueueLatency        time.Duration // oldest ready job's target wait; 0 = latency signal off
 	Tolerance                 float64
 	ScaleUpWindow             time.Duration
 	ScaleDownWindow           time.Duration
@@ -28,6 +29,11 @@ type Observation struct {
 	Current  int     // live workers: active or activating, not draining
 	CPU      float64 // U: mean utilisation as a fraction of cpu_per_worker
 	CPUKnown bool    // false when no worker has a full tick of samples
+	// OldestAge is how long the oldest ready job has waited. Meaningful only
+	// when OldestKnown, which it is not when nothing is ready or the source
+	// cannot tell.
+	OldestAge   time.Duration
+	OldestKnown bool
 }
 
 // Action is what the controller should do.

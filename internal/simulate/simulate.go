@@ -49,6 +49,7 @@ type tick struct {
 	pending, running *int64 // nil when the source failed on this tick
 	cpu              float64
 	cpuKnown         bool
+	oldestAge        *float64 // seconds; nil when the source could not tell
 }
 
 // Run replays trace for pool and writes one line per row to out in format
@@ -58,8 +59,10 @@ type tick struct {
 //
 // The trace is CSV with a header naming its columns, in any order: t
 // (seconds, non-decreasing), pending and running, and optionally cpu (mean
-// utilisation as a fraction of cpu_per_worker) and oldest_age. An empty
-// pending cell is a tick on which the source failed. The whole trace is
+// utilisation as a fraction of cpu_per_worker) and oldest_age (seconds the
+// oldest ready job has waited, for the queue latency signal; empty when the
+// source could not tell). An empty pending cell is a tick on which the source
+// failed. The whole trace is
 // read before anything is written, so a bad trace produces no output.
 func Run(pool *config.Pool, trace io.Reader, initial int, format string, out io.Writer) error {
 	newSink, ok := sinks[format]
@@ -80,10 +83,13 @@ func Run(pool *config.Pool, trace io.Reader, initial int, format string, out io.
 	var rec policy.Recommender
 	for _, tk := range ticks {
 		o := policy.Observation{Current: current, CPU: tk.cpu, CPUKnown: tk.cpuKnown}
+		if tk.oldestAge != nil {
+			o.OldestAge, o.OldestKnown = seconds(*tk.oldestAge), true
+		}
 		if tk.pending != nil {
 			o.Valid, o.Pending, o.Running = true, *tk.pending, *tk.running
 		}
-		now := epoch.Add(time.Duration(math.Round(tk.t * float64(time.Second))))
+		now := epoch.Add(seconds(tk.t))
 		d := rec.Decide(now, params, o)
 		if err := s.write(tk, d); err != nil {
 			return fmt.Errorf("write simulation output: %w", err)
@@ -207,15 +213,29 @@ func parseRow(rec []string, cols map[string]int, prevT float64) (tick, error) {
 		tk.cpu, tk.cpuKnown = cpu, true
 	}
 
-	// oldest_age is accepted so that traces carrying it replay as they are;
-	// the policy does not use it, but a malformed one still means a
-	// malformed trace.
+	// An empty oldest_age is an age the source could not tell (nothing
+	// ready, or a queue that keeps no enqueue time): the latency signal then
+	// sits the tick out, as it does in the daemon.
 	if a := cell(colOldestAge); a != "" {
-		if _, err := parseFloat(a); err != nil {
+		age, err := parseFloat(a)
+		switch {
+		case err != nil:
+		case age < 0:
+			err = errors.New("must not be negative")
+		case age > maxSeconds:
+			err = fmt.Errorf("%g seconds is out of range", age)
+		}
+		if err != nil {
 			return tk, &cellError{colOldestAge, err.Error()}
 		}
+		tk.oldestAge = &age
 	}
 	return tk, nil
+}
+
+// seconds converts trace seconds, already checked to be in range.
+func seconds(s float64) time.Duration {
+	return time.Duration(math.Round(s * float64(time.Second)))
 }
 
 func parseFloat(s string) (float64, error) {
@@ -257,23 +277,33 @@ func newJSONLSink(out io.Writer) sink {
 }
 
 // jsonlRow fixes the key order of a jsonl line.
+// oldest_age is null when the trace did not know it, latency when the
+// latency signal sat the tick out (off, or no age known).
 type jsonlRow struct {
 	T         float64       `json:"t"`
 	Pending   *int64        `json:"pending"`
 	Running   *int64        `json:"running"`
+	OldestAge *float64      `json:"oldest_age"`
 	Current   int           `json:"current"`
 	Desired   int           `json:"desired"`
+	Latency   *int          `json:"latency"`
 	Action    policy.Action `json:"action"`
 	Rationale string        `json:"rationale"`
 }
 
 func (s jsonlSink) write(tk tick, d policy.Decision) error {
+	var latency *int
+	if d.LatencyUsed {
+		latency = &d.Latency
+	}
 	return s.enc.Encode(jsonlRow{
 		T:         tk.t,
 		Pending:   tk.pending,
 		Running:   tk.running,
+		OldestAge: tk.oldestAge,
 		Current:   d.Current,
 		Desired:   d.Desired,
+		Latency:   latency,
 		Action:    d.Action,
 		Rationale: d.Rationale,
 	})
@@ -286,14 +316,21 @@ type tableSink struct{ tw *tabwriter.Writer }
 func newTableSink(out io.Writer) sink {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	// tabwriter keeps write errors until Flush, which reports them.
-	fmt.Fprintln(tw, "T\tPENDING\tRUNNING\tCURRENT\tDESIRED\tACTION\tRATIONALE")
+	fmt.Fprintln(tw, "T\tPENDING\tRUNNING\tOLDEST_AGE\tCURRENT\tDESIRED\tLATENCY\tACTION\tRATIONALE")
 	return tableSink{tw}
 }
 
 func (s tableSink) write(tk tick, d policy.Decision) error {
-	_, err := fmt.Fprintf(s.tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n",
-		strconv.FormatFloat(tk.t, 'f', -1, 64), count(tk.pending), count(tk.running),
-		d.Current, d.Desired, d.Action, d.Rationale)
+	age, latency := "-", "-"
+	if tk.oldestAge != nil {
+		age = strconv.FormatFloat(*tk.oldestAge, 'f', -1, 64)
+	}
+	if d.LatencyUsed {
+		latency = strconv.Itoa(d.Latency)
+	}
+	_, err := fmt.Fprintf(s.tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n",
+		strconv.FormatFloat(tk.t, 'f', -1, 64), count(tk.pending), count(tk.running), age,
+		d.Current, d.Desired, latency, d.Action, d.Rationale)
 	return err
 }
 

@@ -3,6 +3,7 @@ package simulate
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -40,13 +41,15 @@ const trace = `t,pending,running,cpu,oldest_age
 `
 
 type outRow struct {
-	T         float64 `json:"t"`
-	Pending   *int64  `json:"pending"`
-	Running   *int64  `json:"running"`
-	Current   int     `json:"current"`
-	Desired   int     `json:"desired"`
-	Action    string  `json:"action"`
-	Rationale string  `json:"rationale"`
+	T         float64  `json:"t"`
+	Pending   *int64   `json:"pending"`
+	Running   *int64   `json:"running"`
+	OldestAge *float64 `json:"oldest_age"`
+	Current   int      `json:"current"`
+	Desired   int      `json:"desired"`
+	Latency   *int     `json:"latency"`
+	Action    string   `json:"action"`
+	Rationale string   `json:"rationale"`
 }
 
 func runJSONL(t *testing.T, pool *config.Pool, trace string, initial int) []outRow {
@@ -61,8 +64,8 @@ func runJSONL(t *testing.T, pool *config.Pool, trace string, initial int) []outR
 		if err := json.Unmarshal([]byte(line), &raw); err != nil {
 			t.Fatalf("bad jsonl line %q: %v", line, err)
 		}
-		if len(raw) != 7 {
-			t.Errorf("line %q has %d keys, want 7", line, len(raw))
+		if len(raw) != 9 {
+			t.Errorf("line %q has %d keys, want 9", line, len(raw))
 		}
 		var r outRow
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
@@ -108,6 +111,67 @@ func TestRunJSONL(t *testing.T) {
 	if r := rows[2]; r.Pending == nil || *r.Pending != 100 || r.Running == nil || *r.Running != 8 {
 		t.Errorf("row 2: %+v", r)
 	}
+	// The age is echoed as given; with the signal off there is no latency.
+	if r := rows[1]; r.OldestAge == nil || *r.OldestAge != 12.5 || r.Latency != nil {
+		t.Errorf("row 1: %+v, want oldest_age 12.5 and latency null", r)
+	}
+	if r := rows[0]; r.OldestAge != nil {
+		t.Errorf("row 0: %+v, want oldest_age null", r)
+	}
+}
+
+func TestRunLatencyColumn(t *testing.T) {
+	pool := testPool()
+	pool.TargetQueueLatencySec = 5
+	pool.TargetQueueDepthPerWorker = 1000
+	pool.ScaleDownWindow = 0
+	rows := runJSONL(t, pool, `t,pending,running,oldest_age
+0,3,0,10
+5,3,0,
+10,3,0,2.5
+15,3,0,0.4
+`, 2)
+	want := []struct {
+		desired int
+		latency int // -1: null
+	}{
+		// Two workers, the oldest job waited twice the 5 s target: four.
+		{4, 4},
+		// No age known: the signal sits the tick out; depth alone asks for 1.
+		{1, -1},
+		// One worker, half the target: ceil(0.5) = 1.
+		{1, 1},
+		{1, 1},
+	}
+	for i, w := range want {
+		r := rows[i]
+		got := -1
+		if r.Latency != nil {
+			got = *r.Latency
+		}
+		if r.Desired != w.desired || got != w.latency {
+			t.Errorf("row %d: desired %d latency %d, want %d and %d (%s)", i, r.Desired, got, w.desired, w.latency, r.Rationale)
+		}
+		lat := "latency=-"
+		if w.latency >= 0 {
+			lat = fmt.Sprintf("latency=%d", w.latency)
+		}
+		if !strings.Contains(r.Rationale, lat) {
+			t.Errorf("row %d: rationale %q lacks %q", i, r.Rationale, lat)
+		}
+	}
+
+	var out bytes.Buffer
+	if err := Run(pool, strings.NewReader("t,pending,running,oldest_age\n0,3,0,10\n5,3,0,\n"), 2, "table", &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if f := strings.Fields(lines[1]); len(f) < 8 || f[3] != "10" || f[5] != "4" || f[6] != "4" {
+		t.Errorf("table row = %q, want oldest age 10, desired 4, latency 4", lines[1])
+	}
+	if f := strings.Fields(lines[2]); len(f) < 8 || f[3] != "-" || f[6] != "-" {
+		t.Errorf("table row = %q, want oldest age and latency -", lines[2])
+	}
 }
 
 func TestRunColumnOrderAndInitial(t *testing.T) {
@@ -148,10 +212,10 @@ func TestRunTable(t *testing.T) {
 	if len(lines) != 10 {
 		t.Fatalf("got %d lines, want a header and 9 rows:\n%s", len(lines), out.String())
 	}
-	if f := strings.Fields(lines[0]); strings.Join(f, " ") != "T PENDING RUNNING CURRENT DESIRED ACTION RATIONALE" {
+	if f := strings.Fields(lines[0]); strings.Join(f, " ") != "T PENDING RUNNING OLDEST_AGE CURRENT DESIRED LATENCY ACTION RATIONALE" {
 		t.Errorf("header = %q", lines[0])
 	}
-	if f := strings.Fields(lines[4]); len(f) < 6 || f[0] != "15" || f[1] != "-" || f[2] != "-" || f[5] != "hold" {
+	if f := strings.Fields(lines[4]); len(f) < 8 || f[0] != "15" || f[1] != "-" || f[2] != "-" || f[7] != "hold" {
 		t.Errorf("failed row = %q", lines[4])
 	}
 	// Aligned: every row's ACTION column starts where the header's does.
@@ -185,6 +249,8 @@ func TestRunBadInput(t *testing.T) {
 		{"negative cpu", "t,pending,running,cpu\n0,5,1,-0.5\n", "jsonl", "trace line 2, column cpu: must not be negative"},
 		{"nan cpu", "t,pending,running,cpu\n0,5,1,NaN\n", "jsonl", `trace line 2, column cpu: "NaN" is not a number`},
 		{"bad oldest_age", "t,pending,running,oldest_age\n0,5,1,old\n", "jsonl", "trace line 2, column oldest_age"},
+		{"negative oldest_age", "t,pending,running,oldest_age\n0,5,1,-3\n", "jsonl", "trace line 2, column oldest_age: must not be negative"},
+		{"oldest_age out of range", "t,pending,running,oldest_age\n0,5,1,1e300\n", "jsonl", "trace line 2, column oldest_age: 1e+300 seconds is out of range"},
 		{"wrong field count", "t,pending,running\n0,1,1\n5,1\n", "jsonl", "line 3"},
 	}
 	for _, tt := range tests {
