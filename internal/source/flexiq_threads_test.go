@@ -3,6 +3,9 @@ package source
 import (
 	"testing"
 	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/flexiqdb"
 )
 
 func TestPickThreads(t *testing.T) {
@@ -58,5 +61,43 @@ func TestPgJobFilter(t *testing.T) {
 		if where != tc.where || len(args) != tc.args {
 			t.Errorf("pgJobFilter(%v, %q) = %q, %d args; want %q, %d", tc.queues, tc.ns, where, len(args), tc.where, tc.args)
 		}
+	}
+}
+
+// flexiq-sqlite reads threads from its workers table, with or without a
+// namespace column.
+func TestFlexiqSQLiteThreads(t *testing.T) {
+	path := t.TempDir() + "/q.db"
+	db, err := flexiqdb.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	now := time.Now()
+	_, err = db.Exec(`INSERT INTO workers (worker_id, last_heartbeat, queues, status, threads) VALUES
+		('a', ?1, 'email', 'active', 6), ('b', ?2, 'email', 'active', 1), ('c', ?1, 'video', 'active', 2)`,
+		now.UnixMilli(), now.Add(-time.Minute).UnixMilli())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := New(config.Source{Type: TypeFlexiqSQLite, Path: path, Queues: []string{"email"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	tr, ok := src.(ThreadsReporter)
+	if !ok {
+		t.Fatal("flexiq-sqlite is no ThreadsReporter")
+	}
+	if n, ok, err := tr.Threads(t.Context(), now); err != nil || !ok || n != 6 {
+		t.Errorf("Threads = %d, %v, %v; want 6, true", n, ok, err)
+	}
+	if _, err := db.Exec(`ALTER TABLE workers ADD COLUMN namespace TEXT; UPDATE workers SET namespace = 'acme' WHERE worker_id = 'a'`); err != nil {
+		t.Fatal(err)
+	}
+	ns, _ := New(config.Source{Type: TypeFlexiqSQLite, Path: path, Namespace: "other"})
+	defer ns.Close()
+	if n, ok, err := ns.(ThreadsReporter).Threads(t.Context(), now); err != nil || ok {
+		t.Errorf("Threads in namespace other = %d, %v, %v; want not ok", n, ok, err)
 	}
 }

@@ -3,9 +3,15 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/flexiq/flexiq-scaled/test/sandbox"
 
 	"github.com/flexiq/flexiq-scaled/test/servers"
 )
@@ -67,6 +73,34 @@ func (e *env) mustObserve(pool string) observed {
 		e.t.Fatalf("observe %s failed: %s", pool, errOut)
 	}
 	return o
+}
+
+var buildThreads sync.Once
+
+// threads runs test/clients/flexiqthreads inside the sandbox: the pool's
+// threads_per_worker as "auto" reads it, and whether any live worker said.
+func (e *env) threads(pool string) (int, bool) {
+	e.t.Helper()
+	buildThreads.Do(func() {
+		root, _ := sandbox.ModuleRoot()
+		cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, "flexiqthreads"), "./test/clients/flexiqthreads")
+		cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			e.t.Fatalf("building flexiqthreads: %v\n%s", err, out)
+		}
+	})
+	out, err := e.sb.Exec(e.ctx(), filepath.Join(binDir, "flexiqthreads"), pool)
+	if err != nil {
+		e.t.Fatalf("flexiqthreads: %v", err)
+	}
+	var r struct {
+		Threads int
+		OK      bool
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		e.t.Fatalf("flexiqthreads printed %q: %v", out, err)
+	}
+	return r.Threads, r.OK
 }
 
 // holdAndRecover stops the server's unit mid-run and checks the daemon
@@ -166,6 +200,30 @@ func TestFlexiqPostgresSource(t *testing.T) {
 	}
 	servers.PSQL(t, e.sb, "flexiq", `DELETE FROM flexiq.jobs; DELETE FROM flexiq.queue_state;`)
 
+	// threads_per_worker = "auto": the live workers serving the pool's
+	// queues (diesel_common/workers.rs: last_heartbeat in ms, queues
+	// comma-separated, threads, namespace).
+	if n, ok := e.threads(pool); ok {
+		t.Errorf("threads with no workers: %d, ok; want not ok", n)
+	}
+	servers.PSQL(t, e.sb, "flexiq", fmt.Sprintf(`INSERT INTO flexiq.workers (worker_id, last_heartbeat, queues, status, threads, namespace) VALUES
+	('live', %[1]d, 'sms,default', 'active', 6, NULL),
+	('stale', %[2]d, 'default', 'active', 2, NULL),
+	('elsewhere', %[1]d, 'video', 'active', 1, NULL),
+	('tenant', %[1]d, 'default', 'active', 3, 'acme');`, time.Now().UnixMilli(), time.Now().Add(-time.Minute).UnixMilli()))
+	if n, ok := e.threads(pool); !ok || n != 3 {
+		t.Errorf("threads = %d, %v; want 3 (the fewest of the live workers on the pool's queues, any namespace)", n, ok)
+	}
+	e.configure(netPool(pool, src+"\nnamespace = \"acme\""))
+	if n, ok := e.threads(pool); !ok || n != 3 {
+		t.Errorf("threads in namespace acme = %d, %v; want 3", n, ok)
+	}
+	servers.PSQL(t, e.sb, "flexiq", `DELETE FROM flexiq.workers WHERE worker_id = 'tenant'`)
+	e.configure(netPool(pool, src))
+	if n, ok := e.threads(pool); !ok || n != 6 {
+		t.Errorf("threads = %d, %v; want 6", n, ok)
+	}
+
 	// Wrong credentials: an error naming the source, the server and
 	// authentication.
 	e.configure(netPool(pool, strings.Replace(src, "pg.pw", "pg-wrong.pw", 1)))
@@ -252,6 +310,32 @@ func TestFlexiqRedisSource(t *testing.T) {
 	if o := e.mustObserve(pool); o.Pending != 2 || o.Running != 0 {
 		t.Errorf("namespace acme: %+v, want 2 pending, 0 running", o)
 	}
+	// threads_per_worker = "auto": workers as register_worker writes them
+	// (redis_backend/workers.rs: worker:ID hashes listed in workers:all,
+	// namespace as its segment).
+	e.configure(netPool(pool, src))
+	if n, ok := e.threads(pool); ok {
+		t.Errorf("threads with no workers: %d, ok; want not ok", n)
+	}
+	live, stale := fmt.Sprint(time.Now().UnixMilli()), fmt.Sprint(time.Now().Add(-time.Minute).UnixMilli())
+	servers.RedisCLI(t, e.sb, "HSET", "flexiq:worker:w1", "last_heartbeat", live, "queues", "default", "threads", "8", "namespace", "-")
+	servers.RedisCLI(t, e.sb, "HSET", "flexiq:worker:w2", "last_heartbeat", stale, "queues", "default", "threads", "2", "namespace", "-")
+	servers.RedisCLI(t, e.sb, "HSET", "flexiq:worker:w3", "last_heartbeat", live, "queues", "video", "threads", "1", "namespace", "-")
+	servers.RedisCLI(t, e.sb, "HSET", "flexiq:worker:w4", "last_heartbeat", live, "queues", "held,x", "threads", "5", "namespace", "4:acme")
+	servers.RedisCLI(t, e.sb, "SADD", "flexiq:workers:all", "w1", "w2", "w3", "w4")
+	if n, ok := e.threads(pool); !ok || n != 5 {
+		t.Errorf("threads = %d, %v; want 5 (the fewest of the live workers on the pool's queues)", n, ok)
+	}
+	e.configure(netPool(pool, src+"\nnamespace = \"acme\""))
+	if n, ok := e.threads(pool); !ok || n != 5 {
+		t.Errorf("threads in namespace acme = %d, %v; want 5", n, ok)
+	}
+	servers.RedisCLI(t, e.sb, "SREM", "flexiq:workers:all", "w4")
+	e.configure(netPool(pool, src))
+	if n, ok := e.threads(pool); !ok || n != 8 {
+		t.Errorf("threads = %d, %v; want 8", n, ok)
+	}
+
 	// A key of the wrong type is an error, not a zero.
 	servers.RedisCLI(t, e.sb, "SET", "flexiq:queue:held:pending", "x")
 	e.configure(netPool(pool, src))
