@@ -36,13 +36,21 @@ type flexiqPostgres struct {
 	// namespace column (before m0020: a pause holds the queue in every
 	// namespace), and one without a queue_state table (no pauses).
 	counts [3]string
-	layout int // which of counts fits, learnt from the last failure
-	filter []any
+	// layout is which of counts fits, learnt from a failure, and layoutAt
+	// when: an older layout is retried from the current one after
+	// relearnLayout, so that a flexiq upgrade that migrates the database
+	// under a running daemon is seen.
+	layout   int
+	layoutAt time.Time
+	filter   []any
 
 	mu   sync.Mutex
 	pool *pgxpool.Pool
 	srv  string // the server, redacted, for messages
 }
+
+// relearnLayout is how long an older queue_state layout is trusted.
+const relearnLayout = time.Minute
 
 const (
 	pgPausesByNamespace = iota
@@ -197,6 +205,9 @@ func (s *flexiqPostgres) Observe(ctx context.Context, now time.Time) (Counts, er
 	var oldest *int64
 	for {
 		s.mu.Lock()
+		if s.layout != pgPausesByNamespace && now.Sub(s.layoutAt) > relearnLayout {
+			s.layout = pgPausesByNamespace
+		}
 		layout := s.layout
 		s.mu.Unlock()
 		err = pool.QueryRow(ctx, s.counts[layout], args...).Scan(&c.Pending, &c.Running, &oldest, &c.Paused)
@@ -217,7 +228,7 @@ func (s *flexiqPostgres) Observe(ctx context.Context, now time.Time) (Counts, er
 			break
 		}
 		s.mu.Lock()
-		s.layout = next
+		s.layout, s.layoutAt = next, now
 		s.mu.Unlock()
 	}
 	if err != nil {

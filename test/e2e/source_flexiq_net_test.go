@@ -198,7 +198,20 @@ func TestFlexiqPostgresSource(t *testing.T) {
 	if o := e.mustObserve(pool); o.Pending != 7 || o.Paused != 0 {
 		t.Errorf("after moving the pause to namespace acme: %+v, want 7 pending, 0 paused", o)
 	}
-	servers.PSQL(t, e.sb, "flexiq", `DELETE FROM flexiq.jobs; DELETE FROM flexiq.queue_state;`)
+	// An older flexiq's queue_state: without a namespace column (before
+	// m0020) a pause holds the queue in every namespace; without the table,
+	// nothing is paused.
+	servers.PSQL(t, e.sb, "flexiq", `ALTER TABLE flexiq.queue_state DROP COLUMN namespace`)
+	if o := e.mustObserve(pool); o.Pending != 3 || o.Paused != 4 {
+		t.Errorf("queue_state without namespace: %+v, want 3 pending, 4 paused", o)
+	}
+	servers.PSQL(t, e.sb, "flexiq", `DROP TABLE flexiq.queue_state`)
+	if o := e.mustObserve(pool); o.Pending != 7 || o.Paused != 0 {
+		t.Errorf("no queue_state: %+v, want 7 pending, 0 paused", o)
+	}
+	servers.PSQL(t, e.sb, "flexiq", `DELETE FROM flexiq.jobs;
+CREATE TABLE flexiq.queue_state (queue_name TEXT NOT NULL, paused BOOLEAN NOT NULL DEFAULT false, paused_at BIGINT, namespace TEXT);
+ALTER TABLE flexiq.queue_state OWNER TO flexiq;`)
 
 	// threads_per_worker = "auto": the live workers serving the pool's
 	// queues (diesel_common/workers.rs: last_heartbeat in ms, queues
