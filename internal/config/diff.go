@@ -47,6 +47,7 @@ var keyNames = map[string]string{
 	"Source.Prometheus":         flattened,
 	"Source.Command":            flattened,
 	"Pool.Name":                 "",
+	"Pool.ThreadsAuto":          "threads_per_worker",
 	"Pool.UserExplicit":         "user",
 	"Pool.ScaleUpWindow":        "scale_up_window_sec",
 	"Pool.ScaleDownWindow":      "scale_down_window_sec",

@@ -35,7 +35,8 @@ type effectivePool struct {
 	MaxWorkers                int               `toml:"max_workers"`
 	TargetQueueDepthPerWorker float64           `toml:"target_queue_depth_per_worker"`
 	TargetUtilisation         float64           `toml:"target_utilisation"`
-	ThreadsPerWorker          int               `toml:"threads_per_worker"`
+	ThreadsPerWorker          any               `toml:"threads_per_worker"` // an int, or "auto"
+	ThreadsPerWorkerFallback  int               `toml:"threads_per_worker_fallback,omitzero"`
 	TargetCPUUtilisation      float64           `toml:"target_cpu_utilisation,omitzero"`
 	TargetQueueLatencySec     float64           `toml:"target_queue_latency_sec,omitzero"`
 	CPUPerWorker              float64           `toml:"cpu_per_worker"`
@@ -91,7 +92,8 @@ func WriteEffective(w io.Writer, c *Config) error {
 			MaxWorkers:                p.MaxWorkers,
 			TargetQueueDepthPerWorker: p.TargetQueueDepthPerWorker,
 			TargetUtilisation:         p.TargetUtilisation,
-			ThreadsPerWorker:          p.ThreadsPerWorker,
+			ThreadsPerWorker:          effectiveThreads(p),
+			ThreadsPerWorkerFallback:  effectiveThreadsFallback(p),
 			TargetCPUUtilisation:      p.TargetCPUUtilisation,
 			TargetQueueLatencySec:     p.TargetQueueLatencySec,
 			CPUPerWorker:              p.CPUPerWorker,

@@ -60,6 +60,7 @@ type rawPool struct {
 	TargetQueueDepthPerWorker value     `toml:"target_queue_depth_per_worker"`
 	TargetUtilisation         value     `toml:"target_utilisation"`
 	ThreadsPerWorker          value     `toml:"threads_per_worker"`
+	ThreadsPerWorkerFallback  value     `toml:"threads_per_worker_fallback"`
 	TargetCPUUtilisation      value     `toml:"target_cpu_utilisation"`
 	TargetQueueLatencySec     value     `toml:"target_queue_latency_sec"`
 	CPUPerWorker              value     `toml:"cpu_per_worker"`

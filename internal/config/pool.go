@@ -106,9 +106,7 @@ func (l *loader) pool(name string, r *rawPool, daemonPoll time.Duration) *Pool {
 		!(p.TargetUtilisation > 0 && p.TargetUtilisation <= 1) {
 		l.add(key("target_utilisation"), "must be in (0, 1]")
 	}
-	if l.integer(key("threads_per_worker"), r.ThreadsPerWorker, &p.ThreadsPerWorker) && p.ThreadsPerWorker < 1 {
-		l.add(key("threads_per_worker"), "must be >= 1")
-	}
+	l.threads(p, r, key)
 	if l.number(key("target_cpu_utilisation"), r.TargetCPUUtilisation, &p.TargetCPUUtilisation) &&
 		!(p.TargetCPUUtilisation > 0 && p.TargetCPUUtilisation <= 1) {
 		l.add(key("target_cpu_utilisation"), "must be in (0, 1]; leave it out to turn the CPU signal off")
@@ -146,6 +144,10 @@ func (l *loader) pool(name string, r *rawPool, daemonPoll time.Duration) *Pool {
 	}
 	l.drainSignal(p, r, key)
 	l.source(p, &r.Source, func(k string) string { return key("source", k) })
+	if p.ThreadsAuto && !slices.Contains(threadsAutoSources, p.Source.Type) {
+		l.add(key("threads_per_worker"), `"auto" reads flexiq's workers: only for %s sources, not %s`,
+			strings.Join(threadsAutoSources, ", "), p.Source.Type)
+	}
 	l.limits(p, &r.Limits, func(k string) string { return key("limits", k) })
 	return p
 }

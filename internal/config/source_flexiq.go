@@ -1,15 +1,131 @@
 package config
 
-// FlexiqNet holds the settings of the source types flexiq-postgres,flexiq-redis.
-// (Filled in by the work on issue 8; see source.go for how a type registers.)
-type FlexiqNet struct{}
+import "regexp"
+
+// Source types of the flexiq network family, which live in this file. They
+// read flexiq's own storage (crates/flexiq-core/src/storage/ in flexiq's
+// repository): postgres/ and diesel_common/ for flexiq-postgres,
+// redis_backend/ for flexiq-redis.
+const (
+	SourceFlexiqPostgres = "flexiq-postgres"
+	SourceFlexiqRedis    = "flexiq-redis"
+)
+
+// Defaults of flexiq's own storage: PostgresStorage::new uses schema
+// "flexiq" (storage/postgres/mod.rs) and RedisStorage::new the key prefix
+// "flexiq:" (storage/redis_backend/mod.rs).
+const (
+	DefaultFlexiqSchema    = "flexiq"
+	DefaultFlexiqKeyPrefix = "flexiq:"
+)
+
+// FlexiqNet holds the settings of the source types flexiq-postgres and
+// flexiq-redis.
+type FlexiqNet struct {
+	Schema    string // flexiq-postgres: the schema of flexiq's tables
+	KeyPrefix string // flexiq-redis: the prefix of flexiq's keys
+}
 
 // rawFlexiqNet holds their keys as written; embedded in rawSource, so that its
 // fields are keys of [pools.NAME.source] itself.
-type rawFlexiqNet struct{}
+type rawFlexiqNet struct {
+	Schema    value `toml:"schema"`
+	KeyPrefix value `toml:"key_prefix"`
+}
 
 // effectiveFlexiqNet is how WriteEffective writes them; embedded in
 // effectiveSource. Fields need omitempty: other types leave them unset.
-type effectiveFlexiqNet struct{}
+type effectiveFlexiqNet struct {
+	Schema    string `toml:"schema,omitempty"`
+	KeyPrefix string `toml:"key_prefix,omitempty"`
+}
 
-func (s Source) effectiveFlexiqNet() effectiveFlexiqNet { return effectiveFlexiqNet{} }
+func (s Source) effectiveFlexiqNet() effectiveFlexiqNet {
+	return effectiveFlexiqNet{Schema: s.Flexiq.Schema, KeyPrefix: s.Flexiq.KeyPrefix}
+}
+
+func init() {
+	registerSource(sourceKind{
+		name:  SourceFlexiqPostgres,
+		keys:  append([]string{"queues", "namespace", "schema"}, connKeys...),
+		check: checkFlexiqNet,
+	})
+	registerSource(sourceKind{
+		name:  SourceFlexiqRedis,
+		keys:  append([]string{"queues", "namespace", "key_prefix"}, connKeys...),
+		check: checkFlexiqNet,
+	})
+}
+
+// schemaRE is what flexiq's validate_schema_name accepts
+// (storage/postgres/mod.rs): ASCII letters, digits and underscores.
+var schemaRE = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+
+func checkFlexiqNet(l *loader, s *Source, r *rawSource, key func(string) string) {
+	l.queues(s, r, key)
+	l.str(key("namespace"), r.Namespace, &s.Namespace)
+	switch s.Type {
+	case SourceFlexiqPostgres:
+		l.conn(s, r, key, "postgres", "postgresql")
+		s.Flexiq.Schema = DefaultFlexiqSchema
+		if l.str(key("schema"), r.Schema, &s.Flexiq.Schema) && !schemaRE.MatchString(s.Flexiq.Schema) {
+			l.add(key("schema"), "%q: flexiq takes only letters, digits and underscores", s.Flexiq.Schema)
+		}
+	case SourceFlexiqRedis:
+		l.conn(s, r, key, "redis", "rediss")
+		s.Flexiq.KeyPrefix = DefaultFlexiqKeyPrefix
+		l.str(key("key_prefix"), r.KeyPrefix, &s.Flexiq.KeyPrefix)
+		// flexiq keeps no set of its queue names in Redis: each queue is
+		// its own sorted set, found only by name.
+		if len(s.Queues) == 0 && !r.Queues.set() {
+			l.add(key("queues"), "required for %s sources: flexiq keeps no list of its queues in Redis", SourceFlexiqRedis)
+		}
+	}
+}
+
+// threadsAutoSources are the source types that can read threads_per_worker
+// from flexiq's workers table or registry.
+var threadsAutoSources = []string{SourceFlexiqPostgres, SourceFlexiqRedis, SourceFlexiqSQLite}
+
+// DefaultThreadsFallback is the threads_per_worker that "auto" falls back
+// to when no live worker says: flexiq's own default (AutoscaleConfig), as for
+// a pool that sets nothing.
+const DefaultThreadsFallback = 4
+
+// threads reads threads_per_worker: a count, or "auto" with an optional
+// threads_per_worker_fallback.
+func (l *loader) threads(p *Pool, r *rawPool, key func(...string) string) {
+	if s, ok := r.ThreadsPerWorker.raw.(string); ok && s == "auto" {
+		p.ThreadsAuto = true
+		p.ThreadsPerWorker = DefaultThreadsFallback
+		if l.integer(key("threads_per_worker_fallback"), r.ThreadsPerWorkerFallback, &p.ThreadsPerWorker) && p.ThreadsPerWorker < 1 {
+			l.add(key("threads_per_worker_fallback"), "must be >= 1")
+		}
+		return
+	}
+	if r.ThreadsPerWorkerFallback.set() {
+		l.add(key("threads_per_worker_fallback"), `only with threads_per_worker = "auto"`)
+	}
+	if _, isString := r.ThreadsPerWorker.raw.(string); isString {
+		l.add(key("threads_per_worker"), `want an integer or "auto"`)
+		return
+	}
+	if l.integer(key("threads_per_worker"), r.ThreadsPerWorker, &p.ThreadsPerWorker) && p.ThreadsPerWorker < 1 {
+		l.add(key("threads_per_worker"), "must be >= 1")
+	}
+}
+
+// effectiveThreads is threads_per_worker as written back: "auto" or the count.
+func effectiveThreads(p *Pool) any {
+	if p.ThreadsAuto {
+		return "auto"
+	}
+	return p.ThreadsPerWorker
+}
+
+func effectiveThreadsFallback(p *Pool) int {
+	if p.ThreadsAuto {
+		return p.ThreadsPerWorker
+	}
+	return 0
+}

@@ -49,16 +49,20 @@ type Pool struct {
 	TargetQueueDepthPerWorker float64
 	TargetUtilisation         float64
 	ThreadsPerWorker          int
-	TargetCPUUtilisation      float64 // 0 means the CPU signal is off
-	TargetQueueLatencySec     float64 // 0 means the queue latency signal is off
-	CPUPerWorker              float64
-	Tolerance                 float64
-	ScaleUpWindow             time.Duration
-	ScaleDownWindow           time.Duration
-	PollInterval              time.Duration
-	DrainTimeout              time.Duration
-	DrainSignal               string // e.g. "SIGTERM"
-	DrainSignalNumber         int    // e.g. 15
+	// ThreadsAuto: threads_per_worker = "auto", read from flexiq's live
+	// workers (source.ThreadsReporter); ThreadsPerWorker is then the
+	// fallback (threads_per_worker_fallback).
+	ThreadsAuto           bool
+	TargetCPUUtilisation  float64 // 0 means the CPU signal is off
+	TargetQueueLatencySec float64 // 0 means the queue latency signal is off
+	CPUPerWorker          float64
+	Tolerance             float64
+	ScaleUpWindow         time.Duration
+	ScaleDownWindow       time.Duration
+	PollInterval          time.Duration
+	DrainTimeout          time.Duration
+	DrainSignal           string // e.g. "SIGTERM"
+	DrainSignalNumber     int    // e.g. 15
 
 	Source Source
 	Limits Limits

@@ -23,13 +23,16 @@ type flexiqSQLite struct {
 	pausedCounts               [3]string
 	// filter holds the queue and namespace values bound after ?1 (now).
 	filter []any
+	// queues and namespace select the workers Threads reads.
+	queues    []string
+	namespace string
 }
 
 func newFlexiqSQLite(spec config.Source) (*flexiqSQLite, error) {
 	if spec.Query != "" {
 		return nil, fmt.Errorf("%s source %s: query is for type %q only", TypeFlexiqSQLite, spec.Path, TypeSQLiteQuery)
 	}
-	s := &flexiqSQLite{path: spec.Path}
+	s := &flexiqSQLite{path: spec.Path, queues: spec.Queues, namespace: spec.Namespace}
 	where, filter := flexiqdb.JobFilter(spec.Queues, spec.Namespace, 2)
 	s.filter = filter
 	s.counts = flexiqCounts(where, `(SELECT EXISTS (SELECT 1 FROM queue_state WHERE paused = 1))`)
