@@ -60,14 +60,15 @@ type Pool struct {
 	// mu is held for a whole tick, D-Bus calls included: a pool does one
 	// thing at a time. Nothing else waits on it: the summary below has its
 	// own lock, so the watchdog never waits behind a slow tick.
-	mu     sync.Mutex
-	cfg    *config.Pool
-	src    source.Source
-	rec    policy.Recommender
-	fleet  *fleet
-	target int // the last decided count; crashed workers are replaced up to it
-	roll   rollout
-	report reporter
+	mu      sync.Mutex
+	cfg     *config.Pool
+	src     source.Source
+	rec     policy.Recommender
+	fleet   *fleet
+	target  int // the last decided count; crashed workers are replaced up to it
+	roll    rollout
+	threads threadState
+	report  reporter
 	// stopping is set by Drain: the pool no longer scales or replaces.
 	stopping bool
 

@@ -47,13 +47,15 @@ func (p *Pool) tick(ctx context.Context, now time.Time) (policy.Decision, bool) 
 
 	obs := policy.Observation{Current: len(p.fleet.live)}
 	counts, srcErr := p.observe(ctx, now)
+	params := p.cfg.PolicyParams()
+	params.ThreadsPerWorker = p.threadsPerWorker(ctx)
 	if srcErr == nil {
 		obs.Valid, obs.Pending = true, counts.Pending
 		obs.OldestAge, obs.OldestKnown = counts.OldestAge, counts.HasOldest
-		obs.Running = runningOnLive(counts.Running, len(p.fleet.draining), p.cfg.ThreadsPerWorker)
+		obs.Running = runningOnLive(counts.Running, len(p.fleet.draining), params.ThreadsPerWorker)
 	}
 	obs.CPU, obs.CPUKnown = p.meanUtil()
-	d := p.rec.Decide(now, p.cfg.PolicyParams(), obs)
+	d := p.rec.Decide(now, params, obs)
 	p.report.decision(d, obs, counts, srcErr == nil, len(p.fleet.draining))
 
 	switch d.Action {

@@ -1,0 +1,59 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+	"github.com/flexiq/flexiq-scaled/internal/source"
+)
+
+// threadState is what the pool last used for threads_per_worker, so that a
+// change is logged once.
+type threadState struct {
+	n      int
+	origin string
+	failed bool // the last read failed: logged once, until one succeeds
+}
+
+// threadsPerWorker is the pool's threads per worker for this tick: the
+// configured number, or with threads_per_worker = "auto" what flexiq's live
+// workers report, falling back to the configured one when none is live or
+// the read fails. Every change is logged.
+func (p *Pool) threadsPerWorker(ctx context.Context) int {
+	n, origin := p.cfg.ThreadsPerWorker, "configured"
+	if tr, ok := p.src.(source.ThreadsReporter); ok && p.cfg.ThreadsAuto {
+		origin = "fallback: no live flexiq worker serves the pool's queues"
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		live, found, err := tr.Threads(sctx, time.Now())
+		cancel()
+		switch {
+		case err != nil:
+			origin = "fallback: cannot read flexiq's workers"
+			if !p.threads.failed {
+				p.log.Event(eventlog.SourceError, eventlog.Warning, p.fields(eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
+					"pool=%s cannot read its workers' threads, using threads_per_worker_fallback %d: %v", p.name, n, err)
+			}
+		case found:
+			n, origin = live, "from flexiq's live workers"
+		}
+		p.threads.failed = err != nil
+	}
+	if n != p.threads.n || origin != p.threads.origin {
+		if p.threads.n != 0 || p.cfg.ThreadsAuto {
+			p.log.Event(eventlog.Lifecycle, eventlog.Notice, p.fields(eventlog.Fields{"FLEXIQ_THREADS": strconv.Itoa(n)}),
+				"pool=%s threads per worker: %s", p.name, describeThreads(n, origin, p.threads.n))
+		}
+		p.threads.n, p.threads.origin = n, origin
+	}
+	return n
+}
+
+func describeThreads(n int, origin string, was int) string {
+	if was == 0 {
+		return fmt.Sprintf("%d (%s)", n, origin)
+	}
+	return fmt.Sprintf("%d, was %d (%s)", n, was, origin)
+}
