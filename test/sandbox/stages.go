@@ -47,6 +47,12 @@ var maskedUnits = []string{
 	"docker.service", "docker.socket", "containerd.service", "ssh.service", "cron.service",
 }
 
+// Servers that the host's packages enable but that tests start themselves
+// when they need them (test/servers): not started at boot, so that they
+// cost nothing in the sandboxes of tests that do not use them. Unlike the
+// masked units, they can still be started.
+var notAtBoot = []string{"redis-server.service", "prometheus.service", "prometheus-node-exporter.service"}
+
 func init() {
 	switch os.Getenv(stageEnv) {
 	case stageKeeper:
@@ -431,6 +437,9 @@ func runInit() error {
 				if err := os.Symlink("/dev/null", filepath.Join(dir, u)); err != nil {
 					return err
 				}
+			}
+			for _, u := range notAtBoot {
+				_ = os.Remove(filepath.Join(dir, "multi-user.target.wants", u))
 			}
 			return nil
 		}},

@@ -18,12 +18,14 @@ import (
 	"github.com/flexiq/flexiq-scaled/test/sandbox"
 )
 
-// start starts a unit and waits until ready succeeds inside the sandbox.
-func start(t testing.TB, sb *sandbox.Sandbox, unit string, ready ...string) {
+// start starts a unit (verb "start", or "restart" to apply a new
+// configuration to a running server) and waits until ready succeeds inside
+// the sandbox.
+func start(t testing.TB, sb *sandbox.Sandbox, verb, unit string, ready ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if out, err := sb.Exec(ctx, "systemctl", "start", unit); err != nil {
+	if out, err := sb.Exec(ctx, "systemctl", verb, unit); err != nil {
 		status, _ := sb.Exec(ctx, "sh", "-c", "systemctl status --no-pager "+unit+"; journalctl --no-pager -n 30 -u "+unit)
 		t.Fatalf("starting %s: %v\n%s\n%s", unit, err, out, status)
 	}
@@ -46,7 +48,7 @@ func start(t testing.TB, sb *sandbox.Sandbox, unit string, ready ...string) {
 // keyspace notifications.
 func Redis(t testing.TB, sb *sandbox.Sandbox) string {
 	t.Helper()
-	start(t, sb, "redis-server.service", "redis-cli", "ping")
+	start(t, sb, "start", "redis-server.service", "redis-cli", "ping")
 	return "redis://127.0.0.1:6379"
 }
 
@@ -75,7 +77,7 @@ func Postgres(t testing.TB, sb *sandbox.Sandbox, name, password string) string {
 	if err != nil || cluster == "" {
 		t.Fatalf("no PostgreSQL cluster (is postgresql installed? scripts/deps.sh installs it): %v %s", err, out)
 	}
-	start(t, sb, "postgresql@"+cluster+".service", "runuser", "-u", "postgres", "--", "pg_isready", "-q")
+	start(t, sb, "start", "postgresql@"+cluster+".service", "runuser", "-u", "postgres", "--", "pg_isready", "-q")
 	PSQL(t, sb, "postgres", fmt.Sprintf(`DO $$ BEGIN
   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '%[1]s') THEN CREATE ROLE %[1]s LOGIN PASSWORD '%[2]s'; END IF;
 END $$;`, name, password))
@@ -107,6 +109,6 @@ func Prometheus(t testing.TB, sb *sandbox.Sandbox, scrapeConfigs string, interva
 	if err := sb.WriteFile("/etc/prometheus/prometheus.yml", cfg); err != nil {
 		t.Fatal(err)
 	}
-	start(t, sb, "prometheus.service", "curl", "-sf", "http://127.0.0.1:9090/-/ready")
+	start(t, sb, "restart", "prometheus.service", "curl", "-sf", "http://127.0.0.1:9090/-/ready")
 	return "http://127.0.0.1:9090"
 }
