@@ -6,6 +6,5 @@ package source
 // it uses; these blank imports only pin them in go.mod until then.
 import (
 	_ "github.com/jackc/pgx/v5"
-	_ "github.com/prometheus/client_golang/api"
 	_ "github.com/redis/go-redis/v9"
 )
