@@ -161,7 +161,7 @@ func checkValue(key string, v float64) error {
 func instant(ctx context.Context, v1 promv1.API, query string) promResult {
 	var opts []promv1.Option
 	if deadline, ok := ctx.Deadline(); ok {
-		if d := time.Until(deadline); d > 0 {
+		if d := serverTimeout(time.Until(deadline)); d > 0 {
 			opts = append(opts, promv1.WithTimeout(d))
 		}
 	}
@@ -170,6 +170,16 @@ func instant(ctx context.Context, v1 promv1.API, query string) promResult {
 		return promResult{err: err}
 	}
 	return single(val)
+}
+
+// serverTimeout is d as Prometheus's timeout parameter can take it: the
+// client sends d.String(), and the server reads whole units ("996ms",
+// "29s"), not "1.5s". Rounded down, so the server gives up first.
+func serverTimeout(d time.Duration) time.Duration {
+	if d >= time.Second {
+		return d.Truncate(time.Second)
+	}
+	return d.Truncate(time.Millisecond)
 }
 
 // single reads a query's result, which must be a single element: a scalar

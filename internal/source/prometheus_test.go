@@ -213,3 +213,19 @@ func TestPrometheusPassword(t *testing.T) {
 		}
 	}
 }
+
+// The timeout sent to the server is in whole units, which Prometheus 2
+// parses ("996.3ms" and "1.5s" it refuses).
+func TestServerTimeout(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		996327626 * time.Nanosecond: "996ms",
+		1500 * time.Millisecond:     "1s",
+		29999 * time.Millisecond:    "29s",
+		30 * time.Second:            "30s",
+		500 * time.Microsecond:      "0s",
+	} {
+		if got := serverTimeout(d).String(); got != want {
+			t.Errorf("serverTimeout(%s) = %s, want %s", d, got, want)
+		}
+	}
+}
