@@ -78,6 +78,12 @@ type env struct {
 
 const daemonUnit = "flexiq-scaled.service"
 
+// Journal matches for the source events, shared by the sources' tests.
+const (
+	sourceErrorID     = "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b05"
+	sourceRecoveredID = "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b08"
+)
+
 // setup installs the daemon binary and unit into the sandbox (once), creates
 // an empty queue database for this test, and arranges for the daemon to be
 // stopped, draining every worker, when the test ends.

@@ -23,11 +23,6 @@ import (
 // test), and the pool's workers are placeholders (sleep): the pool scales
 // up on the pending jobs, and back down once the test deletes them.
 
-const (
-	sourceErrorID     = "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b05"
-	sourceRecoveredID = "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b08"
-)
-
 // netPool is a pool of placeholder workers reading src (the lines of its
 // [pools.NAME.source] table).
 func netPool(pool, src string) string {

@@ -1,0 +1,230 @@
+package source
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/config"
+)
+
+// TypeCommand runs a command that prints the counts as JSON.
+const TypeCommand = config.SourceCommand
+
+func init() {
+	register(TypeCommand, func(spec config.Source) (Source, error) { return newCommand(spec) })
+}
+
+// commandSource runs a program at every tick, without a shell, and reads
+// {"pending": N, "running": M, "paused": P, "oldest_age_sec": S} from its
+// standard output. It runs as the daemon does (root, in the daemon's
+// unit's sandbox), in its own process group, which is killed whole at the
+// timeout and after every run, so that nothing it started outlives it.
+type commandSource struct {
+	argv    []string
+	timeout time.Duration
+}
+
+func newCommand(spec config.Source) (*commandSource, error) {
+	argv := spec.Command.Command
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, fmt.Errorf("%s source: command is empty", TypeCommand)
+	}
+	timeout := time.Duration(spec.Command.TimeoutSec * float64(time.Second))
+	if timeout <= 0 {
+		timeout = config.DefaultCommandTimeoutSec * time.Second
+	}
+	return &commandSource{argv: argv, timeout: timeout}, nil
+}
+
+// What is kept of the command's output: its JSON is one short line, and
+// its standard error goes into an error message.
+const (
+	maxCommandStdout = 64 << 10
+	maxCommandStderr = 4 << 10
+	stderrLines      = 5
+)
+
+func (s *commandSource) Observe(ctx context.Context, _ time.Time) (Counts, error) {
+	// The tick's deadline bounds the timeout too: a command never delays
+	// its pool's next tick.
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var stdout, stderr capped
+	stdout.max, stderr.max = maxCommandStdout, maxCommandStderr
+	cmd := exec.CommandContext(ctx, s.argv[0], s.argv[1:]...)
+	cmd.Dir = "/"
+	cmd.Env = commandEnv(os.Environ())
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return killGroup(cmd) }
+	// A background child that keeps the output pipes open must not keep
+	// the tick waiting once the group is killed.
+	cmd.WaitDelay = time.Second
+	start := time.Now()
+	err := cmd.Run()
+	if cmd.Process != nil {
+		killGroup(cmd) // whatever the command left behind
+	}
+	name := s.argv[0]
+	switch {
+	case ctx.Err() != nil:
+		return Counts{}, fmt.Errorf("%s source %s: timed out after %s (its process group was killed)%s",
+			TypeCommand, name, time.Since(start).Round(time.Millisecond), stderrNote(stderr.Bytes()))
+	case err != nil:
+		return Counts{}, fmt.Errorf("%s source %s: %v%s", TypeCommand, name, err, stderrNote(stderr.Bytes()))
+	}
+	c, err := parseCommandOutput(stdout.Bytes())
+	if err != nil {
+		return Counts{}, fmt.Errorf("%s source %s: %w%s", TypeCommand, name, err, stderrNote(stderr.Bytes()))
+	}
+	return c, nil
+}
+
+func (s *commandSource) Close() error { return nil }
+
+// killGroup kills the command's process group (its PID: Setpgid made it
+// the leader).
+func killGroup(cmd *exec.Cmd) error {
+	err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if errors.Is(err, syscall.ESRCH) {
+		return os.ErrProcessDone
+	}
+	return err
+}
+
+// commandEnv is the daemon's environment without what systemd meant for
+// the daemon alone: its notification socket, watchdog and sockets. The
+// credentials directory stays, so that a command can read a
+// LoadCredential= secret.
+func commandEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case "NOTIFY_SOCKET", "WATCHDOG_PID", "WATCHDOG_USEC", "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES":
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// stderrNote is the first lines of the command's standard error, for an
+// error message.
+func stderrNote(b []byte) string {
+	text := strings.TrimSpace(string(b))
+	if text == "" {
+		return ""
+	}
+	lines := strings.Split(text, "\n")
+	if len(lines) > stderrLines {
+		lines = append(lines[:stderrLines], "...")
+	}
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return "; stderr: " + strings.Join(lines, " | ")
+}
+
+// parseCommandOutput reads the one JSON object a command prints:
+// "pending" and "running" are required whole numbers >= 0, "paused" an
+// optional one, "oldest_age_sec" an optional number of seconds >= 0 (null
+// or absent: unknown). Any other key is refused, so that a misspelt one
+// does not go silently unread.
+func parseCommandOutput(out []byte) (Counts, error) {
+	var fields map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(out))
+	if err := dec.Decode(&fields); err != nil || fields == nil {
+		return Counts{}, fmt.Errorf(`stdout is not a JSON object like {"pending": 3, "running": 1}: %s`, quoteOutput(out))
+	}
+	if rest := bytes.TrimSpace(out[dec.InputOffset():]); len(rest) > 0 {
+		return Counts{}, fmt.Errorf("stdout holds more than the one JSON object: %s", quoteOutput(out))
+	}
+	for k := range fields {
+		switch k {
+		case "pending", "running", "paused", "oldest_age_sec":
+		default:
+			return Counts{}, fmt.Errorf(`unknown key %q in the output (want pending, running, paused, oldest_age_sec)`, k)
+		}
+	}
+	var c Counts
+	for _, f := range []struct {
+		key      string
+		dst      *int64
+		required bool
+	}{{"pending", &c.Pending, true}, {"running", &c.Running, true}, {"paused", &c.Paused, false}} {
+		v, ok, err := jsonNumber(fields, f.key)
+		switch {
+		case err != nil:
+			return Counts{}, err
+		case !ok && f.required:
+			return Counts{}, fmt.Errorf("%q is missing from the output: %s", f.key, quoteOutput(out))
+		case !ok:
+			continue
+		case v != math.Trunc(v):
+			return Counts{}, fmt.Errorf("%q is %v, not a whole number", f.key, v)
+		}
+		*f.dst = int64(v)
+	}
+	age, ok, err := jsonNumber(fields, "oldest_age_sec")
+	if err != nil {
+		return Counts{}, err
+	}
+	if ok && c.Pending > 0 {
+		c.OldestAge, c.HasOldest = time.Duration(age*float64(time.Second)), true
+	}
+	return c, nil
+}
+
+// jsonNumber reads fields[key] as a number >= 0 and below 2^53; null and
+// absence are "not there".
+func jsonNumber(fields map[string]json.RawMessage, key string) (float64, bool, error) {
+	raw, ok := fields[key]
+	if !ok || string(raw) == "null" {
+		return 0, false, nil
+	}
+	if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
+		return 0, false, fmt.Errorf("%q must be a number, not %s", key, raw)
+	}
+	v, err := strconv.ParseFloat(string(raw), 64)
+	switch {
+	case err != nil || v > maxPromValue:
+		return 0, false, fmt.Errorf("%q is %s: out of range", key, raw)
+	case v < 0:
+		return 0, false, fmt.Errorf("%q is %s: must not be negative", key, raw)
+	}
+	return v, true, nil
+}
+
+// quoteOutput is the start of the command's output, quoted, for an error.
+func quoteOutput(b []byte) string {
+	const max = 200
+	if len(b) > max {
+		return strconv.Quote(string(b[:max])) + "..."
+	}
+	return strconv.Quote(string(b))
+}
+
+// capped is a buffer that keeps the first max bytes written to it and
+// drops the rest, without failing the writer.
+type capped struct {
+	bytes.Buffer
+	max int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := c.max - c.Len(); room > 0 {
+		c.Buffer.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}

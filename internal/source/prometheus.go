@@ -1,0 +1,234 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+
+	"github.com/flexiq/flexiq-scaled/internal/config"
+)
+
+// TypePrometheus reads the counts from instant PromQL queries.
+const TypePrometheus = config.SourcePrometheus
+
+func init() {
+	register(TypePrometheus, func(spec config.Source) (Source, error) { return newPrometheus(spec) })
+}
+
+// prometheusSource runs one instant query per count against a Prometheus
+// server's HTTP API (client_golang's v1 client), as KEDA's prometheus
+// scaler does, with its rules: a result must be a single element, and an
+// empty one reads as 0 unless empty_result says "hold".
+type prometheusSource struct {
+	conn config.Conn
+	spec config.Prometheus
+	// transport keeps the connections to the server across ticks; a broken
+	// one is dropped and redialled by net/http itself.
+	transport *http.Transport
+}
+
+func newPrometheus(spec config.Source) (*prometheusSource, error) {
+	if strings.TrimSpace(spec.Prometheus.PendingQuery) == "" {
+		return nil, fmt.Errorf("%s source: pending_query is empty", TypePrometheus)
+	}
+	p := spec.Prometheus
+	if p.EmptyResult == "" {
+		p.EmptyResult = config.EmptyZero
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 4 // the queries of one tick run side by side
+	return &prometheusSource{conn: spec.Conn, spec: p, transport: t}, nil
+}
+
+// promQuery is one of the source's queries, by its key.
+type promQuery struct {
+	key, query string
+}
+
+// promResult is what one query gave: a value, or no sample at all.
+type promResult struct {
+	value float64
+	empty bool
+	err   error
+}
+
+func (s *prometheusSource) Observe(ctx context.Context, _ time.Time) (Counts, error) {
+	// The URL (and password) is read at every tick, so that a rotated
+	// credential needs no reload.
+	u, err := connURL(s.conn)
+	if err != nil {
+		return Counts{}, fmt.Errorf("%s source: %w", TypePrometheus, err)
+	}
+	server := redacted(u)
+	var rt http.RoundTripper = s.transport
+	if u.User != nil {
+		// As HTTP basic authentication rather than in the URL, so that no
+		// error message can carry it.
+		pw, _ := u.User.Password()
+		rt = basicAuth{next: s.transport, user: u.User.Username(), password: pw}
+		u.User = nil
+	}
+	client, err := api.NewClient(api.Config{Address: u.String(), RoundTripper: rt})
+	if err != nil {
+		return Counts{}, fmt.Errorf("%s source %s: %w", TypePrometheus, server, err)
+	}
+	queries := []promQuery{{"pending_query", s.spec.PendingQuery}}
+	for _, q := range []promQuery{
+		{"running_query", s.spec.RunningQuery},
+		{"paused_query", s.spec.PausedQuery},
+		{"oldest_age_query", s.spec.OldestAgeQuery},
+	} {
+		if q.query != "" {
+			queries = append(queries, q)
+		}
+	}
+	// Side by side, so that each query has the whole of the tick's time:
+	// the context's deadline is the per-query timeout.
+	results := make([]promResult, len(queries))
+	v1 := promv1.NewAPI(client)
+	var wg sync.WaitGroup
+	for i, q := range queries {
+		wg.Go(func() { results[i] = instant(ctx, v1, q.query) })
+	}
+	wg.Wait()
+
+	var c Counts
+	var oldest promResult
+	for i, q := range queries {
+		r := results[i]
+		if r.err == nil && r.empty && s.spec.EmptyResult == config.EmptyHold {
+			r.err = errors.New(`returned no sample (empty_result = "hold"; "zero" reads that as 0)`)
+		}
+		if r.err == nil && !r.empty {
+			r.err = checkValue(q.key, r.value)
+		}
+		if r.err != nil {
+			return Counts{}, fmt.Errorf("%s source %s: %s %s: %w", TypePrometheus, server, q.key, q.query, r.err)
+		}
+		n := int64(math.Round(r.value)) // 0 when empty
+		switch q.key {
+		case "pending_query":
+			c.Pending = n
+		case "running_query":
+			c.Running = n
+		case "paused_query":
+			c.Paused = n
+		case "oldest_age_query":
+			oldest = r
+		}
+	}
+	if c.Pending > 0 && oldest.err == nil && !oldest.empty && s.spec.OldestAgeQuery != "" {
+		c.OldestAge = time.Duration(oldest.value * float64(time.Second))
+		c.HasOldest = true
+	}
+	return c, nil
+}
+
+// maxPromValue bounds a count or an age: beyond 2^53 a float64 no longer
+// holds whole numbers, and no queue is that long.
+const maxPromValue = 1 << 53
+
+// checkValue refuses what no count or age can be: NaN (a division by zero
+// in the query, say), an infinity, a negative number. Each is a hold.
+func checkValue(key string, v float64) error {
+	switch {
+	case math.IsNaN(v):
+		return errors.New("returned NaN")
+	case math.IsInf(v, 0) || math.Abs(v) > maxPromValue:
+		return fmt.Errorf("returned %g, out of range", v)
+	case v < 0:
+		what := "a count"
+		if key == "oldest_age_query" {
+			what = "an age"
+		}
+		return fmt.Errorf("returned %g: %s cannot be negative", v, what)
+	}
+	return nil
+}
+
+// instant runs one instant query at the server's own time (so that time()
+// in a query is the server's clock, not ours), asking the server to give up
+// when the tick's deadline comes.
+func instant(ctx context.Context, v1 promv1.API, query string) promResult {
+	var opts []promv1.Option
+	if deadline, ok := ctx.Deadline(); ok {
+		if d := serverTimeout(time.Until(deadline)); d > 0 {
+			opts = append(opts, promv1.WithTimeout(d))
+		}
+	}
+	val, _, _, err := v1.Query(ctx, query, time.Time{}, opts...)
+	if err != nil {
+		return promResult{err: err}
+	}
+	return single(val)
+}
+
+// serverTimeout is d as Prometheus's timeout parameter can take it: the
+// client sends d.String(), and the server reads whole units ("996ms",
+// "29s"), not "1.5s". Rounded down, so the server gives up first.
+func serverTimeout(d time.Duration) time.Duration {
+	if d >= time.Second {
+		return d.Truncate(time.Second)
+	}
+	return d.Truncate(time.Millisecond)
+}
+
+// single reads a query's result, which must be a single element: a scalar
+// or a vector of one sample. An empty vector is reported as such; the
+// caller decides what it means.
+func single(val model.Value) promResult {
+	switch v := val.(type) {
+	case *model.Scalar:
+		return promResult{value: float64(v.Value)}
+	case model.Vector:
+		switch {
+		case len(v) == 0:
+			return promResult{empty: true}
+		case len(v) > 1:
+			series := make([]string, 0, 3)
+			for _, s := range v[:min(len(v), 3)] {
+				series = append(series, s.Metric.String())
+			}
+			more := ""
+			if len(v) > 3 {
+				more = ", ..."
+			}
+			return promResult{err: fmt.Errorf("returned %d series (%s%s), not one: aggregate them, e.g. sum(...)",
+				len(v), strings.Join(series, ", "), more)}
+		case v[0].Histogram != nil:
+			return promResult{err: fmt.Errorf("returned a native histogram (%s), not a number", v[0].Metric)}
+		}
+		return promResult{value: float64(v[0].Value)}
+	case model.Matrix:
+		return promResult{err: errors.New("returned a range vector: an instant query must return one sample, e.g. max_over_time(x[1m]) rather than x[1m]")}
+	case nil:
+		return promResult{err: errors.New("returned no result")}
+	}
+	return promResult{err: fmt.Errorf("returned a %s, not a number", val.Type())}
+}
+
+func (s *prometheusSource) Close() error {
+	s.transport.CloseIdleConnections()
+	return nil
+}
+
+// basicAuth sends HTTP basic authentication with every request.
+type basicAuth struct {
+	next           http.RoundTripper
+	user, password string
+}
+
+func (b basicAuth) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.SetBasicAuth(b.user, b.password)
+	return b.next.RoundTrip(r)
+}

@@ -1,0 +1,82 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A command source: a script that prints the counts. It runs in the
+// daemon's unit's sandbox, as the daemon's user; a failing or hanging
+// command is a hold, with its stderr in the journal, and a hanging one is
+// killed with everything it started at the tick's end.
+func TestCommandSource(t *testing.T) {
+	e := setup(t)
+	const state = "/var/lib/flexiq-e2e-command/state"
+	e.sh("mkdir -p /var/lib/flexiq-e2e-command")
+	e.write(state, `{"pending": 0, "running": 0}`)
+	e.write("/usr/local/bin/flexiq-e2e-depth", `#!/bin/sh
+# The queue's state is in `+state+`: JSON counts, or FAIL, or HANG.
+s=$(cat `+state+`)
+case "$s" in
+FAIL) echo "cannot reach the broker at 10.0.0.9" >&2; exit 2 ;;
+HANG) echo "waiting for the broker" >&2; sleep 300 & sleep 301 ;;
+*) echo "$s" ;;
+esac
+`)
+	e.sh("chmod 0755 /usr/local/bin/flexiq-e2e-depth")
+	e.configure(`
+[pools.cmd]
+exec = ["/bin/sleep", "infinity"]
+poll_interval_sec = 1
+min_workers = 0
+max_workers = 4
+target_queue_depth_per_worker = 2
+threads_per_worker = 1
+target_utilisation = 1.0
+scale_down_window_sec = 2
+drain_timeout_sec = 5
+[pools.cmd.source]
+type = "command"
+command = ["/usr/local/bin/flexiq-e2e-depth", "--queue", "mail"]
+# Longer than the tick: the tick (1 s) bounds it.
+timeout_sec = 30
+`)
+	e.startDaemon()
+
+	e.write(state, `{"pending": 6, "running": 0, "oldest_age_sec": 3.5}`)
+	e.waitWorkers("cmd", 3, 20*time.Second)
+	if out := e.sh("flexiq-scaled observe cmd"); !strings.Contains(out, `"pending":6`) || !strings.Contains(out, `"oldest_age_sec":3.5`) {
+		t.Errorf("observe: %s", out)
+	}
+
+	// Failing: a hold, with the command's stderr.
+	e.write(state, "FAIL")
+	e.waitSourceError("cmd", "command source /usr/local/bin/flexiq-e2e-depth", "exit status 2", "cannot reach the broker at 10.0.0.9")
+	e.holds("cmd", 3, 3*time.Second, "with the command failing")
+
+	// Recovered (the journal logs a source's first error, then at most one
+	// a minute: a recovery starts that afresh).
+	e.write(state, `{"pending": 6, "running": 0}`)
+	e.eventually(20*time.Second, "pool cmd's source recovered", func() (bool, string) {
+		n := len(e.entries("FLEXIQ_POOL=cmd", sourceRecoveredID))
+		return n > 0, fmt.Sprintf("%d recoveries", n)
+	})
+
+	// Hanging: killed at the tick's end, its child too; a hold meanwhile.
+	e.write(state, "HANG")
+	e.waitSourceError("cmd", "command source /usr/local/bin/flexiq-e2e-depth", "timed out after", "waiting for the broker")
+	e.holds("cmd", 3, 3*time.Second, "with the command hanging")
+	e.write(state, `{"pending": 2, "running": 0}`)
+	e.waitWorkers("cmd", 1, 20*time.Second)
+	// Nothing the hung commands started is left in the daemon's cgroup:
+	// only the daemon, and at most a command running right now.
+	e.eventually(10*time.Second, "no sleep left in the daemon's cgroup", func() (bool, string) {
+		out := e.sh(`for p in $(cat /sys/fs/cgroup/system.slice/` + daemonUnit + `/cgroup.procs); do cat /proc/$p/cmdline | tr '\0' ' '; echo; done`)
+		return !strings.Contains(out, "sleep 30"), fmt.Sprintf("processes: %s", out)
+	})
+
+	e.write(state, `{"pending": 0, "running": 0}`)
+	e.waitWorkers("cmd", 0, 20*time.Second)
+}
