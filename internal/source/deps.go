@@ -5,7 +5,6 @@ package source
 // client_golang's API client for Prometheus. Each source file imports what
 // it uses; these blank imports only pin them in go.mod until then.
 import (
-	_ "github.com/jackc/pgx/v5"
 	_ "github.com/prometheus/client_golang/api"
 	_ "github.com/redis/go-redis/v9"
 )
