@@ -142,6 +142,12 @@ func (d *pgDB) readTx(ctx context.Context, pool *pgxpool.Pool, sql string, args 
 	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", ms)); err != nil {
 		return Counts{}, "set statement_timeout", err
 	}
+	// Oban, good_job and Solid Queue store UTC wall-clock times in
+	// timestamp columns without a zone; with the session in UTC, comparing
+	// them with now() means what their systems mean by it.
+	if _, err := tx.Exec(ctx, "SET LOCAL TimeZone = 'UTC'"); err != nil {
+		return Counts{}, "set TimeZone", err
+	}
 	rows, err := tx.Query(ctx, sql, args...)
 	if err != nil {
 		return Counts{}, "query", err
