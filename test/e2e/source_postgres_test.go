@@ -149,7 +149,7 @@ type pgSystem struct {
 	// add returns SQL (or runs a client) adding n jobs of a kind to queue q.
 	ready, future, running func(e *env, q string, n, ageSec int)
 	pause                  func(e *env, q string) // nil: the system has no pausing
-	clear                  string                // SQL emptying its tables
+	clear                  string                 // SQL emptying its tables
 }
 
 func psql(e *env) func(sql string) {
@@ -158,17 +158,31 @@ func psql(e *env) func(sql string) {
 
 func rep(n int, stmt string) string { return strings.Repeat(stmt+";\n", n) }
 
-func pgSystems(e *env, url string) []pgSystem {
-	q := psql(e)
+// nodeOps batches the operations for the node clients: one node process per
+// client and phase, since node's start is the slow part.
+type nodeOps map[string][]string
+
+// flush runs the batched operations, in order, and forgets them.
+func (ops nodeOps) flush(e *env, url string) {
+	e.t.Helper()
 	root, _ := sandbox.ModuleRoot()
-	node := func(client string, args ...string) {
-		e.t.Helper()
+	for _, client := range []string{"pgboss", "graphile-worker"} {
+		if _, any := ops[client]; !any {
+			continue
+		}
+		schema := map[string]string{"pgboss": "pgboss", "graphile-worker": "graphile_worker"}[client]
 		full := append([]string{"node", filepath.Join(root, "test/clients", client, "enqueue.js"),
-			strings.Replace(url, pgDB+"@", pgDB+":"+pgPassword+"@", 1)}, args...)
+			strings.Replace(url, pgDB+"@", pgDB+":"+pgPassword+"@", 1), schema}, ops[client]...)
 		if out, err := e.sb.Exec(e.ctx(), full...); err != nil {
 			e.t.Fatalf("%s: %v\n%s", strings.Join(full[1:], " "), err, out)
 		}
+		delete(ops, client)
 	}
+}
+
+func pgSystems(e *env, ops nodeOps) []pgSystem {
+	q := psql(e)
+	node := func(client string, op ...string) { ops[client] = append(ops[client], op...) }
 	return []pgSystem{
 		{typ: "river", schema: "river",
 			ready: func(_ *env, qu string, n, age int) {
@@ -185,25 +199,18 @@ func pgSystems(e *env, url string) []pgSystem {
 			},
 			clear: "DELETE FROM river.river_job"},
 		{typ: "pg-boss", schema: "pgboss",
-			ready: func(_ *env, qu string, n, age int) {
-				node("pgboss", "pgboss", "send", qu, fmt.Sprint(n))
-				// pg-boss stamps start_after = now(); age it as if sent earlier.
-				q(fmt.Sprintf("UPDATE pgboss.job SET start_after = now() - interval '%d s', created_on = now() - interval '%d s' WHERE name = '%s' AND state = 'created'", age, age, qu))
-			},
-			future:  func(_ *env, qu string, n, _ int) { node("pgboss", "pgboss", "send", qu, fmt.Sprint(n), "3600") },
-			running: func(_ *env, qu string, n, _ int) { node("pgboss", "pgboss", "send", qu, fmt.Sprint(n)); node("pgboss", "pgboss", "fetch", qu, fmt.Sprint(n)) },
-			clear:   "DELETE FROM pgboss.job"},
-		{typ: "graphile-worker", schema: "graphile_worker",
-			ready: func(_ *env, qu string, n, age int) {
-				node("graphile-worker", "graphile_worker", "add", qu, fmt.Sprint(n), fmt.Sprint(-age))
-			},
-			future: func(_ *env, qu string, n, _ int) { node("graphile-worker", "graphile_worker", "add", qu, fmt.Sprint(n), "3600") },
+			ready:  func(_ *env, qu string, n, age int) { node("pgboss", fmt.Sprintf("send,%s,%d,%d", qu, n, -age)) },
+			future: func(_ *env, qu string, n, _ int) { node("pgboss", fmt.Sprintf("send,%s,%d,3600", qu, n)) },
 			running: func(_ *env, qu string, n, _ int) {
-				node("graphile-worker", "graphile_worker", "add", "-", fmt.Sprint(n), "-1")
-				// What get_job does when a worker takes a job.
-				q(fmt.Sprintf("UPDATE graphile_worker._private_jobs SET locked_at = now(), locked_by = 'test-worker-1', attempts = attempts + 1 WHERE id IN (SELECT id FROM graphile_worker._private_jobs WHERE locked_at IS NULL AND run_at > now() - interval '50 s' AND run_at <= now() ORDER BY id DESC LIMIT %d)", n))
+				// Before any other job of qu, so that fetch takes these.
+				node("pgboss", fmt.Sprintf("send,%s,%d", qu, n), fmt.Sprintf("fetch,%s,%d", qu, n))
 			},
-			clear: "DELETE FROM graphile_worker._private_jobs; DELETE FROM graphile_worker._private_job_queues"},
+			clear: "DELETE FROM pgboss.job"},
+		{typ: "graphile-worker", schema: "graphile_worker",
+			ready:   func(_ *env, qu string, n, age int) { node("graphile-worker", fmt.Sprintf("add,%s,%d,%d", qu, n, -age)) },
+			future:  func(_ *env, qu string, n, _ int) { node("graphile-worker", fmt.Sprintf("add,%s,%d,3600", qu, n)) },
+			running: func(_ *env, qu string, n, _ int) { node("graphile-worker", fmt.Sprintf("take,%s,%d", qu, n)) },
+			clear:   "DELETE FROM graphile_worker._private_jobs; DELETE FROM graphile_worker._private_job_queues"},
 		{typ: "oban", schema: "oban",
 			ready: func(_ *env, qu string, n, age int) {
 				q(rep(n, fmt.Sprintf("INSERT INTO oban.oban_jobs (queue, scheduled_at) VALUES ('%s', timezone('UTC', now()) - interval '%d s')", qu, age)))
@@ -305,6 +312,7 @@ func (e *env) observe(pool string) (observed, string, error) {
 // Then, against one daemon, every pool scales up on a burst, holds through
 // the server's stop and recovers, and scales back down.
 func TestPostgresSources(t *testing.T) {
+	began := time.Now()
 	e := setup(t)
 	npmCI(t, "pgboss")
 	npmCI(t, "graphile-worker")
@@ -316,16 +324,10 @@ func TestPostgresSources(t *testing.T) {
 	servers.PSQL(t, e.sb, "postgres", "DROP DATABASE IF EXISTS "+pgDB+" WITH (FORCE)")
 	url = servers.Postgres(t, e.sb, pgDB, pgPassword)
 	q("SET ROLE " + pgDB + ";\n" + riverSchema + obanSchema + goodJobSchema + solidQueueSchema + genericSchema)
-	systems := pgSystems(e, url)
-	for _, c := range []string{"pgboss", "graphile-worker"} {
-		root, _ := sandbox.ModuleRoot()
-		schema := map[string]string{"pgboss": "pgboss", "graphile-worker": "graphile_worker"}[c]
-		if out, err := e.sb.Exec(e.ctx(), "node", filepath.Join(root, "test/clients", c, "enqueue.js"),
-			strings.Replace(url, pgDB+"@", pgDB+":"+pgPassword+"@", 1), schema, "migrate"); err != nil {
-			t.Fatalf("%s migrate: %v\n%s", c, err, out)
-		}
-	}
+	ops := nodeOps{}
+	systems := pgSystems(e, ops)
 
+	t.Logf("%s: phase 1", time.Since(began).Round(time.Millisecond))
 	// 1. Counts, through observe.
 	var cfg strings.Builder
 	for _, s := range systems {
@@ -352,9 +354,9 @@ params = { tenant = "acme" }`))
 		if s.typ == "graphile-worker" {
 			qu = "-"
 		}
+		s.running(e, qu, 1, 0)
 		s.ready(e, qu, 3, 60)
 		s.future(e, qu, 2, 0)
-		s.running(e, qu, 1, 0)
 		if s.pause != nil {
 			s.ready(e, "obs_paused", 2, 30)
 			s.pause(e, "obs_paused")
@@ -368,6 +370,7 @@ params = { tenant = "acme" }`))
 INSERT INTO tasks (tenant, state, run_at) SELECT 'acme', 'ready', now() + interval '1 hour' FROM generate_series(1, 2);
 INSERT INTO tasks (tenant, state) VALUES ('acme', 'running'), ('other', 'ready'), ('other', 'ready');`)
 
+	ops.flush(e, url)
 	for _, s := range append(systems, pgSystem{typ: "postgres-query"}) {
 		pool := strings.ReplaceAll(s.typ, "-", "_")
 		if s.typ == "postgres-query" {
@@ -400,6 +403,7 @@ INSERT INTO tasks (tenant, state) VALUES ('acme', 'running'), ('other', 'ready')
 		return
 	}
 
+	t.Logf("%s: phase 2", time.Since(began).Round(time.Millisecond))
 	// 2. The daemon: nothing ready but future and paused work stays at 0.
 	for _, s := range systems {
 		q(s.clear)
@@ -409,6 +413,7 @@ INSERT INTO tasks (tenant, state) VALUES ('acme', 'running'), ('other', 'ready')
 			s.pause(e, "obs_paused")
 		}
 	}
+	ops.flush(e, url)
 	q("DELETE FROM tasks; INSERT INTO tasks (tenant, state, run_at) SELECT 'acme', 'ready', now() + interval '1 hour' FROM generate_series(1, 4)")
 	pools := []string{"query"}
 	for _, s := range systems {
@@ -426,6 +431,7 @@ INSERT INTO tasks (tenant, state) VALUES ('acme', 'running'), ('other', 'ready')
 		}
 	}
 
+	t.Logf("%s: phase 3", time.Since(began).Round(time.Millisecond))
 	// 3. A burst: 6 ready jobs each, 2 per worker: 3 workers each.
 	for _, s := range systems {
 		qu := "obs"
@@ -434,11 +440,13 @@ INSERT INTO tasks (tenant, state) VALUES ('acme', 'running'), ('other', 'ready')
 		}
 		s.ready(e, qu, 6, 1)
 	}
+	ops.flush(e, url)
 	q("INSERT INTO tasks (tenant, state) SELECT 'acme', 'ready' FROM generate_series(1, 6)")
 	for _, p := range pools {
 		e.waitWorkers(p, 3, 30*time.Second)
 	}
 
+	t.Logf("%s: phase 4", time.Since(began).Round(time.Millisecond))
 	// 4. The server stops mid-run: every pool holds at 3, and says why.
 	e.sh("systemctl stop postgresql@" + cluster + ".service")
 	e.eventually(15*time.Second, "a source error for every pool", func() (bool, string) {
@@ -472,6 +480,7 @@ INSERT INTO tasks (tenant, state) VALUES ('acme', 'running'), ('other', 'ready')
 		return len(missing) == 0, fmt.Sprintf("not recovered: %v", missing)
 	})
 
+	t.Logf("%s: phase 5", time.Since(began).Round(time.Millisecond))
 	// 5. The work done: back down to 0. The wrong password held its pool
 	// at 0 all along, with a clear error.
 	for _, s := range systems {
