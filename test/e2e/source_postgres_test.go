@@ -15,43 +15,15 @@ import (
 )
 
 // The PostgreSQL sources against Debian's PostgreSQL 15 in the sandbox.
-// pg-boss (10.4.2) and graphile-worker (0.16.6) come from the npm registry
-// (test/clients/*): their own code lays down their schemas and enqueues. River,
-// Oban, good_job and Solid Queue have no client installable here without
-// their language's toolchain (River's Go client would add a module to
-// go.mod), so their tables are laid down below from their own migrations,
-// with only the columns that matter, and jobs inserted as their clients
-// write them.
+// pg-boss (10.4.2) and graphile-worker (0.16.6) come from the npm registry,
+// River (v0.51.2, riverpgxv5) from the Go module proxy (test/clients/*):
+// their own code lays down their schemas, enqueues, and pauses River's
+// queue. Oban (Elixir), good_job and Solid Queue (Ruby) have no client
+// installable here without their language's toolchain, so their tables are
+// laid down below from their own migrations, with only the columns that
+// matter, and jobs inserted as their clients write them.
 
 const pgDB, pgPassword = "fq", "s3cret-pw"
-
-// riverSchema: riverdriver/riverpgxv5/migration/main/002_initial_schema.up.sql
-// (river_job, river_job_state) and 004_pending_and_more.up.sql (river_queue,
-// the 'pending' state), in schema river (River's Config.Schema).
-const riverSchema = `
-CREATE SCHEMA river;
-CREATE TYPE river.river_job_state AS ENUM ('available', 'cancelled', 'completed', 'discarded', 'pending', 'retryable', 'running', 'scheduled');
-CREATE TABLE river.river_job (
-  id bigserial PRIMARY KEY,
-  state river.river_job_state NOT NULL DEFAULT 'available',
-  attempt smallint NOT NULL DEFAULT 0,
-  max_attempts smallint NOT NULL DEFAULT 25,
-  attempted_at timestamptz,
-  created_at timestamptz NOT NULL DEFAULT now(),
-  finalized_at timestamptz,
-  scheduled_at timestamptz NOT NULL DEFAULT now(),
-  priority smallint NOT NULL DEFAULT 1,
-  args jsonb NOT NULL DEFAULT '{}',
-  kind text NOT NULL DEFAULT 'work',
-  metadata jsonb NOT NULL DEFAULT '{}',
-  queue text NOT NULL DEFAULT 'default',
-  tags varchar(255)[] NOT NULL DEFAULT '{}');
-CREATE TABLE river.river_queue (
-  name text PRIMARY KEY,
-  created_at timestamptz NOT NULL DEFAULT now(),
-  metadata jsonb NOT NULL DEFAULT '{}',
-  paused_at timestamptz,
-  updated_at timestamptz NOT NULL DEFAULT now());`
 
 // obanSchema: lib/oban/migrations/postgres/v01.ex and later (oban_jobs,
 // oban_job_state; UTC timestamps without a zone), in prefix oban.
@@ -158,21 +130,25 @@ func psql(e *env) func(sql string) {
 
 func rep(n int, stmt string) string { return strings.Repeat(stmt+";\n", n) }
 
-// nodeOps batches the operations for the node clients: one node process per
-// client and phase, since node's start is the slow part.
+// nodeOps batches the operations for the clients (pg-boss, graphile-worker,
+// River): one process per client and phase, since node's start is the slow
+// part.
 type nodeOps map[string][]string
 
 // flush runs the batched operations, in order, and forgets them.
 func (ops nodeOps) flush(e *env, url string) {
 	e.t.Helper()
 	root, _ := sandbox.ModuleRoot()
-	for _, client := range []string{"pgboss", "graphile-worker"} {
+	for _, client := range []string{"pgboss", "graphile-worker", "river"} {
 		if _, any := ops[client]; !any {
 			continue
 		}
-		schema := map[string]string{"pgboss": "pgboss", "graphile-worker": "graphile_worker"}[client]
-		full := append([]string{"node", filepath.Join(root, "test/clients", client, "enqueue.js"),
-			strings.Replace(url, pgDB+"@", pgDB+":"+pgPassword+"@", 1), schema}, ops[client]...)
+		schema := map[string]string{"pgboss": "pgboss", "graphile-worker": "graphile_worker", "river": "river"}[client]
+		cmd := []string{"node", filepath.Join(root, "test/clients", client, "enqueue.js")}
+		if client == "river" {
+			cmd = []string{filepath.Join(binDir, "flexiq-river-client")}
+		}
+		full := append(append(cmd, strings.Replace(url, pgDB+"@", pgDB+":"+pgPassword+"@", 1), schema), ops[client]...)
 		if out, err := e.sb.Exec(e.ctx(), full...); err != nil {
 			e.t.Fatalf("%s: %v\n%s", strings.Join(full[1:], " "), err, out)
 		}
@@ -185,19 +161,11 @@ func pgSystems(e *env, ops nodeOps) []pgSystem {
 	node := func(client string, op ...string) { ops[client] = append(ops[client], op...) }
 	return []pgSystem{
 		{typ: "river", schema: "river",
-			ready: func(_ *env, qu string, n, age int) {
-				q(rep(n, fmt.Sprintf("INSERT INTO river.river_job (queue, scheduled_at) VALUES ('%s', now() - interval '%d s')", qu, age)))
-			},
-			future: func(_ *env, qu string, n, _ int) {
-				q(rep(n, fmt.Sprintf("INSERT INTO river.river_job (queue, state, scheduled_at) VALUES ('%s', 'scheduled', now() + interval '1 hour')", qu)))
-			},
-			running: func(_ *env, qu string, n, _ int) {
-				q(rep(n, fmt.Sprintf("INSERT INTO river.river_job (queue, state, attempt, attempted_at) VALUES ('%s', 'running', 1, now())", qu)))
-			},
-			pause: func(_ *env, qu string) {
-				q(fmt.Sprintf("INSERT INTO river.river_queue (name, paused_at) VALUES ('%s', now()) ON CONFLICT DO NOTHING", qu))
-			},
-			clear: "DELETE FROM river.river_job"},
+			ready:   func(_ *env, qu string, n, age int) { node("river", fmt.Sprintf("insert,%s,%d,%d", qu, n, -age)) },
+			future:  func(_ *env, qu string, n, _ int) { node("river", fmt.Sprintf("insert,%s,%d,3600", qu, n)) },
+			running: func(_ *env, qu string, n, _ int) { node("river", fmt.Sprintf("take,%s,%d", qu, n)) },
+			pause:   func(_ *env, qu string) { node("river", "pause,"+qu) },
+			clear:   "DELETE FROM river.river_job; DELETE FROM river.river_queue"},
 		{typ: "pg-boss", schema: "pgboss",
 			ready:  func(_ *env, qu string, n, age int) { node("pgboss", fmt.Sprintf("send,%s,%d,%d", qu, n, -age)) },
 			future: func(_ *env, qu string, n, _ int) { node("pgboss", fmt.Sprintf("send,%s,%d,3600", qu, n)) },
@@ -253,6 +221,17 @@ INSERT INTO solid_queue_claimed_executions (job_id, process_id) SELECT id, 1 FRO
 				q(fmt.Sprintf("INSERT INTO solid_queue_pauses (queue_name) VALUES ('%s') ON CONFLICT DO NOTHING", qu))
 			},
 			clear: "DELETE FROM solid_queue_jobs; DELETE FROM solid_queue_pauses"},
+	}
+}
+
+// buildRiverClient builds test/clients/river for the sandbox.
+func buildRiverClient(t *testing.T) {
+	t.Helper()
+	root, _ := sandbox.ModuleRoot()
+	cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, "flexiq-river-client"), "./test/clients/river")
+	cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the River client: %v\n%s", err, out)
 	}
 }
 
@@ -316,6 +295,7 @@ func TestPostgresSources(t *testing.T) {
 	e := setup(t)
 	npmCI(t, "pgboss")
 	npmCI(t, "graphile-worker")
+	buildRiverClient(t)
 	url := servers.Postgres(t, e.sb, pgDB, pgPassword)
 	cluster := strings.TrimSpace(e.sh("pg_lsclusters -h | awk '{print $1\"-\"$2; exit}'"))
 	e.sh(fmt.Sprintf("umask 077; printf '%%s\\n' %q > /etc/flexiq-scaled/pg.password; printf 'wrong\\n' > /etc/flexiq-scaled/bad.password", pgPassword))
@@ -323,7 +303,7 @@ func TestPostgresSources(t *testing.T) {
 	q := psql(e)
 	servers.PSQL(t, e.sb, "postgres", "DROP DATABASE IF EXISTS "+pgDB+" WITH (FORCE)")
 	url = servers.Postgres(t, e.sb, pgDB, pgPassword)
-	q("SET ROLE " + pgDB + ";\n" + riverSchema + obanSchema + goodJobSchema + solidQueueSchema + genericSchema)
+	q("SET ROLE " + pgDB + ";\n" + obanSchema + goodJobSchema + solidQueueSchema + genericSchema)
 	ops := nodeOps{}
 	systems := pgSystems(e, ops)
 
