@@ -17,10 +17,13 @@ import "github.com/flexiq/flexiq-scaled/internal/config"
 // unless their lock is older than the 4 hours after which graphile-worker
 // considers its worker dead. There is no queue pausing. queues filters by
 // job queue name (jobs without one are then left out). The schema is
-// graphile-worker's schema option, graphile_worker by default. Inserts are
-// notified on the channel jobs:insert.
+// graphile-worker's schema option, graphile_worker by default.
+//
+// add_job and add_jobs notify the channel jobs:insert (sql/000018.sql:
+// pg_notify('jobs:insert', ...)), whatever the schema: the source LISTENs
+// there to wake its pool.
 func init() {
-	registerPreset(config.SourceGraphileWorker, func(schema string) string {
+	registerListeningPreset(config.SourceGraphileWorker, func(schema string) string {
 		const ready = `j.locked_at IS NULL AND j.attempts < j.max_attempts AND j.run_at <= now() AND q.locked_at IS NULL`
 		return `WITH r AS (
   SELECT j.job_queue_id, j.run_at
@@ -38,5 +41,5 @@ SELECT
     WHERE j.locked_at IS NOT NULL AND j.locked_at > now() - interval '4 hours'
       AND ($1::text[] IS NULL OR q.queue_name = ANY($1::text[]))) AS running,
   (SELECT extract(epoch FROM now() - min(run_at)) FROM r) AS oldest_age_sec`
-	})
+	}, func(string) string { return "jobs:insert" })
 }

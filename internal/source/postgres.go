@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -43,6 +44,9 @@ type pgDB struct {
 func newPgDB(spec config.Source) *pgDB {
 	d := &pgDB{typ: spec.Type, conn: spec.Conn}
 	d.server = spec.Conn.URL
+	if u, err := url.Parse(spec.Conn.URL); err == nil {
+		d.server = redacted(u)
+	}
 	if d.server == "" {
 		d.server = secretOrigin(spec.Conn) // the URL is a secret until read
 	}
@@ -321,4 +325,57 @@ func pgNumber(name string, v any) (float64, error) {
 		return 0, fmt.Errorf("%s is text %q, want a number", name, v)
 	}
 	return 0, fmt.Errorf("%s is %T, want a number", name, v)
+}
+
+// listen implements Watcher for the presets whose system notifies its
+// inserts: a connection of its own LISTENs on channel and wakes the pool on
+// every notification. It reconnects after a failure (1 s doubling to 30 s),
+// and wakes the pool on each (re)connection, since anything may have
+// arrived while it was not listening; polling covers the gap.
+func (d *pgDB) listen(ctx context.Context, channel string, wake func()) (string, error) {
+	go func() {
+		backoff := time.Second
+		for ctx.Err() == nil {
+			if d.listenOnce(ctx, channel, wake) {
+				backoff = time.Second
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+		}
+	}()
+	return fmt.Sprintf("LISTEN %q on %s", channel, d.server), nil
+}
+
+// listenOnce listens until the connection fails or ctx ends, and reports
+// whether it got as far as listening.
+func (d *pgDB) listenOnce(ctx context.Context, channel string, wake func()) bool {
+	u, err := connURL(d.conn)
+	if err != nil {
+		return false
+	}
+	cfg, err := pgx.ParseConfig(u.String())
+	if err != nil {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, pgDefaultTimeout)
+	conn, err := pgx.ConnectConfig(cctx, cfg)
+	cancel()
+	if err != nil {
+		return false
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		return false
+	}
+	wake()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return true
+		}
+		wake()
+	}
 }

@@ -62,6 +62,35 @@ func (s *pgPreset) Observe(ctx context.Context, _ time.Time) (Counts, error) {
 	return s.read(ctx, s.query, queues)
 }
 
+// pgListeningPreset is a preset whose system notifies its inserts on a
+// channel: it is a Watcher.
+type pgListeningPreset struct {
+	*pgPreset
+	channel string
+}
+
+func (s *pgListeningPreset) Watch(ctx context.Context, wake func()) (string, error) {
+	return s.listen(ctx, s.channel, wake)
+}
+
+// registerListeningPreset registers a preset that also LISTENs on the
+// channel that channel names for the (unquoted) schema.
+func registerListeningPreset(typ string, build func(schema string) string, channel func(schema string) string) {
+	registerPreset(typ, build)
+	open := openers[typ]
+	openers[typ] = func(spec config.Source) (Source, error) {
+		src, err := open(spec)
+		if err != nil {
+			return nil, err
+		}
+		schema := spec.Postgres.Schema
+		if schema == "" {
+			schema = config.DefaultPostgresSchema[typ]
+		}
+		return &pgListeningPreset{pgPreset: src.(*pgPreset), channel: channel(schema)}, nil
+	}
+}
+
 // registerPreset registers a preset whose query build makes from the
 // schema's quoted name ("" where the system has no schema setting).
 func registerPreset(typ string, build func(schema string) string) {

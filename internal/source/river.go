@@ -20,9 +20,14 @@ import "github.com/flexiq/flexiq-scaled/internal/config"
 //
 // The schema is the one River's client was given (Config.Schema), public by
 // default. The oldest age is since scheduled_at (insertion time when not
-// scheduled). River notifies inserts on the channel river_insert.
+// scheduled).
+//
+// River notifies its inserts on the channel SCHEMA.river_insert
+// (NotificationTopicInsert in internal/notifier/notifier.go, sent by
+// PGNotifyMany in riverdriver/riverpgxv5/internal/dbsqlc/pg_misc.sql, which
+// prefixes the schema): the source LISTENs there to wake its pool.
 func init() {
-	registerPreset(config.SourceRiver, func(schema string) string {
+	registerListeningPreset(config.SourceRiver, func(schema string) string {
 		const ready = `j.state IN ('available', 'scheduled', 'retryable') AND j.scheduled_at <= now()`
 		return `SELECT
   count(*) FILTER (WHERE ` + ready + ` AND q.paused_at IS NULL) AS pending,
@@ -33,5 +38,5 @@ FROM ` + schema + `.river_job j
 LEFT JOIN ` + schema + `.river_queue q ON q.name = j.queue
 WHERE j.state IN ('available', 'scheduled', 'retryable', 'running')
   AND ($1::text[] IS NULL OR j.queue = ANY($1::text[]))`
-	})
+	}, func(schema string) string { return schema + ".river_insert" })
 }

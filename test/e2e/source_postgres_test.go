@@ -161,7 +161,10 @@ func pgSystems(e *env, ops nodeOps) []pgSystem {
 	node := func(client string, op ...string) { ops[client] = append(ops[client], op...) }
 	return []pgSystem{
 		{typ: "river", schema: "river",
-			ready:   func(_ *env, qu string, n, age int) { node("river", fmt.Sprintf("insert,%s,%d,%d", qu, n, -age)) },
+			ready: func(_ *env, qu string, n, age int) {
+				// Scheduled in the past (due: ready), and one available.
+				node("river", fmt.Sprintf("insert,%s,%d,%d", qu, n-1, -age), fmt.Sprintf("insert,%s,1", qu))
+			},
 			future:  func(_ *env, qu string, n, _ int) { node("river", fmt.Sprintf("insert,%s,%d,3600", qu, n)) },
 			running: func(_ *env, qu string, n, _ int) { node("river", fmt.Sprintf("take,%s,%d", qu, n)) },
 			pause:   func(_ *env, qu string) { node("river", "pause,"+qu) },
@@ -473,5 +476,25 @@ INSERT INTO tasks (tenant, state) VALUES ('acme', 'running'), ('other', 'ready')
 	bad := e.entries("MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b05", "FLEXIQ_POOL=badpw")
 	if len(bad) == 0 || !strings.Contains(bad[0].Field("FLEXIQ_ERROR"), "authentication failed") {
 		e.errorf("pool badpw: source errors %v, want one saying authentication failed", bad)
+	}
+
+	// 6. Wake-up: River's and graphile-worker's sources LISTEN where their
+	// clients notify inserts (internal/source's TestPostgresWatchInserts,
+	// run here, where the server is).
+	t.Logf("%s: phase 6", time.Since(began).Round(time.Millisecond))
+	root, _ := sandbox.ModuleRoot()
+	bin := filepath.Join(binDir, "flexiq-source.test")
+	build := exec.Command("go", "test", "-c", "-o", bin, "./internal/source")
+	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building internal/source's tests: %v\n%s", err, out)
+	}
+	full := strings.Replace(url, pgDB+"@", pgDB+":"+pgPassword+"@", 1)
+	out, err := e.sb.Exec(e.ctx(), "env", "FLEXIQ_TEST_PG_URL="+full,
+		fmt.Sprintf("FLEXIQ_TEST_PG_INSERT_river=%s %q river insert,wake,1", filepath.Join(binDir, "flexiq-river-client"), full),
+		fmt.Sprintf("FLEXIQ_TEST_PG_INSERT_graphile-worker=node %s %q graphile_worker add,-,1", filepath.Join(root, "test/clients/graphile-worker/enqueue.js"), full),
+		bin, "-test.run", "TestPostgresWatchInserts", "-test.v", "-test.count=1")
+	if err != nil || !strings.Contains(out, "--- PASS: TestPostgresWatchInserts") {
+		t.Errorf("wake-up test: %v\n%s", err, out)
 	}
 }

@@ -8,7 +8,7 @@
 //
 // where OP is
 //
-//	insert,QUEUE,N[,RUN_IN_SECONDS]  N jobs of kind "work", due then (negative: in the past)
+//	insert,QUEUE,N[,RUN_IN_SECONDS]  N jobs of kind "work": available, or scheduled then (negative: in the past)
 //	take,QUEUE,N                     N due jobs, then marked running as River's fetch (JobGetAvailable) does
 //	pause,QUEUE                      Client.QueuePause, after registering the queue as a producer does
 //
@@ -86,13 +86,16 @@ func apply(ctx context.Context, pool *pgxpool.Pool, driver *riverpgxv5.Driver, c
 		if err != nil {
 			return err
 		}
-		at := time.Now()
+		// River inserts a job with a ScheduledAt, even a past one, as
+		// 'scheduled' (its scheduler makes it 'available' when due), and one
+		// without as 'available', notifying the insert.
+		var at time.Time
 		if len(f) == 4 {
 			secs, err := strconv.Atoi(f[3])
 			if err != nil {
 				return err
 			}
-			at = at.Add(time.Duration(secs) * time.Second)
+			at = time.Now().Add(time.Duration(secs) * time.Second)
 		}
 		params := make([]river.InsertManyParams, n)
 		for i := range params {
