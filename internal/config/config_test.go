@@ -142,9 +142,9 @@ func TestValidationRules(t *testing.T) {
 		{"source path relative", withSource(`path = "flexiq.db"`), "pools.email.source.path", "absolute"},
 		{"query missing", withSource(`type = "sqlite-query"` + "\npath = \"/x.db\""), "pools.email.source.query", "required for sqlite-query"},
 		{"query empty", withSource(`type = "sqlite-query"` + "\npath = \"/x.db\"\nquery = \" \""), "pools.email.source.query", "must not be empty"},
-		{"query on flexiq-sqlite", withSource(`path = "/x.db"` + "\nquery = \"SELECT 1, 2\""), "pools.email.source.query", "only for sqlite-query"},
-		{"queues on sqlite-query", withSource("type = \"sqlite-query\"\npath = \"/x.db\"\nquery = \"SELECT 1, 2\"\nqueues = [\"a\"]"), "pools.email.source.queues", "flexiq-sqlite sources, not sqlite-query"},
-		{"namespace on sqlite-query", withSource("type = \"sqlite-query\"\npath = \"/x.db\"\nquery = \"SELECT 1, 2\"\nnamespace = \"a\""), "pools.email.source.namespace", "flexiq-sqlite sources, not sqlite-query"},
+		{"query on flexiq-sqlite", withSource(`path = "/x.db"` + "\nquery = \"SELECT 1, 2\""), "pools.email.source.query", "sqlite-query sources, not flexiq-sqlite"},
+		{"queues on sqlite-query", withSource("type = \"sqlite-query\"\npath = \"/x.db\"\nquery = \"SELECT 1, 2\"\nqueues = [\"a\"]"), "pools.email.source.queues", "sources, not sqlite-query"},
+		{"namespace on sqlite-query", withSource("type = \"sqlite-query\"\npath = \"/x.db\"\nquery = \"SELECT 1, 2\"\nnamespace = \"a\""), "pools.email.source.namespace", "sources, not sqlite-query"},
 		{"queue name empty", withSource("path = \"/x.db\"\nqueues = [\"\"]"), "pools.email.source.queues", "must not be empty"},
 
 		// Limits.

@@ -56,6 +56,7 @@ type effectiveSource struct {
 	Queues    []string `toml:"queues,omitempty"`
 	Namespace string   `toml:"namespace,omitempty"`
 	Query     string   `toml:"query,omitempty"`
+	Schema    string   `toml:"schema,omitempty"`
 	effectiveConn
 	effectiveFlexiqNet
 	effectiveRedis
@@ -109,6 +110,7 @@ func WriteEffective(w io.Writer, c *Config) error {
 				Queues:    p.Source.Queues,
 				Namespace: p.Source.Namespace,
 				Query:     p.Source.Query,
+				Schema:    p.Source.Schema,
 
 				effectiveConn:       p.Source.effectiveConn(),
 				effectiveFlexiqNet:  p.Source.effectiveFlexiqNet(),

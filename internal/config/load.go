@@ -83,6 +83,7 @@ type rawSource struct {
 	Queues    value `toml:"queues"`
 	Namespace value `toml:"namespace"`
 	Query     value `toml:"query"`
+	Schema    value `toml:"schema"`
 	rawConn
 	rawFlexiqNet
 	rawRedis

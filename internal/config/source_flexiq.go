@@ -22,26 +22,23 @@ const (
 // FlexiqNet holds the settings of the source types flexiq-postgres and
 // flexiq-redis.
 type FlexiqNet struct {
-	Schema    string // flexiq-postgres: the schema of flexiq's tables
 	KeyPrefix string // flexiq-redis: the prefix of flexiq's keys
 }
 
 // rawFlexiqNet holds their keys as written; embedded in rawSource, so that its
 // fields are keys of [pools.NAME.source] itself.
 type rawFlexiqNet struct {
-	Schema    value `toml:"schema"`
 	KeyPrefix value `toml:"key_prefix"`
 }
 
 // effectiveFlexiqNet is how WriteEffective writes them; embedded in
 // effectiveSource. Fields need omitempty: other types leave them unset.
 type effectiveFlexiqNet struct {
-	Schema    string `toml:"schema,omitempty"`
 	KeyPrefix string `toml:"key_prefix,omitempty"`
 }
 
 func (s Source) effectiveFlexiqNet() effectiveFlexiqNet {
-	return effectiveFlexiqNet{Schema: s.Flexiq.Schema, KeyPrefix: s.Flexiq.KeyPrefix}
+	return effectiveFlexiqNet{KeyPrefix: s.Flexiq.KeyPrefix}
 }
 
 func init() {
@@ -57,9 +54,9 @@ func init() {
 	})
 }
 
-// schemaRE is what flexiq's validate_schema_name accepts
+// flexiqSchemaRE is what flexiq's validate_schema_name accepts
 // (storage/postgres/mod.rs): ASCII letters, digits and underscores.
-var schemaRE = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+var flexiqSchemaRE = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 
 func checkFlexiqNet(l *loader, s *Source, r *rawSource, key func(string) string) {
 	l.queues(s, r, key)
@@ -67,9 +64,9 @@ func checkFlexiqNet(l *loader, s *Source, r *rawSource, key func(string) string)
 	switch s.Type {
 	case SourceFlexiqPostgres:
 		l.conn(s, r, key, "postgres", "postgresql")
-		s.Flexiq.Schema = DefaultFlexiqSchema
-		if l.str(key("schema"), r.Schema, &s.Flexiq.Schema) && !schemaRE.MatchString(s.Flexiq.Schema) {
-			l.add(key("schema"), "%q: flexiq takes only letters, digits and underscores", s.Flexiq.Schema)
+		s.Schema = DefaultFlexiqSchema
+		if l.str(key("schema"), r.Schema, &s.Schema) && !flexiqSchemaRE.MatchString(s.Schema) {
+			l.add(key("schema"), "%q: flexiq takes only letters, digits and underscores", s.Schema)
 		}
 	case SourceFlexiqRedis:
 		l.conn(s, r, key, "redis", "rediss")

@@ -78,6 +78,7 @@ type Source struct {
 	Queues    []string // the queues to read (summed); for flexiq types a filter, empty = all
 	Namespace string   // flexiq types: optional namespace filter; empty = no filter
 	Query     string   // sqlite-query: read-only SELECT returning pending, running[, paused]
+	Schema    string   // PostgreSQL types: the schema of the queue's tables
 
 	// Conn is where a network source connects, and as whom.
 	Conn Conn

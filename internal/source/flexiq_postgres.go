@@ -59,7 +59,7 @@ const (
 )
 
 func newFlexiqPostgres(spec config.Source) (*flexiqPostgres, error) {
-	schema := spec.Flexiq.Schema
+	schema := spec.Schema
 	if schema == "" {
 		schema = config.DefaultFlexiqSchema
 	}

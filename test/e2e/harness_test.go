@@ -6,6 +6,7 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -280,4 +281,22 @@ func (e *env) enqueue(n int, d time.Duration) {
 	if err := flexiqdb.EnqueueMany(e.db, jobs); err != nil {
 		e.t.Fatal(err)
 	}
+}
+
+// observed is what `flexiq-scaled observe` prints.
+type observed struct {
+	Pending, Running, Paused int64
+	OldestAgeSec             *float64 `json:"oldest_age_sec"`
+}
+
+// observe runs `flexiq-scaled observe` inside the sandbox: one read of the
+// pool's source, as the daemon makes it. It returns the observation, the
+// command's output, and an error when the source failed.
+func (e *env) observe(pool string) (observed, string, error) {
+	out, err := e.sb.Exec(e.ctx(), "flexiq-scaled", "observe", "--timeout", "15s", pool)
+	var o observed
+	if err == nil {
+		err = json.Unmarshal([]byte(strings.TrimSpace(out)), &o)
+	}
+	return o, out, err
 }

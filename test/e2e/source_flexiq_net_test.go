@@ -41,31 +41,11 @@ poll_interval_sec = 0.5
 `, pool, src)
 }
 
-type observed struct {
-	Pending, Running, Paused int64
-	OldestAgeSec             *float64 `json:"oldest_age_sec"`
-}
-
-// observe runs `flexiq-scaled observe` inside the sandbox; it returns the
-// observation, or the error output when the source fails.
-func (e *env) observe(pool string) (observed, string) {
-	e.t.Helper()
-	out, err := e.sb.Exec(e.ctx(), "flexiq-scaled", "observe", "--timeout", "15s", pool)
-	if err != nil {
-		return observed{}, out
-	}
-	var o observed
-	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &o); err != nil {
-		e.t.Fatalf("observe printed %q: %v", out, err)
-	}
-	return o, ""
-}
-
 func (e *env) mustObserve(pool string) observed {
 	e.t.Helper()
-	o, errOut := e.observe(pool)
-	if errOut != "" {
-		e.t.Fatalf("observe %s failed: %s", pool, errOut)
+	o, out, err := e.observe(pool)
+	if err != nil {
+		e.t.Fatalf("observe %s failed: %v: %s", pool, err, out)
 	}
 	return o
 }
@@ -235,7 +215,7 @@ ALTER TABLE flexiq.queue_state OWNER TO flexiq;`)
 	// Wrong credentials: an error naming the source, the server and
 	// authentication.
 	e.configure(netPool(pool, strings.Replace(src, "pg.pw", "pg-wrong.pw", 1)))
-	if _, errOut := e.observe(pool); !strings.Contains(errOut, "flexiq-postgres") ||
+	if _, errOut, _ := e.observe(pool); !strings.Contains(errOut, "flexiq-postgres") ||
 		!strings.Contains(errOut, "127.0.0.1:5432") || !strings.Contains(errOut, "authentication") {
 		t.Errorf("with a wrong password, observe said %q", errOut)
 	}
@@ -347,14 +327,14 @@ func TestFlexiqRedisSource(t *testing.T) {
 	// A key of the wrong type is an error, not a zero.
 	servers.RedisCLI(t, e.sb, "SET", "flexiq:queue:held:pending", "x")
 	e.configure(netPool(pool, src))
-	if _, errOut := e.observe(pool); !strings.Contains(errOut, "flexiq-redis") || !strings.Contains(errOut, "wrong") {
+	if _, errOut, _ := e.observe(pool); !strings.Contains(errOut, "flexiq-redis") || !strings.Contains(errOut, "wrong") {
 		t.Errorf("with a string for a pending set, observe said %q", errOut)
 	}
 	servers.RedisCLI(t, e.sb, "FLUSHALL")
 
 	// Wrong credentials.
 	e.configure(netPool(pool, strings.Replace(src, "redis.pw", "redis-wrong.pw", 1)))
-	if _, errOut := e.observe(pool); !strings.Contains(errOut, "flexiq-redis") ||
+	if _, errOut, _ := e.observe(pool); !strings.Contains(errOut, "flexiq-redis") ||
 		!strings.Contains(errOut, "127.0.0.1:6379") || !strings.Contains(errOut, "authentication") {
 		t.Errorf("with a wrong password, observe said %q", errOut)
 	}
