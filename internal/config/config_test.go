@@ -139,7 +139,7 @@ func TestValidationRules(t *testing.T) {
 		{"query missing", withSource(`type = "sqlite-query"` + "\npath = \"/x.db\""), "pools.email.source.query", "required for sqlite-query"},
 		{"query empty", withSource(`type = "sqlite-query"` + "\npath = \"/x.db\"\nquery = \" \""), "pools.email.source.query", "must not be empty"},
 		{"query on flexiq-sqlite", withSource(`path = "/x.db"` + "\nquery = \"SELECT 1, 2\""), "pools.email.source.query", "only for sqlite-query"},
-		{"queues on sqlite-query", withSource("type = \"sqlite-query\"\npath = \"/x.db\"\nquery = \"SELECT 1, 2\"\nqueues = [\"a\"]"), "pools.email.source.queues", "only for flexiq-sqlite"},
+		{"queues on sqlite-query", withSource("type = \"sqlite-query\"\npath = \"/x.db\"\nquery = \"SELECT 1, 2\"\nqueues = [\"a\"]"), "pools.email.source.queues", "not sqlite-query"},
 		{"namespace on sqlite-query", withSource("type = \"sqlite-query\"\npath = \"/x.db\"\nquery = \"SELECT 1, 2\"\nnamespace = \"a\""), "pools.email.source.namespace", "only for flexiq-sqlite"},
 		{"queue name empty", withSource("path = \"/x.db\"\nqueues = [\"\"]"), "pools.email.source.queues", "must not be empty"},
 
