@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -192,7 +193,11 @@ type redisConn struct {
 }
 
 func newRedisConn(spec config.Source) *redisConn {
-	return &redisConn{typ: spec.Type, conn: spec.Conn, server: spec.Conn.URL}
+	r := &redisConn{typ: spec.Type, conn: spec.Conn}
+	if u, err := url.Parse(spec.Conn.URL); err == nil && spec.Conn.URL != "" {
+		r.server = redacted(u)
+	}
+	return r
 }
 
 // client returns the client for the current URL.
