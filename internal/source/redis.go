@@ -223,7 +223,11 @@ func (r *redisConn) client() (*redis.Client, error) {
 	opts.ReadTimeout = 5 * time.Second
 	opts.WriteTimeout = 5 * time.Second
 	opts.PoolSize = 2
+	// One retry, for a pooled connection the server closed meanwhile;
+	// no redials: a refused connection is a hold at once, and the next
+	// tick tries again.
 	opts.MaxRetries = 1
+	opts.DialerRetries = 1
 	// The client's own identification (CLIENT SETINFO) fails on older
 	// servers; it is of no use here.
 	opts.DisableIdentity = true
