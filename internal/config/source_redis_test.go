@@ -158,3 +158,30 @@ keys = [{ key = "a" }]`, problems: []string{"pools.email.source.keys: only for r
 		})
 	}
 }
+
+// The effective configuration of a redis source loads back to the same
+// settings: its [[keys]] tables included.
+func TestRedisEffectiveRoundTrip(t *testing.T) {
+	cfg, err := load(t, withSource(`type = "redis"
+url = "redis://127.0.0.1:6379/2"
+[[pools.email.source.keys]]
+key = "q"
+[[pools.email.source.keys]]
+key = "sched"
+min = "(now-60"
+role = "running"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := WriteEffective(&b, cfg); err != nil {
+		t.Fatal(err)
+	}
+	again, err := load(t, b.String())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b.String())
+	}
+	if got, want := again.Pools["email"].Source, cfg.Pools["email"].Source; !reflect.DeepEqual(got, want) {
+		t.Errorf("round trip: %+v, want %+v\n%s", got, want, b.String())
+	}
+}
