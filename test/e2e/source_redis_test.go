@@ -267,10 +267,14 @@ func TestRedisSources(t *testing.T) {
 		e.errorf("pool rg during the outage: %v, want its 1 worker held", ws)
 	}
 	servers.Redis(t, e.sb)
-	e.eventually(20*time.Second, "source recovered", func() (bool, string) {
-		n := len(e.entries("FLEXIQ_POOL=rg", "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b08"))
-		return n > 0, fmt.Sprint(n)
-	})
+	// Every pool recovers (each after its own backoff), before the next
+	// phase makes them fail again.
+	for _, p := range []string{"rg", "bq", "cq", "rq", "sk"} {
+		e.eventually(30*time.Second, "source recovered for pool "+p, func() (bool, string) {
+			n := len(e.entries("FLEXIQ_POOL="+p, "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b08"))
+			return n > 0, fmt.Sprint(n)
+		})
+	}
 
 	// Phase 4: wrong credentials, and the wrong key type: errors that say so.
 	e.redis("SET", "rg:str", "x")
@@ -291,10 +295,11 @@ url = %[1]q
 password_file = "/etc/flexiq-scaled/pw"
 queues = ["default"]
 `, redisURL))
-	for pool, want := range map[string]string{
-		"wt": `redis source ` + redisURL + `: wrong key type: WRONGTYPE: key "rg:str" is a string`,
-		"pw": "rq source redis://:xxxxx@127.0.0.1:6379: authentication failed",
+	for _, c := range []struct{ pool, want string }{
+		{"wt", `redis source ` + redisURL + `: wrong key type: WRONGTYPE: key "rg:str" is a string`},
+		{"pw", "rq source redis://:xxxxx@127.0.0.1:6379: authentication failed"}, // after requirepass, below
 	} {
+		pool, want := c.pool, c.want
 		if pool == "pw" {
 			e.redis("CONFIG", "SET", "requirepass", "s3cret")
 		}
