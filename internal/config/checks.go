@@ -144,7 +144,7 @@ func Warnings(c *Config) []string {
 		warnings = append(warnings, pr.String())
 	}
 	for _, p := range sortedPools(c) {
-		if _, err := os.Stat(p.Source.Path); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(p.Source.Path); p.Source.Path != "" && errors.Is(err, fs.ErrNotExist) {
 			add(poolKey(p, "source", "path"), "%s does not exist yet; the pool holds at its current size until it appears", p.Source.Path)
 		}
 		if p.User == "root" {

@@ -57,8 +57,8 @@ type effectiveSource struct {
 	Namespace string   `toml:"namespace,omitempty"`
 	Query     string   `toml:"query,omitempty"`
 	Schema    string   `toml:"schema,omitempty"`
+	KeyPrefix string   `toml:"key_prefix,omitempty"`
 	effectiveConn
-	effectiveFlexiqNet
 	effectiveRedis
 	effectivePostgres
 	effectivePrometheus
@@ -111,9 +111,9 @@ func WriteEffective(w io.Writer, c *Config) error {
 				Namespace: p.Source.Namespace,
 				Query:     p.Source.Query,
 				Schema:    p.Source.Schema,
+				KeyPrefix: p.Source.KeyPrefix,
 
 				effectiveConn:       p.Source.effectiveConn(),
-				effectiveFlexiqNet:  p.Source.effectiveFlexiqNet(),
 				effectiveRedis:      p.Source.effectiveRedis(),
 				effectivePostgres:   p.Source.effectivePostgres(),
 				effectivePrometheus: p.Source.effectivePrometheus(),

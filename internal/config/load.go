@@ -84,8 +84,8 @@ type rawSource struct {
 	Namespace value `toml:"namespace"`
 	Query     value `toml:"query"`
 	Schema    value `toml:"schema"`
+	KeyPrefix value `toml:"key_prefix"`
 	rawConn
-	rawFlexiqNet
 	rawRedis
 	rawPostgres
 	rawPrometheus
@@ -126,6 +126,17 @@ func parse(path string, data []byte) (*Config, error) {
 		// Nothing under it was decoded; one complaint is enough.
 		undecoded = slices.DeleteFunc(undecoded, func(k toml.Key) bool { return k[0] == "pools" })
 	}
+	// The tables inside an array value (keys = [{ key = "q" }]) are the
+	// value's to check: the decoder marks those of [[keys]] as decoded, not
+	// those of an inline array, which its getter checks the same way.
+	undecoded = slices.DeleteFunc(undecoded, func(k toml.Key) bool {
+		for i := len(k) - 1; i > 0; i-- {
+			if md.Type(k[:i]...) == "Array" {
+				return true
+			}
+		}
+		return false
+	})
 	l.unknownKeys(undecoded)
 
 	c := &Config{

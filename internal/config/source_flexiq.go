@@ -19,28 +19,6 @@ const (
 	DefaultFlexiqKeyPrefix = "flexiq:"
 )
 
-// FlexiqNet holds the settings of the source types flexiq-postgres and
-// flexiq-redis.
-type FlexiqNet struct {
-	KeyPrefix string // flexiq-redis: the prefix of flexiq's keys
-}
-
-// rawFlexiqNet holds their keys as written; embedded in rawSource, so that its
-// fields are keys of [pools.NAME.source] itself.
-type rawFlexiqNet struct {
-	KeyPrefix value `toml:"key_prefix"`
-}
-
-// effectiveFlexiqNet is how WriteEffective writes them; embedded in
-// effectiveSource. Fields need omitempty: other types leave them unset.
-type effectiveFlexiqNet struct {
-	KeyPrefix string `toml:"key_prefix,omitempty"`
-}
-
-func (s Source) effectiveFlexiqNet() effectiveFlexiqNet {
-	return effectiveFlexiqNet{KeyPrefix: s.Flexiq.KeyPrefix}
-}
-
 func init() {
 	registerSource(sourceKind{
 		name:  SourceFlexiqPostgres,
@@ -70,8 +48,8 @@ func checkFlexiqNet(l *loader, s *Source, r *rawSource, key func(string) string)
 		}
 	case SourceFlexiqRedis:
 		l.conn(s, r, key, "redis", "rediss")
-		s.Flexiq.KeyPrefix = DefaultFlexiqKeyPrefix
-		l.str(key("key_prefix"), r.KeyPrefix, &s.Flexiq.KeyPrefix)
+		s.KeyPrefix = DefaultFlexiqKeyPrefix
+		l.str(key("key_prefix"), r.KeyPrefix, &s.KeyPrefix)
 		// flexiq keeps no set of its queue names in Redis: each queue is
 		// its own sorted set, found only by name.
 		if len(s.Queues) == 0 && !r.Queues.set() {

@@ -21,7 +21,7 @@ func TestFlexiqNetSources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := c.Pools["email"].Source; s.Flexiq.KeyPrefix != "app:" || s.Namespace != "acme" {
+	if s := c.Pools["email"].Source; s.KeyPrefix != "app:" || s.Namespace != "acme" {
 		t.Errorf("flexiq-redis: %+v", s)
 	}
 	var b strings.Builder
@@ -40,7 +40,7 @@ func TestFlexiqNetValidation(t *testing.T) {
 		{"postgres password in url", withSource("type = \"flexiq-postgres\"\nurl = \"postgres://u:pw@h/db\""), "pools.email.source.url", "carries a password"},
 		{"postgres bad schema", withSource("type = \"flexiq-postgres\"\nurl = \"postgres://h/db\"\nschema = \"a-b\""), "pools.email.source.schema", "letters, digits and underscores"},
 		{"schema on redis", withSource("type = \"flexiq-redis\"\nurl = \"redis://h\"\nqueues = [\"a\"]\nschema = \"x\""), "pools.email.source.schema", "only for flexiq-postgres"},
-		{"key_prefix on postgres", withSource("type = \"flexiq-postgres\"\nurl = \"postgres://h/db\"\nkey_prefix = \"x\""), "pools.email.source.key_prefix", "only for flexiq-redis"},
+		{"key_prefix on postgres", withSource("type = \"flexiq-postgres\"\nurl = \"postgres://h/db\"\nkey_prefix = \"x\""), "pools.email.source.key_prefix", "flexiq-redis sources, not flexiq-postgres"},
 		{"threads auto on sqlite-query", "[pools.email]\napp = \"x\"\nthreads_per_worker = \"auto\"\n[pools.email.source]\ntype = \"sqlite-query\"\npath = \"/x.db\"\nquery = \"SELECT 1, 2\"\n", "pools.email.threads_per_worker", "only for flexiq-postgres, flexiq-redis, flexiq-sqlite"},
 		{"threads other string", pool(`threads_per_worker = "many"`), "pools.email.threads_per_worker", `want an integer or "auto"`},
 		{"fallback without auto", pool("threads_per_worker_fallback = 2"), "pools.email.threads_per_worker_fallback", `only with threads_per_worker = "auto"`},

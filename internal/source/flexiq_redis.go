@@ -50,7 +50,7 @@ func newFlexiqRedis(spec config.Source) (*flexiqRedis, error) {
 	if len(spec.Queues) == 0 {
 		return nil, fmt.Errorf("%s source: queues is empty: flexiq keeps no list of its queues in Redis", TypeFlexiqRedis)
 	}
-	prefix := spec.Flexiq.KeyPrefix
+	prefix := spec.KeyPrefix
 	if prefix == "" {
 		prefix = config.DefaultFlexiqKeyPrefix
 	}

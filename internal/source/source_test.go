@@ -454,7 +454,7 @@ func TestNewRejects(t *testing.T) {
 		spec    config.Source
 		wantErr string
 	}{
-		{"unknown type", config.Source{Type: "redis", Path: "/x.db"}, `unknown source type "redis"`},
+		{"unknown type", config.Source{Type: "no-such-type", Path: "/x.db"}, `unknown source type "no-such-type"`},
 		{"no path", config.Source{Type: TypeFlexiqSQLite}, "path is empty"},
 		{"no query", config.Source{Type: TypeSQLiteQuery, Path: "/x.db"}, "query is empty"},
 		{"query on flexiq-sqlite", config.Source{Type: TypeFlexiqSQLite, Path: "/x.db", Query: "SELECT 1, 1"}, "query is for type"},

@@ -293,7 +293,12 @@ type observed struct {
 // pool's source, as the daemon makes it. It returns the observation, the
 // command's output, and an error when the source failed.
 func (e *env) observe(pool string) (observed, string, error) {
-	out, err := e.sb.Exec(e.ctx(), "flexiq-scaled", "observe", "--timeout", "15s", pool)
+	return e.observeConfig("/etc/flexiq-scaled/config.toml", pool)
+}
+
+// observeConfig is observe with another configuration file.
+func (e *env) observeConfig(config, pool string) (observed, string, error) {
+	out, err := e.sb.Exec(e.ctx(), "flexiq-scaled", "observe", "--timeout", "15s", "--config", config, pool)
 	var o observed
 	if err == nil {
 		err = json.Unmarshal([]byte(strings.TrimSpace(out)), &o)

@@ -1,0 +1,114 @@
+package source
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/redis/go-redis/v9"
+)
+
+// celery reads Celery's queues on its Redis broker (kombu's
+// kombu/transport/redis.py): for a queue Q, with global_keyprefix G,
+//
+//   - G+Q and G+Q+"\x06\x163", G+Q+"\x06\x166", G+Q+"\x06\x169" (lists)
+//     hold the messages of priorities 0-2, 3-5, 6-8 and 9 (PRIORITY_STEPS,
+//     with the separator "\x06\x16"): all of them are ready;
+//   - G+"unacked" (hash) holds every message delivered to a worker and not
+//     yet acknowledged, as the JSON [message, exchange, routing_key].
+//
+// Running is approximate: it counts the unacknowledged messages routed to
+// the queues. With task_acks_late a task stays unacknowledged until it
+// ends, so that is the tasks running plus those a worker has prefetched
+// (and holds for their ETA); without it a task is acknowledged as it
+// starts, and only the prefetched ones remain. Celery stores no enqueue
+// time, so there is no oldest age; an ETA or countdown task is delivered
+// at once and waits in a worker, so it is never in the lists.
+type celery struct {
+	conn   *redisConn
+	prefix string
+	queues []string
+}
+
+func init() {
+	register(config.SourceCelery, func(spec config.Source) (Source, error) {
+		if len(spec.Queues) == 0 {
+			return nil, fmt.Errorf("%s source: no queues", spec.Type)
+		}
+		return &celery{conn: newRedisConn(spec), prefix: spec.KeyPrefix, queues: spec.Queues}, nil
+	})
+}
+
+// celeryPriorityKeys are the suffixes of a queue's lists (kombu's
+// PRIORITY_STEPS [0, 3, 6, 9] and its separator "\x06\x16").
+var celeryPriorityKeys = []string{"", "\x06\x163", "\x06\x166", "\x06\x169"}
+
+func (s *celery) Observe(ctx context.Context, now time.Time) (Counts, error) {
+	c, err := s.conn.client()
+	if err != nil {
+		return Counts{}, err
+	}
+	out, err := s.observe(ctx, c)
+	if err != nil {
+		return Counts{}, s.conn.fail(err)
+	}
+	return out, nil
+}
+
+func (s *celery) observe(ctx context.Context, c *redis.Client) (Counts, error) {
+	var out Counts
+	var keys []redisCount
+	for _, q := range s.queues {
+		for _, suffix := range celeryPriorityKeys {
+			keys = append(keys, redisCount{key: s.prefix + q + suffix})
+		}
+	}
+	n, err := countKeys(ctx, c, keys)
+	if err != nil {
+		return out, err
+	}
+	for _, v := range n {
+		out.Pending += v
+	}
+	unacked := s.prefix + "unacked"
+	if _, err := countKeys(ctx, c, []redisCount{{key: unacked}}); err != nil {
+		return out, err // names the key when it is not a hash
+	}
+	// HSCAN, not HVALS: the hash holds every worker's prefetched
+	// messages, and one call must not block the server on it.
+	var cursor uint64
+	for {
+		kv, next, err := c.HScan(ctx, unacked, cursor, "", 500).Result()
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", unacked, err)
+		}
+		for i := 1; i < len(kv); i += 2 {
+			if q, ok := celeryRoutingKey(kv[i]); ok && slices.Contains(s.queues, q) {
+				out.Running++
+			}
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	return out, nil
+}
+
+// celeryRoutingKey is the routing key of an unacked entry, which for
+// Celery's default direct exchanges is the queue's name.
+func celeryRoutingKey(entry string) (string, bool) {
+	var v []json.RawMessage
+	if json.Unmarshal([]byte(entry), &v) != nil || len(v) != 3 {
+		return "", false
+	}
+	var rk string
+	if json.Unmarshal(v[2], &rk) != nil {
+		return "", false
+	}
+	return rk, true
+}
+
+func (s *celery) Close() error { return s.conn.close() }

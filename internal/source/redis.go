@@ -1,0 +1,292 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/redis/go-redis/v9"
+)
+
+// The generic redis source counts a list of keys, each by its type, as
+// pending or running. The presets (bullmq.go, celery.go, rq.go,
+// sidekiq.go) count their systems' keys with the same code.
+
+func init() {
+	register(config.SourceRedis, func(spec config.Source) (Source, error) {
+		if len(spec.Redis.Keys) == 0 {
+			return nil, fmt.Errorf("%s source: no keys", spec.Type)
+		}
+		s := &redisKeys{conn: newRedisConn(spec)}
+		for _, k := range spec.Redis.Keys {
+			ks := redisKeySpec{key: k.Key, running: k.Role == config.RoleRunning}
+			if k.Min != "" || k.Max != "" {
+				var err error
+				if ks.min, err = config.ParseScoreBound(k.Min); err != nil {
+					return nil, fmt.Errorf("%s source: key %q: min %w", spec.Type, k.Key, err)
+				}
+				if ks.max, err = config.ParseScoreBound(k.Max); err != nil {
+					return nil, fmt.Errorf("%s source: key %q: max %w", spec.Type, k.Key, err)
+				}
+				ks.ranged = true
+			}
+			s.keys = append(s.keys, ks)
+		}
+		return s, nil
+	})
+}
+
+// redisKeySpec is one key the generic source counts.
+type redisKeySpec struct {
+	key     string
+	running bool
+	// ranged keys are sorted sets counted over [min, max].
+	ranged   bool
+	min, max config.ScoreBound
+}
+
+type redisKeys struct {
+	conn *redisConn
+	keys []redisKeySpec
+}
+
+func (s *redisKeys) Observe(ctx context.Context, now time.Time) (Counts, error) {
+	c, err := s.conn.client()
+	if err != nil {
+		return Counts{}, err
+	}
+	counts := make([]redisCount, len(s.keys))
+	for i, k := range s.keys {
+		counts[i] = redisCount{key: k.key}
+		if k.ranged {
+			counts[i].zrange = &[2]string{scoreArg(k.min, now), scoreArg(k.max, now)}
+		}
+	}
+	n, err := countKeys(ctx, c, counts)
+	if err != nil {
+		return Counts{}, s.conn.fail(err)
+	}
+	var out Counts
+	for i, k := range s.keys {
+		if k.running {
+			out.Running += n[i]
+		} else {
+			out.Pending += n[i]
+		}
+	}
+	return out, nil
+}
+
+func (s *redisKeys) Close() error { return s.conn.close() }
+
+// scoreArg renders a bound as ZCOUNT takes it, with now put in.
+func scoreArg(b config.ScoreBound, now time.Time) string {
+	v := b.Value
+	switch b.Now {
+	case "s":
+		v += float64(now.UnixMicro()) / 1e6
+	case "ms":
+		v += float64(now.UnixMicro()) / 1e3
+	}
+	var s string
+	switch {
+	case math.IsInf(v, 1):
+		s = "+inf"
+	case math.IsInf(v, -1):
+		s = "-inf"
+	default:
+		s = strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	if b.Exclusive {
+		s = "(" + s
+	}
+	return s
+}
+
+// redisCount is one key to count: a list, set or hash by its length, a
+// sorted set by its cardinality or, with zrange, by ZCOUNT over it.
+type redisCount struct {
+	key    string
+	zrange *[2]string
+}
+
+// countKeys counts keys, in two round trips: their types, then their
+// lengths. A missing key counts 0. A key of another type (a string, a
+// stream) is an error that names it, as Redis's own WRONGTYPE does not.
+func countKeys(ctx context.Context, c *redis.Client, keys []redisCount) ([]int64, error) {
+	types := make([]*redis.StatusCmd, len(keys))
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			types[i] = p.Type(ctx, k.key)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	lens := make([]*redis.IntCmd, len(keys))
+	_, err = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			typ := types[i].Val()
+			if k.zrange != nil && typ != "zset" && typ != "none" {
+				return &wrongTypeError{key: k.key, typ: typ, want: "a sorted set, for its score range"}
+			}
+			switch typ {
+			case "none":
+			case "list":
+				lens[i] = p.LLen(ctx, k.key)
+			case "set":
+				lens[i] = p.SCard(ctx, k.key)
+			case "hash":
+				lens[i] = p.HLen(ctx, k.key)
+			case "zset":
+				if k.zrange != nil {
+					lens[i] = p.ZCount(ctx, k.key, k.zrange[0], k.zrange[1])
+				} else {
+					lens[i] = p.ZCard(ctx, k.key)
+				}
+			default:
+				return &wrongTypeError{key: k.key, typ: typ, want: "a list, a sorted set, a set or a hash"}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	n := make([]int64, len(keys))
+	for i, l := range lens {
+		if l != nil {
+			n[i] = l.Val()
+		}
+	}
+	return n, nil
+}
+
+// wrongTypeError is a key that holds something the source cannot count.
+type wrongTypeError struct{ key, typ, want string }
+
+func (e *wrongTypeError) Error() string {
+	return fmt.Sprintf("WRONGTYPE: key %q is a %s, want %s", e.key, e.typ, e.want)
+}
+
+// redisConn is a source's pooled connection to its server. go-redis keeps
+// the pool and redials after a failure; the URL (with its password) is
+// read again at each observation, so that a rotated password or URL file
+// takes effect without a reload: a change replaces the client.
+type redisConn struct {
+	typ  string
+	conn config.Conn
+
+	mu     sync.Mutex
+	url    string // the URL the client was made for, password included
+	server string // its redacted form, for messages
+	c      *redis.Client
+}
+
+func newRedisConn(spec config.Source) *redisConn {
+	r := &redisConn{typ: spec.Type, conn: spec.Conn}
+	if u, err := url.Parse(spec.Conn.URL); err == nil && spec.Conn.URL != "" {
+		r.server = redacted(u)
+	}
+	return r
+}
+
+// client returns the client for the current URL.
+func (r *redisConn) client() (*redis.Client, error) {
+	u, err := connURL(r.conn)
+	if err != nil {
+		return nil, fmt.Errorf("%s source %s: %w", r.typ, r.serverName(), err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.c != nil && r.url == u.String() {
+		return r.c, nil
+	}
+	opts, err := redis.ParseURL(u.String())
+	if err != nil {
+		// ParseURL's messages may quote the URL: name the redacted one.
+		return nil, fmt.Errorf("%s source %s: not a Redis URL", r.typ, redacted(u))
+	}
+	// Short timeouts: a hung server is a hold at the next tick, not a
+	// stuck pool. The pool is small: a source runs one observation at a
+	// time.
+	opts.DialTimeout = 5 * time.Second
+	opts.ReadTimeout = 5 * time.Second
+	opts.WriteTimeout = 5 * time.Second
+	opts.PoolSize = 2
+	// One retry, for a pooled connection the server closed meanwhile;
+	// no redials: a refused connection is a hold at once, and the next
+	// tick tries again.
+	opts.MaxRetries = 1
+	opts.DialerRetries = 1
+	// The client's own identification (CLIENT SETINFO) fails on older
+	// servers; it is of no use here.
+	opts.DisableIdentity = true
+	if r.c != nil {
+		r.c.Close()
+	}
+	r.c, r.url, r.server = redis.NewClient(opts), u.String(), redacted(u)
+	return r.c, nil
+}
+
+func (r *redisConn) serverName() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.server != "" {
+		return r.server
+	}
+	switch {
+	case r.conn.URLFile != "":
+		return "(url_file " + r.conn.URLFile + ")"
+	case r.conn.URLCredential != "":
+		return "(url_credential " + r.conn.URLCredential + ")"
+	}
+	return "(no URL)"
+}
+
+// fail wraps an error of the server's with the source type, the server and
+// what failed.
+func (r *redisConn) fail(err error) error {
+	what := "query failed"
+	msg := err.Error()
+	var ne net.Error
+	var wt *wrongTypeError
+	switch {
+	case errors.As(err, &wt):
+		what = "wrong key type"
+	case strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "NOAUTH"),
+		strings.Contains(msg, "invalid password"), strings.Contains(msg, "invalid username-password"),
+		strings.HasPrefix(msg, "ERR AUTH"):
+		what = "authentication failed"
+	case strings.HasPrefix(msg, "WRONGTYPE"):
+		what = "wrong key type"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		what = "timed out"
+	case errors.As(err, &ne), strings.Contains(msg, "connection refused"), strings.Contains(msg, "EOF"),
+		strings.Contains(msg, "no such file"), strings.Contains(msg, "connection reset"):
+		what = "unreachable"
+	case strings.HasPrefix(msg, "LOADING"):
+		what = "server loading its data"
+	}
+	return fmt.Errorf("%s source %s: %s: %w", r.typ, r.serverName(), what, err)
+}
+
+func (r *redisConn) close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.c == nil {
+		return nil
+	}
+	err := r.c.Close()
+	r.c = nil
+	return err
+}
