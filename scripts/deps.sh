@@ -11,6 +11,11 @@ have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok ins
 for p in systemd dbus util-linux dpkg-dev lintian ca-certificates redis-server redis-tools postgresql prometheus curl; do
 	have "$p" || need+=("$p")
 done
+# Node.js and npm run the queue systems' own clients (BullMQ, pg-boss,
+# graphile-worker) that the source tests enqueue through. Any node will do:
+# Debian's, or one already installed.
+command -v node >/dev/null || need+=(nodejs)
+command -v npm >/dev/null || need+=(npm)
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then
 		echo "deps: missing packages ${need[*]}; run as root or install them" >&2
