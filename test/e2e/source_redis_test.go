@@ -3,11 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -84,23 +81,12 @@ func (e *env) wantObserved(pool string, pending, running, paused int64, oldestMi
 	}
 }
 
-var npmOnce sync.Once
-
 // bullmq runs test/clients/bullmq/enqueue.js inside the sandbox.
 func (e *env) bullmq(args ...string) {
 	e.t.Helper()
 	root, _ := sandbox.ModuleRoot()
 	dir := filepath.Join(root, "test", "clients", "bullmq")
-	npmOnce.Do(func() {
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", "bullmq")); err == nil {
-			return
-		}
-		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			e.t.Logf("npm ci: %v\n%s", err, out)
-		}
-	})
+	npmCI(e.t.(*testing.T), "bullmq")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if out, err := e.sb.Exec(ctx, append([]string{"node", filepath.Join(dir, "enqueue.js"), redisURL}, args...)...); err != nil {
