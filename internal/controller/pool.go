@@ -74,6 +74,7 @@ type Pool struct {
 
 	summary  summary
 	wake     chan struct{}
+	watch    watchState   // the source's wake-up (wake.go); Run's alone
 	progress atomic.Int64 // unix nanos (wall clock) of the last completed tick
 }
 
@@ -155,11 +156,14 @@ func (p *Pool) Start(ctx context.Context, existing []units.Worker) {
 }
 
 // Run ticks until ctx ends. A reload that changes the interval wakes it, so
-// that the new interval holds from then on rather than after the old one.
+// that the new interval holds from then on rather than after the old one. A
+// source that can tell when work arrives wakes it early (see wake.go).
 func (p *Pool) Run(ctx context.Context) {
 	timer := time.NewTimer(p.PollInterval())
 	defer timer.Stop()
+	defer p.stopWatch()
 	for {
+		p.rewatch(ctx)
 		select {
 		case <-ctx.Done():
 			return

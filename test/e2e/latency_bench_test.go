@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,14 +12,27 @@ import (
 )
 
 // BenchmarkBurstToFirstWorker measures, with the default 5 s poll, the time
-// from a burst landing in the database to the first new worker being active
-// (its unit's ActiveEnterTimestampMonotonic; the sandbox shares the host's
-// monotonic clock). Each burst lands at a random phase of the tick, so the
-// figure includes the wait for the next tick, as a real burst would.
+// from a burst landing in a flexiq-sqlite database to the first new worker
+// being active (its unit's ActiveEnterTimestampMonotonic; the sandbox shares
+// the host's monotonic clock), with event-driven wake-up (inotify on the
+// database's -wal) and with polling alone (wake-up turned off with
+// FLEXIQ_SCALED_NO_WAKE in a drop-in). Each burst lands at a random phase of
+// the tick, so the polling figure includes the wait for the next tick, as a
+// real burst would.
 //
-//	go test -run '^$' -bench BurstToFirstWorker -benchtime 9x ./test/e2e/
+//	go test -run '^$' -bench BurstToFirstWorker -benchtime 20x ./test/e2e/
 func BenchmarkBurstToFirstWorker(b *testing.B) {
+	b.Run("wake", func(b *testing.B) { benchBurst(b, true) })
+	b.Run("poll", func(b *testing.B) { benchBurst(b, false) })
+}
+
+func benchBurst(b *testing.B, wake bool) {
 	e := setup(b)
+	if !wake {
+		// setup's cleanup removes the 90-* drop-ins.
+		e.write("/etc/systemd/system/flexiq-scaled.service.d/90-nowake.conf", "[Service]\nEnvironment=FLEXIQ_SCALED_NO_WAKE=1\n")
+		e.sh("systemctl daemon-reload")
+	}
 	e.configure(e.poolConfig("latency", `
 poll_interval_sec = 5
 min_workers = 1
@@ -28,6 +42,9 @@ scale_down_window_sec = 0
 `))
 	e.startDaemon()
 	e.waitWorkers("latency", 1, 15*time.Second)
+	if line := e.wakeUpLine("latency"); strings.Contains(line, "wake-up is active") != wake {
+		b.Fatalf("wake-up should be %v, the journal says %q", wake, line)
+	}
 	var samples []float64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

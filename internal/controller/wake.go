@@ -1,0 +1,149 @@
+package controller
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+	"github.com/flexiq/flexiq-scaled/internal/source"
+)
+
+// wakeGap is the least time between two early ticks that a source's
+// wake-ups cause: at most one extra tick per 250 ms. A busy queue writes its
+// store many times a second (every insert, claim and completion), and each
+// tick lists the pool's units over D-Bus; 250 ms keeps a burst's first worker
+// well under a second away while bounding that cost at four ticks a second.
+// The first wake-up after a quiet spell ticks at once; later ones within the
+// gap are folded into one tick at its end, so no wake-up is lost, only
+// merged.
+const wakeGap = 250 * time.Millisecond
+
+// noWakeEnv, when set to anything but "", turns event-driven wake-up off for
+// every pool: the pools poll only. It exists to measure what wake-up buys
+// (bench/burst-latency.sh); there is no reason to set it otherwise.
+const noWakeEnv = "FLEXIQ_SCALED_NO_WAKE"
+
+// watchState is the wake-up of the source the pool is watching. Only Run's
+// goroutine touches it.
+type watchState struct {
+	src    source.Source // the source being watched; nil before the first
+	cancel context.CancelFunc
+}
+
+// rewatch starts the wake-up of the pool's source if the source is not the
+// one being watched: when Run starts, and after a reload that replaced it
+// (Update swaps p.src and kicks the loop, which comes back here). The old
+// source's watch ends with its context.
+func (p *Pool) rewatch(ctx context.Context) {
+	p.mu.Lock()
+	src, poll := p.src, p.cfg.PollInterval
+	p.mu.Unlock()
+	if src == p.watch.src {
+		return
+	}
+	p.stopWatch()
+	p.watch.src = src
+	w, ok := src.(source.Watcher)
+	if !ok {
+		p.log.Event(eventlog.Lifecycle, eventlog.Info, p.fields(nil),
+			"pool=%s wake-up is off: its source has no way to tell when work arrives; polling every %s", p.name, poll)
+		return
+	}
+	if os.Getenv(noWakeEnv) != "" {
+		p.log.Event(eventlog.Lifecycle, eventlog.Info, p.fields(nil),
+			"pool=%s wake-up is off: %s is set; polling every %s", p.name, noWakeEnv, poll)
+		return
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	p.watch.cancel = cancel
+	events := make(chan struct{}, 1)
+	wake := func() {
+		select {
+		case events <- struct{}{}:
+		default: // one pending wake-up covers this one
+		}
+	}
+	// Watch should return at once, but a network source may take a round
+	// trip to find out whether it can watch: the loop never waits for it.
+	go func() {
+		how, err := w.Watch(wctx, wake)
+		if err != nil {
+			if wctx.Err() == nil {
+				p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil),
+					"pool=%s wake-up is off, polling every %s: %v", p.name, poll, err)
+			}
+			return
+		}
+		p.log.Event(eventlog.Lifecycle, eventlog.Info, p.fields(nil),
+			"pool=%s wake-up is active: %s; at most one extra tick per %s, polling every %s as the fallback", p.name, how, wakeGap, poll)
+		relayWakes(wctx, events, p.clock, p.kick)
+	}()
+}
+
+// stopWatch ends the current source's wake-up, if any.
+func (p *Pool) stopWatch() {
+	if p.watch.cancel != nil {
+		p.watch.cancel()
+		p.watch.cancel = nil
+	}
+}
+
+// relayWakes turns the source's wake-ups into kicks of the pool's loop, at
+// most one per wakeGap, until ctx ends.
+func relayWakes(ctx context.Context, events <-chan struct{}, clock Clock, kick func()) {
+	lim := wakeLimiter{gap: wakeGap}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	waiting := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-events:
+			now := clock()
+			due := lim.wake(now)
+			if !due.After(now) {
+				kick()
+				lim.fire(now)
+			} else if !waiting {
+				timer.Reset(due.Sub(now))
+				waiting = true
+			}
+		case <-timer.C:
+			waiting = false
+			kick()
+			lim.fire(clock())
+		}
+	}
+}
+
+// wakeLimiter spaces kicks at least gap apart. It does no I/O and reads no
+// clock, so that its rule is table-tested.
+type wakeLimiter struct {
+	gap  time.Duration
+	last time.Time // the last kick; zero before the first
+	due  time.Time // the pending kick; zero when none is pending
+}
+
+// wake notes a wake-up at now, and returns when the kick that covers it is
+// due: now after a quiet spell, else gap after the last kick. A kick already
+// pending covers it too, since the tick it causes reads the store after it.
+func (l *wakeLimiter) wake(now time.Time) time.Time {
+	if !l.due.IsZero() {
+		return l.due
+	}
+	l.due = now
+	if !l.last.IsZero() {
+		if next := l.last.Add(l.gap); now.Before(next) {
+			l.due = next
+		}
+	}
+	return l.due
+}
+
+// fire notes that the pending kick was made at now.
+func (l *wakeLimiter) fire(now time.Time) {
+	l.last, l.due = now, time.Time{}
+}
