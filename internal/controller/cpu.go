@@ -6,7 +6,8 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
-// sampleCPU updates each live worker's utilisation over the last tick:
+// sampleCPU updates each live worker's utilisation over the last tick (at
+// least half a poll interval):
 // Δusage / Δwall / cpu_per_worker. A worker needs two samples of the same
 // invocation, a full tick apart, before it counts.
 func (p *Pool) sampleCPU(now time.Time, listed []units.Worker) {
@@ -15,6 +16,12 @@ func (p *Pool) sampleCPU(now time.Time, listed []units.Worker) {
 		byUnit[w.Unit] = w
 	}
 	for _, lw := range p.fleet.live {
+		// A tick brought forward by a wake-up comes a fraction of an
+		// interval after the last: a utilisation over a few hundred
+		// milliseconds is noise, so the last one stands.
+		if lw.havePrev && now.Sub(lw.prevAt) < p.cfg.PollInterval/2 {
+			continue
+		}
 		lw.util, lw.utilKnown = 0, false
 		w, ok := byUnit[lw.unit]
 		if !ok {
