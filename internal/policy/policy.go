@@ -227,9 +227,18 @@ func (r *Recommender) record(now time.Time, raw int, longest time.Duration) {
 		}
 	}
 	r.history = kept
-	if now.After(cutoff) {
-		r.history = append(r.history, sample{at: now, raw: raw})
+	if !now.After(cutoff) {
+		return
 	}
+	// A run of equal recommendations needs only its latest: whatever
+	// cutoff a window applies, if any of the run is after it, the latest
+	// is. So the history grows with changes, not with ticks, however
+	// often a pool ticks.
+	if n := len(r.history); n > 0 && r.history[n-1].raw == raw {
+		r.history[n-1].at = now
+		return
+	}
+	r.history = append(r.history, sample{at: now, raw: raw})
 }
 
 func rationale(d Decision, notes []string) string {

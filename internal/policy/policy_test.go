@@ -581,7 +581,9 @@ func TestPruning(t *testing.T) {
 	p.ScaleDownWindow = 60 * time.Second
 	var r Recommender
 	for i := range 100 {
-		r.Decide(epoch.Add(time.Duration(i)*5*time.Second), p, obs(int64(i), 0, 1))
+		// Alternating demand: no two consecutive recommendations are
+		// equal, so none is merged with the next.
+		r.Decide(epoch.Add(time.Duration(i)*5*time.Second), p, obs(int64(i%2)*150, 0, 1))
 	}
 	// The longer window (60s) at a 5s tick keeps the samples at
 	// now-55s..now: 12 of them.
@@ -743,4 +745,25 @@ func TestHistoryRestoreAndSeed(t *testing.T) {
 			t.Errorf("history %v, want only the sample at or before now", h)
 		}
 	})
+}
+
+// The history keeps only the latest of a run of equal recommendations, which
+// changes no decision (TestProperties and the window tests hold) and keeps
+// it small however often a pool ticks.
+func TestHistoryGrowsWithChangesNotTicks(t *testing.T) {
+	p := flexiqParams()
+	p.ScaleDownWindow = 300 * time.Second
+	var r Recommender
+	now := epoch
+	for i := range 1200 { // 300 s at four ticks a second
+		now = now.Add(250 * time.Millisecond)
+		pending := int64(60)
+		if i >= 600 {
+			pending = 30
+		}
+		r.Decide(now, p, obs(pending, 0, 4))
+	}
+	if h := r.History(); len(h) != 2 {
+		t.Errorf("history of %d samples, want 2 (one per value): %v", len(h), h)
+	}
 }
