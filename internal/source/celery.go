@@ -47,18 +47,11 @@ func init() {
 var celeryPriorityKeys = []string{"", "\x06\x163", "\x06\x166", "\x06\x169"}
 
 func (s *celery) Observe(ctx context.Context, now time.Time) (Counts, error) {
-	c, err := s.conn.client()
-	if err != nil {
-		return Counts{}, err
-	}
-	out, err := s.observe(ctx, c)
-	if err != nil {
-		return Counts{}, s.conn.fail(err)
-	}
-	return out, nil
+	return s.conn.observe(ctx, now, s.observe)
 }
 
-func (s *celery) observe(ctx context.Context, c *redis.Client) (Counts, error) {
+// observe ignores now: Celery stores no enqueue or due time.
+func (s *celery) observe(ctx context.Context, c *redis.Client, _ time.Time) (Counts, error) {
 	var out Counts
 	var keys []redisCount
 	for _, q := range s.queues {

@@ -253,6 +253,20 @@ func (r *redisConn) serverName() string {
 	return "(no URL)"
 }
 
+// observe runs one observation on the current client, and names the source,
+// the server and what failed when it fails: every Redis type's Observe.
+func (r *redisConn) observe(ctx context.Context, now time.Time, fn func(context.Context, *redis.Client, time.Time) (Counts, error)) (Counts, error) {
+	c, err := r.client()
+	if err != nil {
+		return Counts{}, err
+	}
+	out, err := fn(ctx, c, now)
+	if err != nil {
+		return Counts{}, r.fail(err)
+	}
+	return out, nil
+}
+
 // fail wraps an error of the server's with the source type, the server and
 // what failed.
 func (r *redisConn) fail(err error) error {

@@ -41,15 +41,7 @@ func init() {
 }
 
 func (s *sidekiq) Observe(ctx context.Context, now time.Time) (Counts, error) {
-	c, err := s.conn.client()
-	if err != nil {
-		return Counts{}, err
-	}
-	out, err := s.observe(ctx, c, now)
-	if err != nil {
-		return Counts{}, s.conn.fail(err)
-	}
-	return out, nil
+	return s.conn.observe(ctx, now, s.observe)
 }
 
 func (s *sidekiq) observe(ctx context.Context, c *redis.Client, now time.Time) (Counts, error) {
