@@ -702,3 +702,17 @@ func (m *monitor) count() int {
 	defer m.mu.Unlock()
 	return len(m.samples)
 }
+
+// waitStarted waits until n test workers of pool have said they started.
+// The test worker ignores SIGTERM from its first lines of Go on, not from
+// its exec, which is when systemd calls it active: with wake-up the daemon
+// can drain a worker within milliseconds of a change of demand, and a test
+// that means to drain a worker ignoring SIGTERM must not catch one still in
+// its runtime's start.
+func (e *env) waitStarted(pool string, n int) {
+	e.t.Helper()
+	e.eventually(10*time.Second, fmt.Sprintf("%d workers of %s started", n, pool), func() (bool, string) {
+		got := strings.Count(e.journalText("FLEXIQ_POOL="+pool), "started id=")
+		return got >= n, fmt.Sprintf("%d started", got)
+	})
+}

@@ -91,6 +91,7 @@ drain_timeout_sec = 0
 	e.setDemand(2, 0)
 	e.startDaemon()
 	e.waitLive("forever", 2, 15*time.Second)
+	e.waitStarted("forever", 2)
 	ids := e.identities("forever")
 	e.setDemand(1, 0)
 	var stopping string

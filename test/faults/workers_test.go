@@ -91,6 +91,7 @@ drain_timeout_sec = %g
 	e.setDemand(2, 0)
 	e.startDaemon()
 	e.waitLive("stub", 2, 15*time.Second)
+	e.waitStarted("stub", 2)
 	e.setDemand(1, 0)
 	var stopped string
 	e.eventually(10*time.Second, "a worker draining", func() (bool, string) {
