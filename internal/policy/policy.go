@@ -33,6 +33,13 @@ type Decision struct {
 	Up, Down int
 
 	Rationale string
+
+	// Rule is the rule that acted, or failed, under policy = "rules".
+	Rule string
+	// Limit is the rate limit or cooldown that held the decision back.
+	Limit string
+	// Guard is what the host guard did to the decision.
+	Guard GuardOutcome
 }
 
 // sample is one recorded recommendation.
