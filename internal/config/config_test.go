@@ -206,6 +206,7 @@ func TestDefaults(t *testing.T) {
 		DrainSignal:               "SIGTERM",
 		DrainSignalNumber:         15,
 		Source:                    Source{Type: "flexiq-sqlite", Path: "/var/lib/flexiq/flexiq.db"},
+		Scaling:                   Scaling{Policy: PolicyHPA},
 	}
 	if got := c.Pools["email"]; !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", got, want)

@@ -146,6 +146,8 @@ func setNonZero(t *testing.T, v reflect.Value, name string) {
 		v.Set(m)
 	case reflect.Pointer:
 		v.Set(reflect.New(v.Type().Elem()))
+	case reflect.Struct:
+		setNonZero(t, v.Field(0), name) // a struct of another package: one key
 	default:
 		t.Fatalf("Pool.%s: no test value for kind %s; teach setNonZero", name, v.Kind())
 	}

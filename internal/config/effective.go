@@ -13,8 +13,9 @@ import (
 // writing their zero value would read back as a (mostly invalid) setting.
 
 type effectiveFile struct {
-	Daemon effectiveDaemon          `toml:"daemon"`
-	Pools  map[string]effectivePool `toml:"pools,omitempty"`
+	Daemon    effectiveDaemon          `toml:"daemon"`
+	HostGuard *effectiveHostGuard      `toml:"host_guard,omitempty"`
+	Pools     map[string]effectivePool `toml:"pools,omitempty"`
 }
 
 type effectiveDaemon struct {
@@ -48,6 +49,7 @@ type effectivePool struct {
 	DrainSignal               string            `toml:"drain_signal"`
 	Source                    effectiveSource   `toml:"source"`
 	Limits                    *effectiveLimits  `toml:"limits,omitempty"`
+	effectiveScaling
 }
 
 type effectiveSource struct {
@@ -76,8 +78,9 @@ type effectiveLimits struct {
 // written out and so explicit.
 func WriteEffective(w io.Writer, c *Config) error {
 	f := effectiveFile{
-		Daemon: effectiveDaemon{PollIntervalSec: c.Daemon.PollInterval.Seconds()},
-		Pools:  make(map[string]effectivePool, len(c.Pools)),
+		Daemon:    effectiveDaemon{PollIntervalSec: c.Daemon.PollInterval.Seconds()},
+		Pools:     make(map[string]effectivePool, len(c.Pools)),
+		HostGuard: c.HostGuard.effective(),
 	}
 	for name, p := range c.Pools {
 		e := effectivePool{
@@ -104,6 +107,7 @@ func WriteEffective(w io.Writer, c *Config) error {
 			PollIntervalSec:           p.PollInterval.Seconds(),
 			DrainTimeoutSec:           p.DrainTimeout.Seconds(),
 			DrainSignal:               p.DrainSignal,
+			effectiveScaling:          p.Scaling.effective(),
 			Source: effectiveSource{
 				Type:      p.Source.Type,
 				Path:      p.Source.Path,

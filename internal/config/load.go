@@ -37,8 +37,9 @@ func (v *value) UnmarshalTOML(data any) error {
 func (v value) set() bool { return v.raw != nil }
 
 type rawFile struct {
-	Daemon rawDaemon          `toml:"daemon"`
-	Pools  map[string]rawPool `toml:"pools"`
+	Daemon    rawDaemon          `toml:"daemon"`
+	HostGuard rawHostGuard       `toml:"host_guard"`
+	Pools     map[string]rawPool `toml:"pools"`
 }
 
 type rawDaemon struct {
@@ -72,6 +73,7 @@ type rawPool struct {
 	DrainSignal               value     `toml:"drain_signal"`
 	Source                    rawSource `toml:"source"`
 	Limits                    rawLimits `toml:"limits"`
+	rawScaling
 }
 
 // rawSource is [pools.NAME.source]: the keys of every source type. The
@@ -148,6 +150,7 @@ func parse(path string, data []byte) (*Config, error) {
 		c.Daemon.PollInterval < minPollInterval {
 		l.add("daemon.poll_interval_sec", "must be >= 0.1")
 	}
+	c.HostGuard = l.hostGuard(raw.HostGuard, c.Daemon.PollInterval)
 	// Sorted, so that problems come out in the same order on every run.
 	for _, name := range slices.Sorted(maps.Keys(raw.Pools)) {
 		r := raw.Pools[name]
@@ -226,6 +229,8 @@ func suggest(k toml.Key) string {
 		table = reflect.TypeFor[rawFile]()
 	case len(k) == 2 && k[0] == "daemon":
 		table = reflect.TypeFor[rawDaemon]()
+	case len(k) == 2 && k[0] == "host_guard":
+		table = reflect.TypeFor[rawHostGuard]()
 	case len(k) == 3 && k[0] == "pools":
 		table = reflect.TypeFor[rawPool]()
 	case len(k) == 4 && k[0] == "pools" && k[2] == "source":
@@ -237,8 +242,12 @@ func suggest(k toml.Key) string {
 	}
 	unknown := k[len(k)-1]
 	best, bestDist := "", 3 // at most two edits away
-	for i := range table.NumField() {
-		name := table.Field(i).Tag.Get("toml")
+	// Visible fields, so that the keys of embedded families count.
+	for _, f := range reflect.VisibleFields(table) {
+		name := f.Tag.Get("toml")
+		if name == "" {
+			continue
+		}
 		d := editDistance(unknown, name)
 		if strings.HasPrefix(name, unknown+"_") {
 			d = 1 // a dropped unit, as in scale_down_window for scale_down_window_sec

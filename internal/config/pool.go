@@ -149,6 +149,7 @@ func (l *loader) pool(name string, r *rawPool, daemonPoll time.Duration) *Pool {
 			strings.Join(threadsAutoSources, ", "), p.Source.Type)
 	}
 	l.limits(p, &r.Limits, func(k string) string { return key("limits", k) })
+	l.scaling(p, &r.rawScaling, key)
 	return p
 }
 

@@ -1,6 +1,9 @@
 package config
 
-import "strings"
+import (
+	"strings"
+	"time"
+)
 
 // SourcePrometheus reads pending and running from instant PromQL queries
 // against a Prometheus server (or anything that serves its HTTP API).
@@ -27,6 +30,10 @@ type Prometheus struct {
 	PausedQuery    string // optional: jobs held back by a pause, reported apart
 	OldestAgeQuery string // optional: the oldest pending job's age, in seconds
 	EmptyResult    string // EmptyZero or EmptyHold; set for prometheus sources only
+	// ScrapeInterval is the server's scrape interval, against which the
+	// range windows of promql() rules are checked; 0 means
+	// DefaultScrapeInterval.
+	ScrapeInterval time.Duration
 }
 
 // rawPrometheus holds their keys as written; embedded in rawSource, so that its
@@ -37,26 +44,32 @@ type rawPrometheus struct {
 	PausedQuery    value `toml:"paused_query"`
 	OldestAgeQuery value `toml:"oldest_age_query"`
 	EmptyResult    value `toml:"empty_result"`
+	ScrapeInterval value `toml:"scrape_interval_sec"`
 }
 
 // effectivePrometheus is how WriteEffective writes them; embedded in
 // effectiveSource. Fields need omitempty: other types leave them unset.
 type effectivePrometheus struct {
-	PendingQuery   string `toml:"pending_query,omitempty"`
-	RunningQuery   string `toml:"running_query,omitempty"`
-	PausedQuery    string `toml:"paused_query,omitempty"`
-	OldestAgeQuery string `toml:"oldest_age_query,omitempty"`
-	EmptyResult    string `toml:"empty_result,omitempty"`
+	PendingQuery   string  `toml:"pending_query,omitempty"`
+	RunningQuery   string  `toml:"running_query,omitempty"`
+	PausedQuery    string  `toml:"paused_query,omitempty"`
+	OldestAgeQuery string  `toml:"oldest_age_query,omitempty"`
+	EmptyResult    string  `toml:"empty_result,omitempty"`
+	ScrapeInterval float64 `toml:"scrape_interval_sec,omitzero"`
 }
 
 func (s Source) effectivePrometheus() effectivePrometheus {
-	return effectivePrometheus(s.Prometheus)
+	p := s.Prometheus
+	return effectivePrometheus{
+		PendingQuery: p.PendingQuery, RunningQuery: p.RunningQuery, PausedQuery: p.PausedQuery,
+		OldestAgeQuery: p.OldestAgeQuery, EmptyResult: p.EmptyResult, ScrapeInterval: p.ScrapeInterval.Seconds(),
+	}
 }
 
 func init() {
 	registerSource(sourceKind{
 		name:  SourcePrometheus,
-		keys:  append([]string{"pending_query", "running_query", "paused_query", "oldest_age_query", "empty_result"}, connKeys...),
+		keys:  append([]string{"pending_query", "running_query", "paused_query", "oldest_age_query", "empty_result", "scrape_interval_sec"}, connKeys...),
 		check: checkPrometheus,
 	})
 }
@@ -84,6 +97,10 @@ func checkPrometheus(l *loader, s *Source, r *rawSource, key func(string) string
 		if l.str(key(q.name), q.v, q.dst) && strings.TrimSpace(*q.dst) == "" {
 			l.add(key(q.name), "must not be empty (leave the key out instead)")
 		}
+	}
+	if l.seconds(key("scrape_interval_sec"), r.ScrapeInterval, &p.ScrapeInterval) && p.ScrapeInterval <= 0 {
+		l.add(key("scrape_interval_sec"), "must be > 0: the server's scrape interval, which promql() range windows are checked against")
+		p.ScrapeInterval = 0
 	}
 	p.EmptyResult = EmptyZero
 	if l.str(key("empty_result"), r.EmptyResult, &p.EmptyResult) && p.EmptyResult != EmptyZero && p.EmptyResult != EmptyHold {

@@ -11,6 +11,8 @@ type Config struct {
 	// Path is the file the configuration was read from; errors name it.
 	Path   string
 	Daemon Daemon
+	// HostGuard is the [host_guard] table; nil when there is none.
+	HostGuard *HostGuard
 	// Pools by name. Names match [a-z0-9_]{1,32}.
 	Pools map[string]*Pool
 }
@@ -66,6 +68,8 @@ type Pool struct {
 
 	Source Source
 	Limits Limits
+	// Scaling is the policy beyond the HPA formula (rules.go).
+	Scaling Scaling
 }
 
 // Source is the [pools.NAME.source] table. Type says which of the other
