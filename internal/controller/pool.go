@@ -47,6 +47,8 @@ type Options struct {
 	Clock Clock
 	// NewSource opens the pool's source; nil is source.New.
 	NewSource func(config.Source) (source.Source, error)
+	// Guard is the daemon's host guard, shared by its pools; nil is none.
+	Guard *HostGuard
 }
 
 // Pool runs one configured pool.
@@ -68,6 +70,7 @@ type Pool struct {
 	target  int // the last decided count; crashed workers are replaced up to it
 	roll    rollout
 	threads threadState
+	sc      scaling // rules, rate limits, the host guard (guard.go)
 	report  reporter
 	// stopping is set by Drain: the pool no longer scales or replaces.
 	stopping bool
@@ -101,6 +104,10 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		fleet:  newFleet(),
 		report: newReporter(cfg.Name, log),
 		wake:   make(chan struct{}, 1),
+	}
+	if err := p.setRules(cfg); err != nil {
+		src.Close()
+		return nil, err
 	}
 	p.summary.set(Status{Name: cfg.Name, Max: cfg.MaxWorkers}, cfg.PollInterval)
 	p.progress.Store(time.Now().UnixNano())
@@ -187,6 +194,9 @@ func (p *Pool) Run(ctx context.Context) {
 func (p *Pool) Update(cfg *config.Pool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if err := p.setRules(cfg); err != nil {
+		return err
+	}
 	if !reflect.DeepEqual(p.cfg.Source, cfg.Source) {
 		src, err := p.opts.NewSource(cfg.Source)
 		if err != nil {
@@ -223,7 +233,12 @@ func (p *Pool) kick() {
 }
 
 // Close releases the pool's source.
-func (p *Pool) Close() error { return p.src.Close() }
+func (p *Pool) Close() error {
+	if p.opts.Guard != nil {
+		p.opts.Guard.forget(p.name)
+	}
+	return p.src.Close()
+}
 
 func (p *Pool) notify(changed bool) {
 	if changed && p.opts.OnChange != nil {

@@ -70,6 +70,12 @@ func (r *reporter) decision(d policy.Decision, o policy.Observation, c source.Co
 		"FLEXIQ_ACTION":   string(d.Action),
 		"FLEXIQ_DRAINING": strconv.Itoa(draining),
 	}
+	// Which rule acted, which limit held, what the host guard did.
+	for k, v := range map[string]string{"FLEXIQ_RULE": d.Rule, "FLEXIQ_LIMIT": d.Limit, "FLEXIQ_GUARD": string(d.Guard)} {
+		if v != "" {
+			f[k] = v
+		}
+	}
 	queue := "queue unknown"
 	if valid {
 		f["FLEXIQ_PENDING"] = strconv.FormatInt(c.Pending, 10)

@@ -38,6 +38,8 @@ type savedState struct {
 	History []savedSample        `json:"history"`
 	Backoff map[int]savedBackoff `json:"backoff,omitempty"`
 	Roll    string               `json:"roll_nonce,omitempty"`
+	// The rate limits' events and the rules' cooldowns (guard.go).
+	savedScaling
 }
 
 type savedSample struct {
@@ -65,7 +67,8 @@ func (p *Pool) saveState(now time.Time) {
 	if path == "" {
 		return
 	}
-	st := savedState{Version: stateVersion, Pool: p.name, SavedAt: int64(monoSince(now)), Target: p.target, Roll: p.roll.nonce}
+	st := savedState{Version: stateVersion, Pool: p.name, SavedAt: int64(monoSince(now)), Target: p.target, Roll: p.roll.nonce,
+		savedScaling: p.saveScaling()}
 	for _, s := range p.rec.History() {
 		st.History = append(st.History, savedSample{At: int64(monoSince(s.At)), Raw: s.Raw})
 	}
@@ -151,6 +154,7 @@ func (p *Pool) restore(now time.Time, st *savedState) {
 		samples = append(samples, policy.Sample{At: monoTime(time.Duration(s.At)), Raw: s.Raw})
 	}
 	p.rec.Restore(now, samples)
+	p.restoreScaling(now, st.savedScaling)
 	for slot, b := range st.Backoff {
 		if slot > 0 && b.Delay > 0 {
 			p.fleet.backoff[slot] = &slotBackoff{delay: time.Duration(b.Delay), until: monoTime(time.Duration(b.Until))}
@@ -159,5 +163,5 @@ func (p *Pool) restore(now time.Time, st *savedState) {
 }
 
 func (p *Pool) longestWindow() time.Duration {
-	return max(p.cfg.ScaleUpWindow, p.cfg.ScaleDownWindow, backoffMax)
+	return max(p.cfg.ScaleUpWindow, p.cfg.ScaleDownWindow, backoffMax, p.scalingLongest())
 }

@@ -55,7 +55,7 @@ func (p *Pool) tick(ctx context.Context, now time.Time) (policy.Decision, bool) 
 		obs.Running = runningOnLive(counts.Running, len(p.fleet.draining), params.ThreadsPerWorker)
 	}
 	obs.CPU, obs.CPUKnown = p.meanUtil()
-	d := p.rec.Decide(now, params, obs)
+	d := p.decide(ctx, now, params, obs, counts)
 	p.report.decision(d, obs, counts, srcErr == nil, len(p.fleet.draining))
 
 	switch d.Action {
@@ -68,6 +68,7 @@ func (p *Pool) tick(ctx context.Context, now time.Time) (policy.Decision, bool) 
 	case policy.Stable:
 		p.target = d.Desired
 	}
+	p.acted(now, d)
 	p.rolloutStep(ctx, now)
 	p.saveState(now)
 	var c *source.Counts

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,6 +64,8 @@ type daemon struct {
 	units *units.Manager
 
 	ctl *control
+	// guard is the host guard, shared by every pool (issue 9).
+	guard *controller.HostGuard
 
 	mu       sync.Mutex
 	cfg      *config.Config
@@ -135,6 +138,7 @@ func Run(ctx context.Context, o Options) int {
 		opts: o, log: log, units: mgr, ctl: ctl, cfg: cfg,
 		pools: map[string]*runningPool{}, removed: map[string]*removal{},
 		statusKick: make(chan struct{}, 1),
+		guard:      controller.NewHostGuard(cfg.HostGuard, log, nil),
 	}
 
 	if err := d.start(ctx); err != nil {
@@ -283,6 +287,7 @@ func (d *daemon) newPool(pc *config.Pool) (*runningPool, error) {
 	p, err := controller.NewPool(pc, d.units, d.log, controller.Options{
 		StateDir: d.opts.RuntimeDir,
 		OnChange: d.kickStatus,
+		Guard:    d.guard,
 	})
 	if err != nil {
 		return nil, err
@@ -399,6 +404,10 @@ func (d *daemon) reload(ctx context.Context, reqs []Request) {
 	var changes, problems []string
 	if keys := config.DiffDaemon(&oldCfg.Daemon, &cfg.Daemon); len(keys) > 0 {
 		changes = append(changes, "daemon: "+strings.Join(keys, ", "))
+	}
+	if !reflect.DeepEqual(oldCfg.HostGuard, cfg.HostGuard) {
+		changes = append(changes, "host_guard")
+		d.guard.SetConfig(cfg.HostGuard)
 	}
 	var added []*runningPool
 	for _, name := range slices.Sorted(maps.Keys(cfg.Pools)) {

@@ -42,6 +42,14 @@ const (
 	// changed; RolloutDone ends the rollout.
 	RolloutProgress Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b0a"
 	RolloutDone     Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b0b"
+	// HostGuardBlocked is a scale-up the host guard held back, with the
+	// host's readings; HostGuardEmergency, a worker it drained because the
+	// host is saturated.
+	HostGuardBlocked   Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b10"
+	HostGuardEmergency Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b11"
+	// RuleError is a trigger rule that could not be evaluated (a promql()
+	// query failed, a signal it reads is unknown): the pool holds.
+	RuleError Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b12"
 )
 
 // Priority is the syslog priority of an entry.

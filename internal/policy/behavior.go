@@ -90,7 +90,7 @@ func (l *Limiter) Record(now time.Time, b Behavior, current, desired int) {
 	if desired != current {
 		l.events = append(l.events, ScaleEvent{At: now, Change: desired - current})
 	}
-	longest := b.longest()
+	longest := b.Longest()
 	lastUp, lastDown := l.lastOf(true), l.lastOf(false)
 	var kept []ScaleEvent
 	for i, e := range l.events {
@@ -113,7 +113,9 @@ func (l *Limiter) lastOf(up bool) int {
 	return -1
 }
 
-func (b Behavior) longest() time.Duration {
+// Longest is how far back the behaviour looks: its longest period or
+// cooldown.
+func (b Behavior) Longest() time.Duration {
 	d := max(b.Cooldown, b.Up.Cooldown, b.Down.Cooldown)
 	for _, p := range append(append([]RateLimit(nil), b.Up.Policies...), b.Down.Policies...) {
 		d = max(d, p.Period)

@@ -222,6 +222,8 @@ type RuleSet struct {
 	// LastBusy is when the pool last had pending or running work; zero
 	// until the first valid observation sets it.
 	LastBusy time.Time
+	// Err is why the last Decide held on a failing rule; nil otherwise.
+	Err error
 }
 
 // CompileRules compiles a pool's rules; the error names the failing rule.
@@ -280,6 +282,7 @@ func (rs *RuleSet) ReadsHost() bool {
 func (rs *RuleSet) Decide(now time.Time, p Params, o Observation, s Signals, results map[string]PromResult) Decision {
 	c := o.Current
 	d := Decision{Now: now, Action: Hold, Current: c, Desired: c}
+	rs.Err = nil
 	switch {
 	case !o.Valid:
 		return holdWithinBounds(d, p, "source unavailable")
@@ -326,6 +329,7 @@ func (rs *RuleSet) Decide(now time.Time, p Params, o Observation, s Signals, res
 		case err != nil:
 			d = holdWithinBounds(d, p, fmt.Sprintf("rule %s failed: %v", key, err))
 			d.Rule, failed = key, true
+			rs.Err = fmt.Errorf("rule %s: %w", key, err)
 			return true
 		case !ok:
 			return false

@@ -61,12 +61,13 @@ type promResult struct {
 	err   error
 }
 
-func (s *prometheusSource) Observe(ctx context.Context, _ time.Time) (Counts, error) {
-	// The URL (and password) is read at every tick, so that a rotated
-	// credential needs no reload.
+// api is the server's v1 API, and its URL as errors may show it. The URL
+// (and password) is read at every tick, so that a rotated credential needs
+// no reload.
+func (s *prometheusSource) api() (promv1.API, string, error) {
 	u, err := connURL(s.conn)
 	if err != nil {
-		return Counts{}, fmt.Errorf("%s source: %w", TypePrometheus, err)
+		return nil, "", fmt.Errorf("%s source: %w", TypePrometheus, err)
 	}
 	server := redacted(u)
 	var rt http.RoundTripper = s.transport
@@ -79,7 +80,15 @@ func (s *prometheusSource) Observe(ctx context.Context, _ time.Time) (Counts, er
 	}
 	client, err := api.NewClient(api.Config{Address: u.String(), RoundTripper: rt})
 	if err != nil {
-		return Counts{}, fmt.Errorf("%s source %s: %w", TypePrometheus, server, err)
+		return nil, "", fmt.Errorf("%s source %s: %w", TypePrometheus, server, err)
+	}
+	return promv1.NewAPI(client), server, nil
+}
+
+func (s *prometheusSource) Observe(ctx context.Context, _ time.Time) (Counts, error) {
+	v1, server, err := s.api()
+	if err != nil {
+		return Counts{}, err
 	}
 	queries := []promQuery{{"pending_query", s.spec.PendingQuery}}
 	for _, q := range []promQuery{
@@ -94,7 +103,6 @@ func (s *prometheusSource) Observe(ctx context.Context, _ time.Time) (Counts, er
 	// Side by side, so that each query has the whole of the tick's time:
 	// the context's deadline is the per-query timeout.
 	results := make([]promResult, len(queries))
-	v1 := promv1.NewAPI(client)
 	var wg sync.WaitGroup
 	for i, q := range queries {
 		wg.Go(func() { results[i] = instant(ctx, v1, q.query) })
@@ -159,6 +167,16 @@ func checkValue(key string, v float64) error {
 // in a query is the server's clock, not ours), asking the server to give up
 // when the tick's deadline comes.
 func instant(ctx context.Context, v1 promv1.API, query string) promResult {
+	val, err := instantValue(ctx, v1, query)
+	if err != nil {
+		return promResult{err: err}
+	}
+	return single(val)
+}
+
+// instantValue runs one instant query, as instant does, and returns its
+// result whatever its shape.
+func instantValue(ctx context.Context, v1 promv1.API, query string) (model.Value, error) {
 	var opts []promv1.Option
 	if deadline, ok := ctx.Deadline(); ok {
 		if d := serverTimeout(time.Until(deadline)); d > 0 {
@@ -166,10 +184,7 @@ func instant(ctx context.Context, v1 promv1.API, query string) promResult {
 		}
 	}
 	val, _, _, err := v1.Query(ctx, query, time.Time{}, opts...)
-	if err != nil {
-		return promResult{err: err}
-	}
-	return single(val)
+	return val, err
 }
 
 // serverTimeout is d as Prometheus's timeout parameter can take it: the
