@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// The host guard against real load: stress-ng, started inside the sandbox
+// as a transient unit, keeps both of the machine's cores busy. The guard
+// reads the host's /proc/stat (the sandbox shares the kernel), so the load
+// is the host's. The thresholds leave room for a noisy machine: the load
+// drives the host to ~100%, far above the emergency threshold, and before
+// the load the test waits for the quiet it needs rather than assuming it.
+
+const (
+	guardBlockedID   = "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b10"
+	guardEmergencyID = "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b11"
+	stressUnit       = "flexiq-e2e-stress"
+)
+
+// startStress loads every core of the host until stopStress, or for two
+// minutes at most. Nice 19, so that the daemon and systemd still run at
+// once: nice time is busy time all the same in /proc/stat.
+func startStress(e *env) {
+	e.t.Helper()
+	e.sh(fmt.Sprintf("systemctl stop %[1]s 2>/dev/null || true; systemctl reset-failed %[1]s 2>/dev/null || true; "+
+		"systemd-run --quiet --unit %[1]s -p Nice=19 /usr/bin/stress-ng --cpu 0 --timeout 120s --quiet", stressUnit))
+	e.t.Cleanup(func() { stopStress(e) })
+}
+
+func stopStress(e *env) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e.sb.Exec(ctx, "systemctl", "stop", stressUnit)
+}
+
+// Headroom lets the pool grow; under load, a scale-up is held and logged
+// with the readings; above the emergency threshold the pool gives up one
+// worker per emergency cooldown, down to min_workers and never below; once
+// the load is gone, the pool grows again.
+func TestHostGuardUnderLoad(t *testing.T) {
+	e := setup(t)
+	e.configure(`
+[daemon]
+poll_interval_sec = 1
+
+[host_guard]
+host_cpu_scale_up_max = 0.75
+host_cpu_emergency = 0.9
+emergency_cooldown_sec = 2
+sample_interval_sec = 1
+` + e.poolConfig("guarded", `exec = ["/bin/sleep", "infinity"]
+min_workers = 1
+max_workers = 6
+target_queue_depth_per_worker = 2
+scale_down_window_sec = 0
+drain_timeout_sec = 5`))
+	e.startDaemon()
+	e.waitWorkers("guarded", 1, 20*time.Second)
+
+	// With headroom (which a busy machine may take a while to have), 6
+	// pending jobs make 3 workers.
+	e.enqueue(6, time.Hour)
+	e.waitWorkers("guarded", 3, 60*time.Second)
+
+	// Load. The guard reads the host once a second, and sees it as soon
+	// as the average or a reading is above the threshold: the first
+	// emergency drains a worker.
+	startStress(e)
+	e.waitWorkers("guarded", 2, 30*time.Second)
+	// More work waits, but no worker is added; the guard drains one more
+	// worker after its 2 s cooldown, down to min_workers.
+	e.enqueue(4, time.Hour)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n := len(e.workers("guarded", "active"))
+		if n > 2 {
+			e.fatalf("%d active workers under load: the guard let the pool scale up", n)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			e.fatalf("after 30 s under load, %d active workers, want the emergency to bring the pool to min_workers 1", n)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	e.holds("guarded", 1, 4*time.Second, "in an emergency at min_workers")
+
+	forced := e.entries("FLEXIQ_POOL=guarded", guardEmergencyID)
+	if len(forced) < 2 {
+		e.fatalf("%d emergency entries, want one per worker drained (2)", len(forced))
+	}
+	for _, en := range forced {
+		cpu, _ := strconv.ParseFloat(en.Field("FLEXIQ_HOST_CPU"), 64)
+		ema, _ := strconv.ParseFloat(en.Field("FLEXIQ_HOST_CPU_EMA"), 64)
+		if max(cpu, ema) <= 0.9 || en.Field("FLEXIQ_REASON") == "" {
+			e.errorf("emergency entry without readings above the threshold: cpu %q ema %q reason %q",
+				en.Field("FLEXIQ_HOST_CPU"), en.Field("FLEXIQ_HOST_CPU_EMA"), en.Field("FLEXIQ_REASON"))
+		}
+	}
+	blocked := e.entries("FLEXIQ_POOL=guarded", guardBlockedID)
+	if len(blocked) == 0 {
+		e.fatalf("no entry for the scale-ups the guard held back")
+	}
+	if b := blocked[0]; b.Field("FLEXIQ_HOST_CPU") == "" || b.Field("FLEXIQ_ASKED") == "" {
+		e.errorf("blocked entry without its readings or the count asked for: %v", b)
+	}
+
+	// The load gone, the average falls below the headroom threshold
+	// (alpha_down 0.1: a few seconds from 1.0 to 0.75) and the 10 pending
+	// jobs get their 5 workers.
+	stopStress(e)
+	e.waitWorkers("guarded", 5, 60*time.Second)
+}
