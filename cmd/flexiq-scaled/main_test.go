@@ -532,3 +532,38 @@ func TestObserve(t *testing.T) {
 		t.Errorf("observe of an unknown pool: exit %d", code)
 	}
 }
+
+// The shipped examples of trigger rules and the host guard (issue 9) pass
+// check-config. They name their workers' users and programs (n8n, render),
+// which this machine need not have: those two lines become ones that every
+// machine has; everything else is checked as shipped.
+func TestRulesExamples(t *testing.T) {
+	for _, name := range []string{"n8n-rules.toml", "promql-rules.toml"} {
+		t.Run(name, func(t *testing.T) {
+			text, err := os.ReadFile("../../packaging/deb/examples/" + name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var lines []string
+			for _, l := range strings.Split(string(text), "\n") {
+				switch {
+				case strings.HasPrefix(l, "user = "):
+					l = `user = "root"`
+				case strings.HasPrefix(l, "exec = "):
+					l = `exec = ["/bin/sh", "-c", "sleep infinity"]`
+				case strings.HasPrefix(l, "working_directory = "):
+					l = `working_directory = "/"`
+				}
+				lines = append(lines, l)
+			}
+			path := writeFile(t, name, strings.Join(lines, "\n"))
+			r := invoke(t, "check-config", path)
+			if r.code != 0 {
+				t.Fatalf("check-config of %s: %v", name, r)
+			}
+			if !strings.Contains(r.stdout, `policy = "rules"`) {
+				t.Errorf("the effective config lacks the rules policy:\n%s", r.stdout)
+			}
+		})
+	}
+}

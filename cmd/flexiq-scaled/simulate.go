@@ -89,7 +89,7 @@ null when it sat the tick out), action and rationale.`)
 		defer f.Close()
 		trace = f
 	}
-	if err := simulate.Run(pool, trace, initial.value(), *format, stdout); err != nil {
+	if err := simulate.RunGuarded(pool, cfg.HostGuard, trace, initial.value(), *format, stdout); err != nil {
 		return failf(stderr, "simulate", "pool %s, trace %s: %v", pool.Name, *tracePath, err)
 	}
 	return exitOK

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -50,6 +51,7 @@ type tick struct {
 	cpu              float64
 	cpuKnown         bool
 	oldestAge        *float64 // seconds; nil when the source could not tell
+	host             hostCells
 }
 
 // Run replays trace for pool and writes one line per row to out in format
@@ -65,22 +67,33 @@ type tick struct {
 // failed. The whole trace is
 // read before anything is written, so a bad trace produces no output.
 func Run(pool *config.Pool, trace io.Reader, initial int, format string, out io.Writer) error {
+	return RunGuarded(pool, nil, trace, initial, format, out)
+}
+
+// RunGuarded is Run with the daemon's host guard (nil: none). The trace may
+// also have the columns paused, host_cpu (busy share of all the host's
+// cores, 0..1), psi_cpu and psi_memory ("some avg10", percent),
+// mem_available (bytes), and one "promql:QUERY" column per promql()
+// condition of a rules pool (see policies.go).
+func RunGuarded(pool *config.Pool, guard *config.HostGuard, trace io.Reader, initial int, format string, out io.Writer) error {
 	newSink, ok := sinks[format]
 	if !ok {
 		return fmt.Errorf("unknown output format %q (want %q or %q)", format, FormatJSONL, FormatTable)
 	}
-	ticks, err := readTrace(trace)
+	ticks, cols, err := readTrace(trace)
 	if err != nil {
 		return err
 	}
-	s := newSink(out)
+	st, err := newStepper(pool, guard)
+	if err != nil {
+		return err
+	}
+	s := newSink(out, st.extended(cols))
 
 	current := initial
 	if current < 0 {
 		current = pool.MinWorkers
 	}
-	params := pool.PolicyParams()
-	var rec policy.Recommender
 	for _, tk := range ticks {
 		o := policy.Observation{Current: current, CPU: tk.cpu, CPUKnown: tk.cpuKnown}
 		if tk.oldestAge != nil {
@@ -90,8 +103,8 @@ func Run(pool *config.Pool, trace io.Reader, initial int, format string, out io.
 			o.Valid, o.Pending, o.Running = true, *tk.pending, *tk.running
 		}
 		now := epoch.Add(seconds(tk.t))
-		d := rec.Decide(now, params, o)
-		if err := s.write(tk, d); err != nil {
+		d, host := st.step(now, o, tk)
+		if err := s.write(tk, d, host); err != nil {
 			return fmt.Errorf("write simulation output: %w", err)
 		}
 		current = d.Desired
@@ -103,36 +116,41 @@ func Run(pool *config.Pool, trace io.Reader, initial int, format string, out io.
 }
 
 // readTrace parses the whole trace. Errors name the line and the column.
-func readTrace(r io.Reader) ([]tick, error) {
+func readTrace(r io.Reader) ([]tick, map[string]int, error) {
 	cr := csv.NewReader(r)
 	cr.TrimLeadingSpace = true
 	cr.Comment = '#'
 	header, err := cr.Read()
 	if errors.Is(err, io.EOF) {
-		return nil, errors.New("trace is empty: want a header line naming t, pending and running")
+		return nil, nil, errors.New("trace is empty: want a header line naming t, pending and running")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read trace: %w", err)
+		return nil, nil, fmt.Errorf("read trace: %w", err)
 	}
 	cols := make(map[string]int, len(header))
 	headerLine, _ := cr.FieldPos(0)
 	for i, name := range header {
 		// Spreadsheets like to start files with a byte order mark.
-		name = strings.ToLower(strings.TrimSpace(strings.TrimPrefix(name, "\ufeff")))
-		switch name {
-		case colT, colPending, colRunning, colCPU, colOldestAge:
+		name = strings.TrimSpace(strings.TrimPrefix(name, "\ufeff"))
+		if !strings.HasPrefix(name, promqlPrefix) {
+			// A query is case-sensitive; a column name is not.
+			name = strings.ToLower(name)
+		}
+		switch {
+		case slices.Contains([]string{colT, colPending, colRunning, colCPU, colOldestAge}, name):
+		case slices.Contains(hostColumns, name), strings.HasPrefix(name, promqlPrefix):
 		default:
-			return nil, fmt.Errorf("trace line %d, column %d: unknown column %q (want %s, %s, %s, %s or %s)",
-				headerLine, i+1, name, colT, colPending, colRunning, colCPU, colOldestAge)
+			return nil, nil, fmt.Errorf("trace line %d, column %d: unknown column %q (want %s, %s, %s, %s, %s, %s or %s:QUERY)",
+				headerLine, i+1, name, colT, colPending, colRunning, colCPU, colOldestAge, strings.Join(hostColumns, ", "), promqlPrefix)
 		}
 		if _, dup := cols[name]; dup {
-			return nil, fmt.Errorf("trace line %d, column %d: column %q appears twice", headerLine, i+1, name)
+			return nil, nil, fmt.Errorf("trace line %d, column %d: column %q appears twice", headerLine, i+1, name)
 		}
 		cols[name] = i
 	}
 	for _, name := range []string{colT, colPending, colRunning} {
 		if _, ok := cols[name]; !ok {
-			return nil, fmt.Errorf("trace line %d: no %q column", headerLine, name)
+			return nil, nil, fmt.Errorf("trace line %d: no %q column", headerLine, name)
 		}
 	}
 
@@ -141,15 +159,18 @@ func readTrace(r io.Reader) ([]tick, error) {
 	for {
 		rec, err := cr.Read()
 		if errors.Is(err, io.EOF) {
-			return ticks, nil
+			return ticks, cols, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read trace: %w", err)
+			return nil, nil, fmt.Errorf("read trace: %w", err)
 		}
 		line, _ := cr.FieldPos(0)
 		tk, err := parseRow(rec, cols, prevT)
+		if err == nil {
+			tk.host, err = parseHost(rec, cols)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("trace line %d, %w", line, err)
+			return nil, nil, fmt.Errorf("trace line %d, %w", line, err)
 		}
 		prevT = tk.t
 		ticks = append(ticks, tk)
@@ -259,18 +280,22 @@ func parseInt(s string) (int64, error) {
 
 // sink writes decisions in one output format.
 type sink interface {
-	write(tk tick, d policy.Decision) error
+	write(tk tick, d policy.Decision, host policy.HostState) error
 	flush() error
 }
 
-var sinks = map[string]func(io.Writer) sink{
+// sinks make a sink; extended adds the columns of issue 9's policies
+// (host readings, what the guard did, which limit held, which rule acted).
+var sinks = map[string]func(io.Writer, bool) sink{
 	FormatJSONL: newJSONLSink,
 	FormatTable: newTableSink,
 }
 
 type jsonlSink struct{ enc *json.Encoder }
 
-func newJSONLSink(out io.Writer) sink {
+// newJSONLSink writes the extra keys only when they have a value, so that
+// a trace without them reads as before.
+func newJSONLSink(out io.Writer, _ bool) sink {
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
 	return jsonlSink{enc}
@@ -289,14 +314,22 @@ type jsonlRow struct {
 	Latency   *int          `json:"latency"`
 	Action    policy.Action `json:"action"`
 	Rationale string        `json:"rationale"`
+	// Issue 9's, when they have a value.
+	HostCPU    *float64            `json:"host_cpu,omitempty"`
+	HostCPUEMA *float64            `json:"host_cpu_ema,omitempty"`
+	Rule       string              `json:"rule,omitempty"`
+	Limit      string              `json:"limit,omitempty"`
+	Guard      policy.GuardOutcome `json:"guard,omitempty"`
 }
 
-func (s jsonlSink) write(tk tick, d policy.Decision) error {
+func (s jsonlSink) write(tk tick, d policy.Decision, host policy.HostState) error {
 	var latency *int
 	if d.LatencyUsed {
 		latency = &d.Latency
 	}
+	cpu, ema := hostCPU(host)
 	return s.enc.Encode(jsonlRow{
+		HostCPU: cpu, HostCPUEMA: ema, Rule: d.Rule, Limit: d.Limit, Guard: d.Guard,
 		T:         tk.t,
 		Pending:   tk.pending,
 		Running:   tk.running,
@@ -311,16 +344,23 @@ func (s jsonlSink) write(tk tick, d policy.Decision) error {
 
 func (jsonlSink) flush() error { return nil }
 
-type tableSink struct{ tw *tabwriter.Writer }
-
-func newTableSink(out io.Writer) sink {
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	// tabwriter keeps write errors until Flush, which reports them.
-	fmt.Fprintln(tw, "T\tPENDING\tRUNNING\tOLDEST_AGE\tCURRENT\tDESIRED\tLATENCY\tACTION\tRATIONALE")
-	return tableSink{tw}
+type tableSink struct {
+	tw       *tabwriter.Writer
+	extended bool
 }
 
-func (s tableSink) write(tk tick, d policy.Decision) error {
+func newTableSink(out io.Writer, extended bool) sink {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	// tabwriter keeps write errors until Flush, which reports them.
+	extra := ""
+	if extended {
+		extra = "HOST_CPU\tHOST_CPU_EMA\tGUARD\tRULE\t"
+	}
+	fmt.Fprintln(tw, "T\tPENDING\tRUNNING\tOLDEST_AGE\tCURRENT\tDESIRED\tLATENCY\t"+extra+"ACTION\tRATIONALE")
+	return tableSink{tw, extended}
+}
+
+func (s tableSink) write(tk tick, d policy.Decision, host policy.HostState) error {
 	age, latency := "-", "-"
 	if tk.oldestAge != nil {
 		age = strconv.FormatFloat(*tk.oldestAge, 'f', -1, 64)
@@ -328,9 +368,24 @@ func (s tableSink) write(tk tick, d policy.Decision) error {
 	if d.LatencyUsed {
 		latency = strconv.Itoa(d.Latency)
 	}
-	_, err := fmt.Fprintf(s.tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n",
+	extra := ""
+	if s.extended {
+		dash := func(s string) string {
+			if s == "" {
+				return "-"
+			}
+			return s
+		}
+		cpu, ema := "-", "-"
+		if c, e := hostCPU(host); c != nil {
+			cpu, ema = strconv.FormatFloat(*c, 'f', -1, 64), strconv.FormatFloat(*e, 'f', -1, 64)
+		}
+		// The limit that held is in the rationale, which has room for it.
+		extra = fmt.Sprintf("%s\t%s\t%s\t%s\t", cpu, ema, dash(string(d.Guard)), dash(d.Rule))
+	}
+	_, err := fmt.Fprintf(s.tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s%s\t%s\n",
 		strconv.FormatFloat(tk.t, 'f', -1, 64), count(tk.pending), count(tk.running), age,
-		d.Current, d.Desired, latency, d.Action, d.Rationale)
+		d.Current, d.Desired, latency, extra, d.Action, d.Rationale)
 	return err
 }
 
