@@ -29,9 +29,16 @@ a pool with target_queue_latency_sec. Lines starting with # are comments. A
 row with empty pending and running cells is a tick on which the source
 failed.
 
+The trigger rules, rate limits and host guard are replayed too, from the
+optional columns host_cpu (0..1), psi_cpu and psi_memory (percent),
+mem_available (bytes), paused, and one "promql:QUERY" column per promql()
+query of the pool's rules, named exactly as the rule writes it (non-zero
+fires, 0 does not, empty is a failed query).
+
 jsonl output has one object per row with the keys t, pending, running,
 oldest_age, current, desired, latency (what the latency signal asked for,
-null when it sat the tick out), action and rationale.`)
+null when it sat the tick out), action and rationale, and host_cpu,
+host_cpu_ema, rule, limit and guard where they have a value.`)
 	configPath := fs.String("config", config.DefaultPath, "configuration `FILE`")
 	poolName := fs.String("pool", "", "pool to simulate, as in [pools.`NAME`]; may be left out when the config has one pool")
 	tracePath := fs.String("trace", "", "trace `FILE` (CSV); - reads standard input")
