@@ -148,17 +148,7 @@ func TestHostGuardBlocksThenForcesByPriority(t *testing.T) {
 }
 
 func (g testGuard) logLines(subs ...string) []string {
-	var out []string
-	for _, l := range strings.Split(g.logBuf.String(), "\n") {
-		ok := l != ""
-		for _, s := range subs {
-			ok = ok && strings.Contains(l, s)
-		}
-		if ok {
-			out = append(out, l)
-		}
-	}
-	return out
+	return (&rig{log: bytes.NewBufferString(g.logBuf.String())}).lines(subs...)
 }
 
 func TestNoGuardConfiguredChangesNothing(t *testing.T) {

@@ -174,14 +174,7 @@ func (l *Limiter) Limit(now time.Time, b Behavior, p Params, d Decision) (Decisi
 	}
 	asked := d.Desired
 	d.Desired = target
-	switch {
-	case target > c:
-		d.Action = ScaleUp
-	case target < c:
-		d.Action = ScaleDown
-	default:
-		d.Action = Stable
-	}
+	d.Action = actionOf(target, c)
 	d.Rationale = fmt.Sprintf("%s: %d asked, held by %s; was: %s", d.Action, asked, note, d.Rationale)
 	return d, note
 }
@@ -231,3 +224,14 @@ func (l *Limiter) periodLimit(now time.Time, current int, up bool, dir Direction
 }
 
 func secs(d time.Duration) string { return d.Round(time.Second).String() }
+
+// actionOf is the action that takes c workers to target.
+func actionOf(target, c int) Action {
+	switch {
+	case target > c:
+		return ScaleUp
+	case target < c:
+		return ScaleDown
+	}
+	return Stable
+}

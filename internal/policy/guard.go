@@ -234,9 +234,7 @@ func ApplyGuard(d Decision, p Params, v Verdict, victim, due bool) (Decision, Gu
 		if d.Desired > floor {
 			asked := d.Desired
 			d.Desired = floor
-			if d.Desired == d.Current {
-				d.Action = Stable
-			}
+			d.Action = actionOf(floor, d.Current)
 			d.Rationale = fmt.Sprintf("%s: scale-up to %d held by the host guard (%s); was: %s", d.Action, asked, why, d.Rationale)
 			return d, GuardBlocked
 		}

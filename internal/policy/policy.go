@@ -169,14 +169,7 @@ func (r *Recommender) Decide(now time.Time, p Params, o Observation) Decision {
 	}
 
 	d.Desired = target
-	switch {
-	case target > c:
-		d.Action = ScaleUp
-	case target < c:
-		d.Action = ScaleDown
-	default:
-		d.Action = Stable
-	}
+	d.Action = actionOf(target, c)
 	d.Rationale = rationale(d, notes)
 	return d
 }

@@ -367,14 +367,7 @@ func (rs *RuleSet) Decide(now time.Time, p Params, o Observation, s Signals, res
 		target = t
 	}
 	d.Desired, d.Raw = target, target
-	switch {
-	case target > c:
-		d.Action = ScaleUp
-	case target < c:
-		d.Action = ScaleDown
-	default:
-		d.Action = Stable
-	}
+	d.Action = actionOf(target, c)
 	what := "no rule holds"
 	if act != nil {
 		what = fmt.Sprintf("rule %s (%s) holds, step %d", act.key, act.rule.When, act.rule.Step)
