@@ -51,12 +51,16 @@ func CheckUsersDetail(c *Config) (problems, warnings []Problem) {
 // configuration (users and groups that do not exist, source paths that lead
 // into a directory the daemon's sandbox hides); warnings are logged (names
 // NSS could not answer for, commands systemd would not find or could not
-// execute, which may be deployed after the file). check-config treats the
-// commands as problems.
+// execute, which may be deployed after the file; max_workers above what the
+// host holds, which ApplyCapacity caps). check-config treats the commands
+// as problems.
 func CheckMachine(c *Config) (problems, warnings []Problem) {
 	problems, warnings = CheckUsersDetail(c)
 	problems = append(problems, CheckPaths(c)...)
 	warnings = append(warnings, CheckExecutables(c)...)
+	capProblems, capWarnings := CheckHostCapacity(c)
+	problems = append(problems, capProblems...)
+	warnings = append(warnings, capWarnings...)
 	return problems, warnings
 }
 

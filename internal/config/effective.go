@@ -13,7 +13,8 @@ import (
 // writing their zero value would read back as a (mostly invalid) setting.
 
 type effectiveFile struct {
-	Daemon effectiveDaemon          `toml:"daemon"`
+	Daemon   effectiveDaemon          `toml:"daemon"`
+	Capacity *effectiveCapacity       `toml:"capacity,omitempty"`
 	Pools  map[string]effectivePool `toml:"pools,omitempty"`
 }
 
@@ -46,6 +47,10 @@ type effectivePool struct {
 	PollIntervalSec           float64           `toml:"poll_interval_sec"`
 	DrainTimeoutSec           float64           `toml:"drain_timeout_sec"`
 	DrainSignal               string            `toml:"drain_signal"`
+	Requires                  []string          `toml:"requires,omitempty"`
+	StartCondition            []string          `toml:"start_condition,omitempty"`
+	QuietSignal               string            `toml:"quiet_signal,omitempty"`
+	QuietPeriodSec            float64           `toml:"quiet_period_sec,omitzero"`
 	Source                    effectiveSource   `toml:"source"`
 	Limits                    *effectiveLimits  `toml:"limits,omitempty"`
 }
@@ -79,6 +84,7 @@ func WriteEffective(w io.Writer, c *Config) error {
 		Daemon: effectiveDaemon{PollIntervalSec: c.Daemon.PollInterval.Seconds()},
 		Pools:  make(map[string]effectivePool, len(c.Pools)),
 	}
+	f.Capacity = c.Capacity.effective()
 	for name, p := range c.Pools {
 		e := effectivePool{
 			App:                       p.App,
@@ -104,6 +110,10 @@ func WriteEffective(w io.Writer, c *Config) error {
 			PollIntervalSec:           p.PollInterval.Seconds(),
 			DrainTimeoutSec:           p.DrainTimeout.Seconds(),
 			DrainSignal:               p.DrainSignal,
+			Requires:                  p.Requires,
+			StartCondition:            p.StartCondition,
+			QuietSignal:               p.QuietSignal,
+			QuietPeriodSec:            p.QuietPeriod.Seconds(),
 			Source: effectiveSource{
 				Type:      p.Source.Type,
 				Path:      p.Source.Path,

@@ -37,7 +37,8 @@ func (v *value) UnmarshalTOML(data any) error {
 func (v value) set() bool { return v.raw != nil }
 
 type rawFile struct {
-	Daemon rawDaemon          `toml:"daemon"`
+	Daemon   rawDaemon          `toml:"daemon"`
+	Capacity rawCapacity        `toml:"capacity"`
 	Pools  map[string]rawPool `toml:"pools"`
 }
 
@@ -70,6 +71,10 @@ type rawPool struct {
 	PollIntervalSec           value     `toml:"poll_interval_sec"`
 	DrainTimeoutSec           value     `toml:"drain_timeout_sec"`
 	DrainSignal               value     `toml:"drain_signal"`
+	Requires                  value     `toml:"requires"`
+	StartCondition            value     `toml:"start_condition"`
+	QuietSignal               value     `toml:"quiet_signal"`
+	QuietPeriodSec            value     `toml:"quiet_period_sec"`
 	Source                    rawSource `toml:"source"`
 	Limits                    rawLimits `toml:"limits"`
 }
@@ -148,6 +153,7 @@ func parse(path string, data []byte) (*Config, error) {
 		c.Daemon.PollInterval < minPollInterval {
 		l.add("daemon.poll_interval_sec", "must be >= 0.1")
 	}
+	l.capacity(&c.Capacity, &raw.Capacity)
 	// Sorted, so that problems come out in the same order on every run.
 	for _, name := range slices.Sorted(maps.Keys(raw.Pools)) {
 		r := raw.Pools[name]
@@ -226,6 +232,8 @@ func suggest(k toml.Key) string {
 		table = reflect.TypeFor[rawFile]()
 	case len(k) == 2 && k[0] == "daemon":
 		table = reflect.TypeFor[rawDaemon]()
+	case len(k) == 2 && k[0] == "capacity":
+		table = reflect.TypeFor[rawCapacity]()
 	case len(k) == 3 && k[0] == "pools":
 		table = reflect.TypeFor[rawPool]()
 	case len(k) == 4 && k[0] == "pools" && k[2] == "source":
