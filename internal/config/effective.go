@@ -15,7 +15,7 @@ import (
 type effectiveFile struct {
 	Daemon   effectiveDaemon          `toml:"daemon"`
 	Capacity *effectiveCapacity       `toml:"capacity,omitempty"`
-	Pools  map[string]effectivePool `toml:"pools,omitempty"`
+	Pools    map[string]effectivePool `toml:"pools,omitempty"`
 }
 
 type effectiveDaemon struct {

@@ -39,7 +39,7 @@ func (v value) set() bool { return v.raw != nil }
 type rawFile struct {
 	Daemon   rawDaemon          `toml:"daemon"`
 	Capacity rawCapacity        `toml:"capacity"`
-	Pools  map[string]rawPool `toml:"pools"`
+	Pools    map[string]rawPool `toml:"pools"`
 }
 
 type rawDaemon struct {

@@ -88,8 +88,8 @@ func TestCapacityTable(t *testing.T) {
 		t.Errorf("Capacity = %+v, want %+v", c.Capacity, want)
 	}
 	for text, wantErr := range map[string]string{
-		"[capacity]\nmax_total_workers = 0\n":         "capacity.max_total_workers: must be >= 1",
-		"[capacity]\nreserved_cores = -1\n":           "capacity.reserved_cores: must be >= 0",
+		"[capacity]\nmax_total_workers = 0\n":          "capacity.max_total_workers: must be >= 1",
+		"[capacity]\nreserved_cores = -1\n":            "capacity.reserved_cores: must be >= 0",
 		"[capacity]\nreserved_memory = \"infinity\"\n": "capacity.reserved_memory: must be a byte count",
 		"[capacity]\nreserved_memroy = \"1G\"\n":       `did you mean "reserved_memory"?`,
 	} {
