@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/capacity"
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
@@ -47,6 +48,9 @@ type Options struct {
 	Clock Clock
 	// NewSource opens the pool's source; nil is source.New.
 	NewSource func(config.Source) (source.Source, error)
+	// Ledger is the host's worker budget, shared by the daemon's pools;
+	// nil grants every start.
+	Ledger *capacity.Ledger
 }
 
 // Pool runs one configured pool.
@@ -71,6 +75,8 @@ type Pool struct {
 	report  reporter
 	// stopping is set by Drain: the pool no longer scales or replaces.
 	stopping bool
+	ready    readyState            // readiness.go
+	quiet    map[string]*quietUnit // quiet.go: workers in their quiet phase
 
 	summary  summary
 	wake     chan struct{}
@@ -125,7 +131,10 @@ func (p *Pool) LastProgress() time.Time { return time.Unix(0, p.progress.Load())
 func (p *Pool) Start(ctx context.Context, existing []units.Worker) {
 	p.mu.Lock()
 	now := p.clock()
+	// Workers a previous daemon quieted are draining, not live (quiet.go).
+	p.restoreQuiet(now, existing)
 	p.apply(ctx, now, p.fleet.reconcile(now, existing))
+	p.quietStep(ctx, now)
 	adopted := len(p.fleet.live)
 	p.target = max(adopted, p.cfg.MinWorkers)
 	if st, why := p.loadState(now); st != nil {
