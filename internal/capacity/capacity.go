@@ -6,15 +6,15 @@
 package capacity
 
 import (
-	"bufio"
 	"fmt"
 	"math"
 	"math/bits"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // Host is what the machine offers.
@@ -117,29 +117,17 @@ func FormatBytes(n uint64) string {
 	return strconv.FormatFloat(math.Round(f*10)/10, 'f', -1, 64) + " " + units[i]
 }
 
-// ReadHost reads the CPUs this process may run on and MemTotal from
-// /proc/meminfo.
+// ReadHost reads the CPUs this process may run on and the RAM, through
+// sysinfo(2) rather than /proc/meminfo, which the daemon's sandbox hides
+// (ProcSubset=pid).
 func ReadHost() (Host, error) {
 	h := Host{Cores: float64(runtime.NumCPU())}
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return h, fmt.Errorf("reading the host's memory: %w", err)
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		return h, fmt.Errorf("reading the host's memory: sysinfo: %w", err)
 	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		rest, ok := strings.CutPrefix(s.Text(), "MemTotal:")
-		if !ok {
-			continue
-		}
-		kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-		if err != nil {
-			return h, fmt.Errorf("reading the host's memory: MemTotal %q: %w", rest, err)
-		}
-		h.Memory = kb * 1024
-		return h, nil
-	}
-	return h, fmt.Errorf("reading the host's memory: no MemTotal in /proc/meminfo")
+	h.Memory = uint64(si.Totalram) * uint64(max(si.Unit, 1))
+	return h, nil
 }
 
 // Ledger is the budget at run time, shared by every pool of the daemon:

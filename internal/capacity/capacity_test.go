@@ -180,3 +180,13 @@ func TestFormatBytes(t *testing.T) {
 		}
 	}
 }
+
+func TestReadHost(t *testing.T) {
+	h, err := ReadHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Cores < 1 || h.Memory < 64*mib {
+		t.Errorf("ReadHost = %+v: implausible", h)
+	}
+}

@@ -20,11 +20,13 @@ import (
 var ErrConditionSkipped = errors.New("start condition not met")
 
 // execCommand is one entry of an Exec*= property, D-Bus signature (sasb):
-// the path, argv (argv[0] included) and whether a failure is ignored.
+// the path, argv (argv[0] included) and whether a failure is ignored
+// (systemd's "-" prefix; go-systemd names the field UncleanIsFailure, but
+// systemd reads it as ignore_failure).
 type execCommand struct {
-	Path             string
-	Args             []string
-	UncleanIsFailure bool
+	Path          string
+	Args          []string
+	IgnoreFailure bool
 }
 
 // readinessProperties are the unit properties of s.Requires and
@@ -44,9 +46,8 @@ func (s WorkerSpec) readinessProperties() []sddbus.Property {
 		props = append(props, prop("Requires", s.Requires), prop("After", s.Requires))
 	}
 	if len(s.StartCondition) > 0 {
-		// UncleanIsFailure false is systemd's "-" prefix, which for
-		// ExecCondition= would turn a check that crashes into a pass.
-		props = append(props, prop("ExecCondition", []execCommand{{Path: s.StartCondition[0], Args: s.StartCondition, UncleanIsFailure: true}}))
+		// Never ignore_failure ("-"): every exit would then pass.
+		props = append(props, prop("ExecCondition", []execCommand{{Path: s.StartCondition[0], Args: s.StartCondition}}))
 	}
 	return props
 }
@@ -96,6 +97,12 @@ func (m *Manager) UnitStates(ctx context.Context, names []string) (map[string]st
 	out := make(map[string]string, len(names))
 	for _, u := range st {
 		out[u.Name] = u.ActiveState
+		if u.JobType == "stop" && u.ActiveState == "active" {
+			// Its stop waits for the units ordered after it (the
+			// workers, After=): a start now would be refused as a
+			// destructive transaction.
+			out[u.Name] = "deactivating"
+		}
 	}
 	for _, n := range names {
 		if _, ok := out[n]; !ok {

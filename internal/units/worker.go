@@ -246,8 +246,12 @@ func (m *Manager) StartWorker(ctx context.Context, s WorkerSpec) error {
 	}
 	select {
 	case r := <-result:
-		if r == "done" {
+		switch {
+		case r == "done":
 			return m.afterStart(ctx, s, unit)
+		case r == "skipped" && len(s.StartCondition) > 0:
+			// The job result of a unit whose conditions failed.
+			return fmt.Errorf("starting %s: %w (ExecCondition %q)", unit, ErrConditionSkipped, s.StartCondition)
 		}
 		return m.startFailure(ctx, unit, r)
 	case <-ctx.Done():
