@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/flexiq/flexiq-scaled/internal/capacity"
 )
@@ -44,23 +43,8 @@ func (l *loader) capacity(c *Capacity, r *rawCapacity) {
 		l.add("capacity.reserved_cores", "must be >= 0")
 		c.ReservedCores = 0
 	}
-	if !r.ReservedMemory.set() {
-		return
-	}
-	var mem string
-	switch raw := r.ReservedMemory.raw.(type) {
-	case int64:
-		mem = strconv.FormatInt(raw, 10)
-	case string:
-		mem = raw
-	default:
-		l.wrongType("capacity.reserved_memory", "a string or an integer", r.ReservedMemory)
-		return
-	}
-	if n, ok := parseSize(mem); ok && mem != "infinity" {
+	if mem, n, ok := l.size("capacity.reserved_memory", r.ReservedMemory, false); ok {
 		c.ReservedMemory, c.ReservedMemoryBytes = mem, n
-	} else {
-		l.add("capacity.reserved_memory", `must be a byte count above 0, optionally with a K, M, G or T suffix (base 1024)`)
 	}
 }
 
