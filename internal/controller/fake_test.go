@@ -38,6 +38,7 @@ type fakeSystemd struct {
 	deps      map[string]string
 	condFails bool
 	kills     []string
+	killErr   error
 }
 
 func newFakeSystemd() *fakeSystemd {

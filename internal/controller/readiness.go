@@ -124,7 +124,7 @@ func (p *Pool) releaseDeferred(now time.Time) {
 		return
 	}
 	waited := now.Sub(p.ready.deferredSince).Round(time.Second)
-	p.ready = readyState{skipping: p.ready.skipping, skips: p.ready.skips, retryAt: p.ready.retryAt, exhausted: p.ready.exhausted}
+	p.ready.deferring, p.ready.waitingFor = false, ""
 	p.log.Event(eventlog.ScaleUpDeferred, eventlog.Info, p.fields(eventlog.Fields{"FLEXIQ_WAITED_SEC": fmt.Sprint(waited.Seconds())}),
 		"pool=%s required units are active: releasing the deferred scale-up after %s", p.name, waited)
 }

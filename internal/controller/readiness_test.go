@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -10,7 +12,6 @@ import (
 
 	"github.com/flexiq/flexiq-scaled/internal/capacity"
 	"github.com/flexiq/flexiq-scaled/internal/config"
-	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
 func (f *fakeSystemd) UnitStates(ctx context.Context, names []string) (map[string]string, error) {
@@ -31,7 +32,10 @@ func (f *fakeSystemd) KillMain(ctx context.Context, unit string, signal int) err
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.units[unit]; !ok {
-		return units.ErrUnitExists // any error: the unit is not there
+		return fmt.Errorf("unit %s not loaded", unit)
+	}
+	if f.killErr != nil {
+		return f.killErr
 	}
 	f.kills = append(f.kills, unit)
 	return nil
@@ -337,5 +341,26 @@ func TestDrainEndsQuietPhases(t *testing.T) {
 	}
 	if n := len(r.sd.units); n != 0 {
 		t.Errorf("%d units left", n)
+	}
+}
+
+// A worker whose quiet signal cannot be sent is stopped at once rather
+// than left live.
+func TestQuietSignalFailureStopsAtOnce(t *testing.T) {
+	r := newRig(t, quietPool())
+	r.start(r.pool)
+	r.src.set(20, 0, nil)
+	r.tick(time.Second)
+	r.sd.killErr = errors.New("the bus went away")
+	r.src.set(0, 0, nil)
+	r.tick(time.Second)
+	if len(r.sd.kills) != 0 || !reflect.DeepEqual(r.sd.stops, []string{"flexiq-work@2.service"}) {
+		t.Errorf("kills %v, stops %v: want no quiet phase and the stop at once", r.sd.kills, r.sd.stops)
+	}
+	if got := r.lines("cannot send SIGTSTP"); len(got) != 1 {
+		t.Errorf("no warning about the quiet signal:\n%s", r.log)
+	}
+	if len(r.pool.quiet) != 0 {
+		t.Errorf("quiet workers %v, want none", r.pool.quiet)
 	}
 }
