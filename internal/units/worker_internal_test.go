@@ -77,8 +77,8 @@ func fullSpec(preset string) WorkerSpec {
 		KillSignal:         15,
 		StopTimeout:        30 * time.Second,
 		CPUQuotaPerSecUSec: 1, MemoryMax: 1, TasksMax: 1,
-		Requires:           []string{"postgresql.service"},
-		StartCondition:     []string{"/bin/sh", "-c", "test -e /srv/ready"},
+		Requires:       []string{"postgresql.service"},
+		StartCondition: []string{"/bin/sh", "-c", "test -e /srv/ready"},
 	}
 }
 
