@@ -58,7 +58,11 @@ status is 0.`)
 		// The daemon only warns about a command it cannot find (the
 		// program may be deployed after the file); here it is an
 		// error, as every worker start would fail.
-		for _, check := range [][]config.Problem{userProblems, config.CheckExecutables(cfg), config.CheckPaths(cfg)} {
+		capProblems, capWarnings := config.CheckHostCapacity(cfg)
+		for _, w := range capWarnings {
+			fmt.Fprintln(stderr, "warning: "+w.String())
+		}
+		for _, check := range [][]config.Problem{userProblems, config.CheckExecutables(cfg), config.CheckPaths(cfg), capProblems} {
 			for _, p := range check {
 				problems = append(problems, p.String())
 			}

@@ -54,6 +54,8 @@ var keyNames = map[string]string{
 	"Pool.DrainTimeout":         "drain_timeout_sec",
 	"Pool.DrainSignalNumber":    "drain_signal",
 	"Pool.EnvironmentFiles":     "environment_file",
+	"Pool.QuietSignalNumber":    "quiet_signal",
+	"Pool.QuietPeriod":          "quiet_period_sec",
 	"Daemon.PollInterval":       "poll_interval_sec",
 	"Limits.CPUQuotaPerSecUSec": "cpu_quota",
 	"Limits.MemoryMaxBytes":     "memory_max",

@@ -15,6 +15,7 @@ import (
 type effectiveFile struct {
 	Daemon    effectiveDaemon          `toml:"daemon"`
 	HostGuard *effectiveHostGuard      `toml:"host_guard,omitempty"`
+	Capacity  *effectiveCapacity       `toml:"capacity,omitempty"`
 	Pools     map[string]effectivePool `toml:"pools,omitempty"`
 }
 
@@ -47,6 +48,10 @@ type effectivePool struct {
 	PollIntervalSec           float64           `toml:"poll_interval_sec"`
 	DrainTimeoutSec           float64           `toml:"drain_timeout_sec"`
 	DrainSignal               string            `toml:"drain_signal"`
+	Requires                  []string          `toml:"requires,omitempty"`
+	StartCondition            []string          `toml:"start_condition,omitempty"`
+	QuietSignal               string            `toml:"quiet_signal,omitempty"`
+	QuietPeriodSec            float64           `toml:"quiet_period_sec,omitzero"`
 	Source                    effectiveSource   `toml:"source"`
 	Limits                    *effectiveLimits  `toml:"limits,omitempty"`
 	effectiveScaling
@@ -82,6 +87,7 @@ func WriteEffective(w io.Writer, c *Config) error {
 		Pools:     make(map[string]effectivePool, len(c.Pools)),
 		HostGuard: c.HostGuard.effective(),
 	}
+	f.Capacity = c.Capacity.effective()
 	for name, p := range c.Pools {
 		e := effectivePool{
 			App:                       p.App,
@@ -108,6 +114,10 @@ func WriteEffective(w io.Writer, c *Config) error {
 			DrainTimeoutSec:           p.DrainTimeout.Seconds(),
 			DrainSignal:               p.DrainSignal,
 			effectiveScaling:          p.Scaling.effective(),
+			Requires:                  p.Requires,
+			StartCondition:            p.StartCondition,
+			QuietSignal:               p.QuietSignal,
+			QuietPeriodSec:            p.QuietPeriod.Seconds(),
 			Source: effectiveSource{
 				Type:      p.Source.Type,
 				Path:      p.Source.Path,

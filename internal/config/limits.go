@@ -22,24 +22,8 @@ func (l *loader) limits(p *Pool, r *rawLimits, key func(string) string) {
 		}
 	}
 
-	if r.MemoryMax.set() {
-		// A bare byte count may be written as an integer, as systemd allows.
-		var mem string
-		ok := true
-		switch raw := r.MemoryMax.raw.(type) {
-		case int64:
-			mem = strconv.FormatInt(raw, 10)
-		case string:
-			mem = raw
-		default:
-			l.wrongType(key("memory_max"), "a string or an integer", r.MemoryMax)
-			ok = false
-		}
-		if n, valid := parseSize(mem); valid {
-			lim.MemoryMax, lim.MemoryMaxBytes = mem, n
-		} else if ok {
-			l.add(key("memory_max"), `must be a byte count above 0, optionally with a K, M, G or T suffix (base 1024), or "infinity"`)
-		}
+	if mem, n, ok := l.size(key("memory_max"), r.MemoryMax, true); ok {
+		lim.MemoryMax, lim.MemoryMaxBytes = mem, n
 	}
 
 	var tasks int
@@ -50,6 +34,33 @@ func (l *loader) limits(p *Pool, r *rawLimits, key func(string) string) {
 			lim.TasksMax = uint64(tasks)
 		}
 	}
+}
+
+// size reads a byte count in systemd's size syntax (parseSize), written as
+// a string or, bare, as an integer, as systemd allows. It returns the value
+// as written and in bytes.
+func (l *loader) size(key string, v value, infinity bool) (string, uint64, bool) {
+	var s string
+	switch raw := v.raw.(type) {
+	case nil:
+		return "", 0, false
+	case int64:
+		s = strconv.FormatInt(raw, 10)
+	case string:
+		s = raw
+	default:
+		l.wrongType(key, "a string or an integer", v)
+		return "", 0, false
+	}
+	if n, ok := parseSize(s); ok && (infinity || s != "infinity") {
+		return s, n, true
+	}
+	msg := `must be a byte count above 0, optionally with a K, M, G or T suffix (base 1024)`
+	if infinity {
+		msg += `, or "infinity"`
+	}
+	l.add(key, "%s", msg)
+	return "", 0, false
 }
 
 // parseCPUQuota turns "N%" into systemd's CPUQuotaPerSecUSec: 100% is one

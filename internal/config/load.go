@@ -39,6 +39,7 @@ func (v value) set() bool { return v.raw != nil }
 type rawFile struct {
 	Daemon    rawDaemon          `toml:"daemon"`
 	HostGuard rawHostGuard       `toml:"host_guard"`
+	Capacity  rawCapacity        `toml:"capacity"`
 	Pools     map[string]rawPool `toml:"pools"`
 }
 
@@ -71,6 +72,10 @@ type rawPool struct {
 	PollIntervalSec           value     `toml:"poll_interval_sec"`
 	DrainTimeoutSec           value     `toml:"drain_timeout_sec"`
 	DrainSignal               value     `toml:"drain_signal"`
+	Requires                  value     `toml:"requires"`
+	StartCondition            value     `toml:"start_condition"`
+	QuietSignal               value     `toml:"quiet_signal"`
+	QuietPeriodSec            value     `toml:"quiet_period_sec"`
 	Source                    rawSource `toml:"source"`
 	Limits                    rawLimits `toml:"limits"`
 	rawScaling
@@ -151,6 +156,7 @@ func parse(path string, data []byte) (*Config, error) {
 		l.add("daemon.poll_interval_sec", "must be >= 0.1")
 	}
 	c.HostGuard = l.hostGuard(raw.HostGuard, c.Daemon.PollInterval)
+	l.capacity(&c.Capacity, &raw.Capacity)
 	// Sorted, so that problems come out in the same order on every run.
 	for _, name := range slices.Sorted(maps.Keys(raw.Pools)) {
 		r := raw.Pools[name]
@@ -231,6 +237,8 @@ func suggest(k toml.Key) string {
 		table = reflect.TypeFor[rawDaemon]()
 	case len(k) == 2 && k[0] == "host_guard":
 		table = reflect.TypeFor[rawHostGuard]()
+	case len(k) == 2 && k[0] == "capacity":
+		table = reflect.TypeFor[rawCapacity]()
 	case len(k) == 3 && k[0] == "pools":
 		table = reflect.TypeFor[rawPool]()
 	case len(k) == 4 && k[0] == "pools" && k[2] == "source":

@@ -143,6 +143,7 @@ func (l *loader) pool(name string, r *rawPool, daemonPoll time.Duration) *Pool {
 		l.add(key("poll_interval_sec"), "must be >= 0.1")
 	}
 	l.drainSignal(p, r, key)
+	l.readiness(p, r, key)
 	l.source(p, &r.Source, func(k string) string { return key("source", k) })
 	if p.ThreadsAuto && !slices.Contains(threadsAutoSources, p.Source.Type) {
 		l.add(key("threads_per_worker"), `"auto" reads flexiq's workers: only for %s sources, not %s`,
@@ -295,20 +296,5 @@ func (l *loader) rollout(p *Pool, r *rawPool, key func(...string) string) {
 }
 
 func (l *loader) drainSignal(p *Pool, r *rawPool, key func(...string) string) {
-	var written string
-	if !l.str(key("drain_signal"), r.DrainSignal, &written) {
-		return
-	}
-	name := strings.ToUpper(written)
-	if !strings.HasPrefix(name, "SIG") {
-		name = "SIG" + name
-	}
-	switch sig := unix.SignalNum(name); sig {
-	case 0:
-		l.add(key("drain_signal"), "unknown signal %q", written)
-	case unix.SIGKILL, unix.SIGSTOP:
-		l.add(key("drain_signal"), "%s cannot be caught, so workers could not drain", name)
-	default:
-		p.DrainSignal, p.DrainSignalNumber = name, int(sig)
-	}
+	l.signal(key("drain_signal"), r.DrainSignal, &p.DrainSignal, &p.DrainSignalNumber)
 }

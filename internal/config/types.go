@@ -13,6 +13,8 @@ type Config struct {
 	Daemon Daemon
 	// HostGuard is the [host_guard] table; nil when there is none.
 	HostGuard *HostGuard
+	// Capacity is the [capacity] table: the host's budget for workers.
+	Capacity Capacity
 	// Pools by name. Names match [a-z0-9_]{1,32}.
 	Pools map[string]*Pool
 }
@@ -65,6 +67,18 @@ type Pool struct {
 	DrainTimeout          time.Duration
 	DrainSignal           string // e.g. "SIGTERM"
 	DrainSignalNumber     int    // e.g. 15
+
+	// Requires are units the workers need (Requires= and After=); while
+	// one is not active, scale-ups are deferred (see readiness.go).
+	Requires []string
+	// StartCondition is the worker units' ExecCondition= command line;
+	// nil = none.
+	StartCondition []string
+	// QuietSignal (e.g. "SIGTSTP") starts a two-phase drain: sent at
+	// scale-down, the stop follows QuietPeriod later. "" = one phase.
+	QuietSignal       string
+	QuietSignalNumber int
+	QuietPeriod       time.Duration
 
 	Source Source
 	Limits Limits

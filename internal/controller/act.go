@@ -42,8 +42,10 @@ func (p *Pool) startUpTo(ctx context.Context, now time.Time, want int, why strin
 		return
 	}
 	want = min(want, p.cfg.MaxWorkers)
-	if n := want - len(p.fleet.live); n > 0 {
-		p.startWorkers(ctx, now, n, why)
+	// admit: required units, start condition, host capacity (readiness.go).
+	if n := p.admit(ctx, now, want-len(p.fleet.live), why); n > 0 {
+		p.conditionPassed(p.startWorkers(ctx, now, n, why))
+		p.recount()
 	}
 }
 
@@ -83,6 +85,8 @@ func (p *Pool) startWorkers(ctx context.Context, now time.Time, n int, why strin
 				taken[r.slot], exists = true, true
 				p.log.Event(eventlog.Lifecycle, eventlog.Info, p.workerFields(r.slot, unit, nil),
 					"pool=%s slot %d is still taken (%v); re-listing and using another slot", p.name, r.slot, r.err)
+			case isConditionSkip(r.err):
+				p.conditionSkipped(now, r.slot, unit, r.err)
 			case r.err != nil:
 				delay := p.fleet.armBackoff(r.slot, now)
 				p.report.startFailed(r.slot, unit, why, r.err, delay)
@@ -110,10 +114,11 @@ func (p *Pool) startWorkers(ctx context.Context, now time.Time, n int, why strin
 }
 
 // drainDownTo stops workers until want remain (see pickVictims). systemd
-// does the draining: the drain signal, drain_timeout_sec, SIGKILL.
-func (p *Pool) drainDownTo(ctx context.Context, want int) {
+// does the draining: the drain signal, drain_timeout_sec, SIGKILL; with a
+// quiet_signal, a quiet phase comes first (quiet.go).
+func (p *Pool) drainDownTo(ctx context.Context, now time.Time, want int) {
 	for _, w := range pickVictims(p.fleet.liveWorkers(), len(p.fleet.live)-want, p.revision()) {
-		p.stopWorker(ctx, w, "scale-down")
+		p.retire(ctx, now, w, "scale-down")
 	}
 }
 
@@ -152,6 +157,7 @@ func (p *Pool) Drain(ctx context.Context, why string) {
 		// the units may be the new pool's by now.
 		if err == nil && ctx.Err() == nil {
 			p.apply(ctx, now, p.fleet.reconcile(now, listed))
+			p.endQuiet(ctx, now)
 			for _, w := range p.fleet.liveWorkers() {
 				p.stopWorker(ctx, w, why)
 			}
@@ -218,6 +224,8 @@ func workerSpec(c *config.Pool, slot int, revision string) units.WorkerSpec {
 		CPUQuotaPerSecUSec: c.Limits.CPUQuotaPerSecUSec,
 		MemoryMax:          c.Limits.MemoryMaxBytes,
 		TasksMax:           c.Limits.TasksMax,
+		Requires:           c.Requires,
+		StartCondition:     c.StartCondition,
 		Revision:           revision,
 	}
 }

@@ -23,6 +23,10 @@ type Units interface {
 	StopWorker(ctx context.Context, unit string) (<-chan string, error)
 	ResetFailed(ctx context.Context, unit string) error
 	CPUUsage(w units.Worker) (time.Duration, error)
+	// UnitStates reads the ActiveState of units a pool requires.
+	UnitStates(ctx context.Context, names []string) (map[string]string, error)
+	// KillMain sends a signal to a unit's main process (the quiet phase).
+	KillMain(ctx context.Context, unit string, signal int) error
 }
 
 var _ Units = (*units.Manager)(nil)

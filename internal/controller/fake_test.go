@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/capacity"
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/source"
@@ -32,6 +33,12 @@ type fakeSystemd struct {
 	stopNow bool
 	nextInv int
 	listErr error
+	// Issue 9 (readiness_test.go): the states of the units workers
+	// require, a failing start condition, the signals sent by KillMain.
+	deps      map[string]string
+	condFails bool
+	kills     []string
+	killErr   error
 }
 
 func newFakeSystemd() *fakeSystemd {
@@ -62,6 +69,10 @@ func (f *fakeSystemd) StartWorker(ctx context.Context, s units.WorkerSpec) error
 		return fmt.Errorf("%w: %s is %s", units.ErrUnitExists, name, w.ActiveState)
 	}
 	f.starts = append(f.starts, name)
+	if f.condFails && len(s.StartCondition) > 0 {
+		// systemd skips the unit and unloads it at once.
+		return fmt.Errorf("starting %s: %w", name, units.ErrConditionSkipped)
+	}
 	if f.failStart != nil {
 		e := *f.failStart
 		e.Unit = name
@@ -201,6 +212,8 @@ type rig struct {
 	pool  *Pool
 	cfg   *config.Pool
 	dir   string
+	// ledger is the host budget the pool shares; nil grants every start.
+	ledger *capacity.Ledger
 }
 
 func testPool(name string) *config.Pool {
@@ -225,6 +238,7 @@ func (r *rig) newPool() *Pool {
 	p, err := NewPool(r.cfg, r.sd, eventlog.NewWriter(r.log), Options{
 		StateDir: r.dir, Clock: r.clock.Now,
 		NewSource: func(config.Source) (source.Source, error) { return r.src, nil },
+		Ledger:    r.ledger,
 	})
 	if err != nil {
 		r.t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/capacity"
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
@@ -49,6 +50,9 @@ type Options struct {
 	NewSource func(config.Source) (source.Source, error)
 	// Guard is the daemon's host guard, shared by its pools; nil is none.
 	Guard *HostGuard
+	// Ledger is the host's worker budget, shared by the daemon's pools;
+	// nil grants every start.
+	Ledger *capacity.Ledger
 }
 
 // Pool runs one configured pool.
@@ -74,6 +78,8 @@ type Pool struct {
 	report  reporter
 	// stopping is set by Drain: the pool no longer scales or replaces.
 	stopping bool
+	ready    readyState            // readiness.go
+	quiet    map[string]*quietUnit // quiet.go: workers in their quiet phase
 
 	summary  summary
 	wake     chan struct{}
@@ -132,7 +138,10 @@ func (p *Pool) LastProgress() time.Time { return time.Unix(0, p.progress.Load())
 func (p *Pool) Start(ctx context.Context, existing []units.Worker) {
 	p.mu.Lock()
 	now := p.clock()
+	// Workers a previous daemon quieted are draining, not live (quiet.go).
+	p.restoreQuiet(now, existing)
 	p.apply(ctx, now, p.fleet.reconcile(now, existing))
+	p.quietStep(ctx, now)
 	adopted := len(p.fleet.live)
 	p.target = max(adopted, p.cfg.MinWorkers)
 	if st, why := p.loadState(now); st != nil {

@@ -88,7 +88,7 @@ func (p *Pool) rolloutStep(ctx context.Context, now time.Time) {
 			"FLEXIQ_REVISION": rev, "FLEXIQ_REMAINING": strconv.Itoa(len(old)),
 		}), "pool=%s rollout to revision %s begins (%s): %d workers to replace, %d at a time", p.name, rev, why, len(old), maxSurge(p.cfg))
 	}
-	started := p.startWorkers(ctx, now, min(maxSurge(p.cfg), len(old)), "rollout")
+	started := p.startWorkers(ctx, now, p.admitSurge(ctx, now, min(maxSurge(p.cfg), len(old))), "rollout")
 	for i, w := range pickVictims(old, len(started), rev) {
 		if !p.stopWorker(ctx, w, "rollout: replaced by "+started[i].unit) {
 			continue

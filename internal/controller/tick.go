@@ -36,6 +36,7 @@ func (p *Pool) tick(ctx context.Context, now time.Time) (policy.Decision, bool) 
 	}
 	r := p.fleet.reconcile(now, listed)
 	p.apply(ctx, now, r)
+	p.quietStep(ctx, now)
 	// A worker stopped from outside (an admin's systemctl stop) is a
 	// scale-down by hand, not a crash: replacing it at once would only
 	// start a worker that the decision below may drain again. The policy
@@ -64,12 +65,13 @@ func (p *Pool) tick(ctx context.Context, now time.Time) (policy.Decision, bool) 
 		p.startUpTo(ctx, now, d.Desired, "scale-up")
 	case policy.ScaleDown:
 		p.target = d.Desired
-		p.drainDownTo(ctx, d.Desired)
+		p.drainDownTo(ctx, now, d.Desired)
 	case policy.Stable:
 		p.target = d.Desired
 	}
 	p.acted(now, d)
 	p.rolloutStep(ctx, now)
+	p.recount()
 	p.saveState(now)
 	var c *source.Counts
 	if srcErr == nil {

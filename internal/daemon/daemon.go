@@ -22,6 +22,7 @@ import (
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 	"golang.org/x/sys/unix"
 
+	"github.com/flexiq/flexiq-scaled/internal/capacity"
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/controller"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
@@ -66,6 +67,8 @@ type daemon struct {
 	ctl *control
 	// guard is the host guard, shared by every pool (issue 9).
 	guard *controller.HostGuard
+	// ledger is the host's worker budget, shared by the pools.
+	ledger *capacity.Ledger
 
 	mu       sync.Mutex
 	cfg      *config.Config
@@ -127,6 +130,7 @@ func Run(ctx context.Context, o Options) int {
 	for _, w := range warnings {
 		log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "warning: %s", w)
 	}
+	ledger := capacity.NewLedger(applyCapacity(log, cfg))
 
 	mgr, err := connect(ctx, o, log, sigs)
 	if err != nil {
@@ -135,7 +139,7 @@ func Run(ctx context.Context, o Options) int {
 	}
 	defer mgr.Close()
 	d := &daemon{
-		opts: o, log: log, units: mgr, ctl: ctl, cfg: cfg,
+		opts: o, log: log, units: mgr, ctl: ctl, cfg: cfg, ledger: ledger,
 		pools: map[string]*runningPool{}, removed: map[string]*removal{},
 		statusKick: make(chan struct{}, 1),
 		guard:      controller.NewHostGuard(cfg.HostGuard, log, nil),
@@ -288,6 +292,7 @@ func (d *daemon) newPool(pc *config.Pool) (*runningPool, error) {
 		StateDir: d.opts.RuntimeDir,
 		OnChange: d.kickStatus,
 		Guard:    d.guard,
+		Ledger:   d.ledger,
 	})
 	if err != nil {
 		return nil, err
@@ -395,6 +400,7 @@ func (d *daemon) reload(ctx context.Context, reqs []Request) {
 	for _, w := range warnings {
 		d.log.Event(eventlog.ConfigReloaded, eventlog.Warning, nil, "warning: %s", w)
 	}
+	d.ledger.SetBudget(applyCapacity(d.log, cfg))
 	d.mu.Lock()
 	old, oldCfg := d.pools, d.cfg
 	d.pools = map[string]*runningPool{}
@@ -497,6 +503,9 @@ func (d *daemon) remove(ctx context.Context, name string, rp *runningPool) {
 		<-rp.done
 		rp.pool.Drain(rctx, "pool removed from the configuration")
 		rp.pool.Close()
+		if rctx.Err() == nil {
+			d.ledger.Forget(name)
+		}
 		d.mu.Lock()
 		if d.removed[name] == r {
 			delete(d.removed, name)

@@ -46,6 +46,10 @@ type WorkerSpec struct {
 	StopTimeout time.Duration
 
 	CPUQuotaPerSecUSec, MemoryMax, TasksMax uint64 // 0 = unset
+
+	// Requires are units the worker needs (Requires= and After=), and
+	// StartCondition its ExecCondition= command line; see readiness.go.
+	Requires, StartCondition []string
 }
 
 // ErrUnitExists is wrapped by StartWorker's error when the unit is still
@@ -147,6 +151,7 @@ func (s WorkerSpec) properties() ([]sddbus.Property, error) {
 	if s.TasksMax != 0 {
 		props = append(props, prop("TasksMax", s.TasksMax))
 	}
+	props = append(props, s.readinessProperties()...)
 	return append(props, hardened...), nil
 }
 
@@ -241,8 +246,12 @@ func (m *Manager) StartWorker(ctx context.Context, s WorkerSpec) error {
 	}
 	select {
 	case r := <-result:
-		if r == "done" {
-			return nil
+		switch {
+		case r == "done":
+			return m.afterStart(ctx, s, unit)
+		case r == "skipped" && len(s.StartCondition) > 0:
+			// The job result of a unit whose conditions failed.
+			return fmt.Errorf("starting %s: %w (ExecCondition %q)", unit, ErrConditionSkipped, s.StartCondition)
 		}
 		return m.startFailure(ctx, unit, r)
 	case <-ctx.Done():

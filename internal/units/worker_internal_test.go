@@ -58,6 +58,9 @@ var systemdSignatures = map[string]string{
 	"SystemCallErrorNumber":   "i",
 	"UMask":                   "u",
 	"ReadWritePaths":          "as",
+	"Requires":                "as",
+	"After":                   "as",
+	"ExecCondition":           "a(sasb)",
 }
 
 func fullSpec(preset string) WorkerSpec {
@@ -74,6 +77,8 @@ func fullSpec(preset string) WorkerSpec {
 		KillSignal:         15,
 		StopTimeout:        30 * time.Second,
 		CPUQuotaPerSecUSec: 1, MemoryMax: 1, TasksMax: 1,
+		Requires:       []string{"postgresql.service"},
+		StartCondition: []string{"/bin/sh", "-c", "test -e /srv/ready"},
 	}
 }
 

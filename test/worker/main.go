@@ -3,7 +3,9 @@
 // database exactly as a flexiq worker does (pending → running → complete,
 // leaving the jobs of paused queues alone),
 // "works" each for the duration_ms in its payload, and drains on SIGTERM or
-// SIGINT: no new claims, jobs in hand finish, exit 0. Flags make it
+// SIGINT: no new claims, jobs in hand finish, exit 0. SIGTSTP quiets it
+// (no new claims, no exit), as Sidekiq's does; every signal it gets is
+// logged with the time (signals.go). Flags make it
 // misbehave on purpose, so tests can see how the daemon copes.
 package main
 
@@ -15,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -65,6 +68,8 @@ func runMain() int {
 		signal.Ignore(syscall.SIGTERM)
 		drainOn = []os.Signal{syscall.SIGINT}
 	}
+	var quiet atomic.Bool
+	watchSignals(logger, *ignoreTerm, &quiet)
 	ctx, stop := signal.NotifyContext(context.Background(), drainOn...)
 	defer stop()
 
@@ -92,6 +97,7 @@ func runMain() int {
 		poll:      *poll,
 		busy:      *busy,
 		log:       logger,
+		quiet:     &quiet,
 	}
 	if *queues != "" {
 		w.queues = strings.Split(*queues, ",")

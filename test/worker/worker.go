@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/flexiqdb"
@@ -29,6 +30,7 @@ type worker struct {
 	poll      time.Duration
 	busy      bool // burn CPU while working instead of sleeping
 	log       *log.Logger
+	quiet     *atomic.Bool // set by the quiet signal: claim nothing more; nil = never
 }
 
 // job is a claimed job.
@@ -73,6 +75,13 @@ func (w *worker) run(ctx context.Context) error {
 
 func (w *worker) loop(ctx context.Context, claim claimQuery) {
 	for ctx.Err() == nil {
+		if w.quiet != nil && w.quiet.Load() {
+			select {
+			case <-ctx.Done():
+			case <-time.After(w.poll):
+			}
+			continue
+		}
 		j, err := w.claim(ctx, claim)
 		if err != nil && ctx.Err() == nil {
 			// Usually a lock held past the busy timeout: worth a retry, as a

@@ -1,0 +1,216 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/atomicfile"
+	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+	"github.com/flexiq/flexiq-scaled/internal/units"
+)
+
+// Two-phase drain. With a quiet_signal, a scale-down first sends that
+// signal to the worker's main process (Sidekiq's TSTP: take no new work,
+// finish what is in hand), and the worker stops counting at once: it is
+// draining. quiet_period_sec later comes the ordinary stop: drain_signal,
+// drain_timeout_sec, SIGKILL by systemd. A worker in its quiet phase is
+// still active as far as systemd knows, so only the daemon knows that it is
+// quiet and when its stop is due: that is kept in the runtime directory
+// (quiet-POOL.json, beside the pool's state file), so that a restart of
+// the daemon during the quiet phase neither adopts the worker as live nor
+// stops it early or late.
+
+// quietUnit is a worker in its quiet phase.
+type quietUnit struct {
+	slot       int
+	invocation string    // the run that was quieted; a restarted unit is a new worker
+	deadline   time.Time // when its stop is due, on the controller's clock
+	timer      *time.Timer
+}
+
+const quietVersion = 1
+
+type savedQuiet struct {
+	Version int               `json:"version"`
+	Pool    string            `json:"pool"`
+	Units   []savedQuietEntry `json:"units"`
+}
+
+type savedQuietEntry struct {
+	Unit       string `json:"unit"`
+	Slot       int    `json:"slot"`
+	Invocation string `json:"invocation,omitempty"`
+	// Deadline is when the stop is due, in nanoseconds of CLOCK_MONOTONIC,
+	// which every process shares until the next boot (as the state file's
+	// times).
+	Deadline int64 `json:"deadline_mono_ns"`
+}
+
+// retire takes a live worker out of service: a quiet phase first when the
+// pool has a quiet_signal, else the stop at once.
+func (p *Pool) retire(ctx context.Context, now time.Time, w *worker, why string) bool {
+	if p.cfg.QuietSignalNumber == 0 || p.cfg.QuietPeriod <= 0 {
+		return p.stopWorker(ctx, w, why)
+	}
+	kctx, cancel := context.WithTimeout(ctx, callTimeout)
+	err := p.units.KillMain(kctx, w.unit, p.cfg.QuietSignalNumber)
+	cancel()
+	if err != nil {
+		p.log.Event(eventlog.WorkerDraining, eventlog.Warning, p.workerFields(w.slot, w.unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
+			"pool=%s cannot send %s to %s (%v): stopping it without a quiet phase", p.name, p.cfg.QuietSignal, w.unit, err)
+		return p.stopWorker(ctx, w, why)
+	}
+	p.fleet.stop(w)
+	p.addQuiet(now, w.unit, &quietUnit{slot: w.slot, invocation: w.invocation, deadline: now.Add(p.cfg.QuietPeriod)})
+	p.saveQuiet()
+	p.report.draining(w.slot, w.unit, fmt.Sprintf("%s: quiet phase, %s sent to its main process; stop in %s",
+		why, p.cfg.QuietSignal, p.cfg.QuietPeriod))
+	return true
+}
+
+// addQuiet records a quiet worker and wakes the pool's loop when its stop
+// is due, however long the poll interval.
+func (p *Pool) addQuiet(now time.Time, unit string, q *quietUnit) {
+	if p.quiet == nil {
+		p.quiet = map[string]*quietUnit{}
+	}
+	// A hair late rather than early: the tick it causes must find the
+	// deadline passed.
+	q.timer = time.AfterFunc(max(0, q.deadline.Sub(now))+5*time.Millisecond, p.kick)
+	p.quiet[unit] = q
+}
+
+// quietStep asks for the stop of every quiet worker whose quiet period is
+// over, and forgets those that are gone (a worker may exit by itself once
+// quiet). It runs after each reconcile.
+func (p *Pool) quietStep(ctx context.Context, now time.Time) {
+	changed := false
+	for _, unit := range sortedKeys(p.quiet) {
+		q := p.quiet[unit]
+		if _, ok := p.fleet.draining[unit]; !ok {
+			// Gone; reconcile has reported its stop.
+			q.timer.Stop()
+			delete(p.quiet, unit)
+			changed = true
+			continue
+		}
+		if now.Before(q.deadline) {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, callTimeout)
+		_, err := p.units.StopWorker(sctx, unit)
+		cancel()
+		if err != nil {
+			// Asked again at the next tick.
+			p.log.Event(eventlog.WorkerQuiet, eventlog.Err, p.workerFields(q.slot, unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
+				"pool=%s cannot stop %s at the end of its quiet phase: %v", p.name, unit, err)
+			continue
+		}
+		late := now.Sub(q.deadline).Round(time.Millisecond)
+		p.log.Event(eventlog.WorkerQuiet, eventlog.Info, p.workerFields(q.slot, unit, eventlog.Fields{"FLEXIQ_LATE_MS": fmt.Sprint(late.Milliseconds())}),
+			"pool=%s quiet phase of %s over: stopping it (%s, then SIGKILL after %s)", p.name, unit, p.cfg.DrainSignal, p.cfg.DrainTimeout)
+		q.timer.Stop()
+		delete(p.quiet, unit)
+		changed = true
+	}
+	if changed {
+		p.saveQuiet()
+	}
+}
+
+// endQuiet cuts every quiet phase short: the pool is being drained
+// entirely (removed, or the daemon stopped), which stops every worker now.
+func (p *Pool) endQuiet(ctx context.Context, now time.Time) {
+	for _, q := range p.quiet {
+		q.deadline = now
+	}
+	p.quietStep(ctx, now)
+}
+
+func (p *Pool) quietPath() string {
+	if p.opts.StateDir == "" {
+		return ""
+	}
+	return filepath.Join(p.opts.StateDir, "quiet-"+p.name+".json")
+}
+
+// saveQuiet writes the quiet workers, atomically; with none, it removes
+// the file. A failure is logged: a restart would then adopt the quiet
+// workers as live, and a later scale-down would drain them again.
+func (p *Pool) saveQuiet() {
+	path := p.quietPath()
+	if path == "" {
+		return
+	}
+	var err error
+	if len(p.quiet) == 0 {
+		if err = os.Remove(path); errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
+	} else {
+		st := savedQuiet{Version: quietVersion, Pool: p.name}
+		for _, unit := range sortedKeys(p.quiet) {
+			q := p.quiet[unit]
+			st.Units = append(st.Units, savedQuietEntry{Unit: unit, Slot: q.slot, Invocation: q.invocation, Deadline: int64(monoSince(q.deadline))})
+		}
+		var b []byte
+		if b, err = json.Marshal(st); err == nil {
+			err = atomicfile.Write(path, b)
+		}
+	}
+	if err != nil {
+		p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil),
+			"pool=%s cannot save its quiet workers (a restart would take them for live ones): %v", p.name, err)
+	}
+}
+
+// restoreQuiet reads the quiet workers a previous daemon left, before the
+// first reconcile: those still running the same invocation are draining,
+// with their deadlines. A worker whose stop is already under way, that is
+// gone, or that was restarted since, is not quiet any more.
+func (p *Pool) restoreQuiet(now time.Time, existing []units.Worker) {
+	path := p.quietPath()
+	if path == "" {
+		return
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	var st savedQuiet
+	if err == nil {
+		err = json.Unmarshal(b, &st)
+	}
+	if err == nil && (st.Version != quietVersion || st.Pool != p.name) {
+		err = fmt.Errorf("version %d of pool %q, want version %d of %q", st.Version, st.Pool, quietVersion, p.name)
+	}
+	if err != nil {
+		p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil), "pool=%s ignoring its quiet workers file %s: %v", p.name, path, err)
+		return
+	}
+	byUnit := make(map[string]units.Worker, len(existing))
+	for _, w := range existing {
+		byUnit[w.Unit] = w
+	}
+	for _, e := range st.Units {
+		w, ok := byUnit[e.Unit]
+		switch {
+		case !ok || classify(w, true) != stateRunning || w.Slot != e.Slot:
+			continue
+		case e.Invocation != "" && w.InvocationID != "" && e.Invocation != w.InvocationID:
+			continue
+		}
+		deadline := monoTime(time.Duration(e.Deadline))
+		p.fleet.draining[e.Unit] = drainingUnit{slot: e.Slot, ours: true}
+		p.addQuiet(now, e.Unit, &quietUnit{slot: e.Slot, invocation: w.InvocationID, deadline: deadline})
+		p.log.Event(eventlog.Lifecycle, eventlog.Info, p.workerFields(e.Slot, e.Unit, nil),
+			"pool=%s resumed the quiet phase of %s: its stop is due in %s", p.name, e.Unit, max(0, deadline.Sub(now)).Round(time.Millisecond))
+	}
+	p.saveQuiet()
+}

@@ -1,0 +1,27 @@
+package daemon
+
+import (
+	"fmt"
+
+	"github.com/flexiq/flexiq-scaled/internal/capacity"
+	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+)
+
+// applyCapacity caps the pools' max_workers at what fits on this host,
+// logging a capacity-capped event for each, and returns the budget the
+// pools' ledger holds them to at run time. A host that cannot be read
+// leaves the pools as written and the budget open.
+func applyCapacity(log *eventlog.Logger, cfg *config.Config) capacity.Budget {
+	for _, c := range config.ApplyCapacity(cfg) {
+		log.Event(eventlog.CapacityCapped, eventlog.Warning, eventlog.Fields{
+			"FLEXIQ_POOL": c.Pool, "FLEXIQ_MAX_WORKERS": fmt.Sprint(c.From), "FLEXIQ_CAPPED_AT": fmt.Sprint(c.To)},
+			"pool=%s max_workers = %d is above capacity: %s; capped at %d", c.Pool, c.From, c.Why, c.To)
+	}
+	h, err := capacity.ReadHost()
+	if err != nil {
+		log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "capacity: %v; starts are not held to the host's size", err)
+		return capacity.Budget{Cores: 1e12, Memory: ^uint64(0), Workers: cfg.Capacity.MaxTotalWorkers}
+	}
+	return cfg.Budget(h)
+}

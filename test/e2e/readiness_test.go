@@ -1,0 +1,237 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Issue 9's readiness and two-phase drain against the real systemd.
+const (
+	scaleUpDeferredID = "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b22"
+	conditionSkipID   = "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b23"
+	workerQuietID     = "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b24"
+	workerDrainingID  = "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b09"
+	workerStoppedID   = "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b03"
+	workerCrashedID   = "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b04"
+)
+
+// A required unit that becomes active late defers the pool's starts, with
+// one event, and releases them once it is active; the daemon never starts
+// it itself. Requires= (not BindsTo=) leaves running workers alone when the
+// required unit crashes.
+func TestRequiresDefersThenReleasesScaleUps(t *testing.T) {
+	e := setup(t)
+	const dep = "flexiq-e2e-dep.service"
+	e.write("/etc/systemd/system/"+dep, "[Service]\nExecStart=/bin/sleep infinity\n")
+	t.Cleanup(func() {
+		// The daemon first: with it gone, stopping the dependency stops
+		// no worker that it would try to replace.
+		e.sb.Exec(context.Background(), "sh", "-c", "systemctl stop "+daemonUnit+"; systemctl stop "+dep+"; rm -f /etc/systemd/system/"+dep+"; systemctl daemon-reload; systemctl reset-failed "+dep)
+	})
+	e.sh("systemctl daemon-reload")
+	e.configure(e.poolConfig("deps", fmt.Sprintf(`
+min_workers = 1
+max_workers = 3
+target_queue_depth_per_worker = 10
+threads_per_worker = 1
+target_utilisation = 1.0
+scale_down_window_sec = 60
+requires = [%q]
+`, dep)))
+	e.startDaemon()
+
+	time.Sleep(3 * time.Second)
+	if ws := e.workers("deps", "active", "activating"); len(ws) != 0 {
+		e.fatalf("workers %v started while %s is inactive", ws, dep)
+	}
+	if st := e.unitProp(dep, "ActiveState"); st != "inactive" {
+		e.fatalf("%s is %s: the daemon pulled it in", dep, st)
+	}
+	deferred := e.entries("FLEXIQ_POOL=deps", scaleUpDeferredID)
+	if len(deferred) != 1 || !strings.Contains(deferred[0].Field("FLEXIQ_WAITING_FOR"), dep+" (inactive)") {
+		e.fatalf("want one scale-up-deferred event waiting for %s, got %d: %v", dep, len(deferred), deferred)
+	}
+
+	released := time.Now()
+	e.sh("systemctl start " + dep)
+	e.waitWorkers("deps", 1, 5*time.Second)
+	t.Logf("first worker %.1fs after %s became active", time.Since(released).Seconds(), dep)
+	unit := e.workers("deps", "active")[0]
+	for _, prop := range []string{"Requires", "After"} {
+		if v := e.unitProp(unit, prop); !strings.Contains(v, dep) {
+			t.Errorf("%s %s=%q, want it to name %s", unit, prop, v, dep)
+		}
+	}
+	if v := e.unitProp(unit, "BindsTo"); v != "" {
+		t.Errorf("%s BindsTo=%q, want none", unit, v)
+	}
+
+	// The required unit crashes: with Requires= the running worker stays.
+	e.sh("systemctl kill -s KILL " + dep)
+	e.eventually(5*time.Second, dep+" down", func() (bool, string) {
+		st := e.unitProp(dep, "ActiveState")
+		return st == "failed" || st == "inactive", st
+	})
+	// Demand for 3 while it is down: deferred, a new episode.
+	e.enqueue(30, 4*time.Second)
+	time.Sleep(3 * time.Second)
+	if ws := e.workers("deps", "active"); len(ws) != 1 || ws[0] != unit {
+		e.fatalf("active %v after %s crashed with demand for 3, want only %s (kept, and the scale-up deferred)", ws, dep, unit)
+	}
+	if n := len(e.entries("FLEXIQ_POOL=deps", scaleUpDeferredID)); n < 3 {
+		e.fatalf("%d scale-up-deferred events, want the first episode's two and the second's start", n)
+	}
+	e.sh("systemctl reset-failed " + dep + "; systemctl start " + dep)
+	e.waitWorkers("deps", 3, 10*time.Second)
+	var releases int
+	for _, en := range e.entries("FLEXIQ_POOL=deps", scaleUpDeferredID) {
+		if strings.Contains(en.Field("MESSAGE"), "releasing") {
+			releases++
+		}
+	}
+	if releases != 2 {
+		t.Errorf("%d release events, want 2 (one per episode)", releases)
+	}
+}
+
+// A start_condition that fails (a shared volume not yet populated) skips
+// the worker: no crash, no backoff, one event, a retry every poll interval;
+// once the file appears, the worker starts.
+func TestStartConditionFailsThenPasses(t *testing.T) {
+	e := setup(t)
+	ready := dbInside + "/" + strings.ToLower(t.Name()) + ".ready"
+	e.sh("rm -f " + ready)
+	e.configure(e.poolConfig("cond", fmt.Sprintf(`
+min_workers = 1
+max_workers = 2
+start_condition = "test -e %s"
+`, ready)))
+	e.startDaemon()
+
+	time.Sleep(4 * time.Second)
+	if ws := e.workers("cond", "active", "activating"); len(ws) != 0 {
+		e.fatalf("workers %v active while the start condition fails; ExecCondition=%q\n%s", ws,
+			e.unitProp(ws[0], "ExecCondition"), e.journalText("-u", ws[0]))
+	}
+	skips := e.entries("FLEXIQ_POOL=cond", conditionSkipID)
+	if len(skips) != 1 {
+		e.fatalf("%d condition-skip events, want 1 for the episode", len(skips))
+	}
+	if crashes := e.entries("FLEXIQ_POOL=cond", workerCrashedID); len(crashes) != 0 {
+		e.fatalf("a skipped start was reported as a crash or failed start: %v", crashes[0].Field("MESSAGE"))
+	}
+	// systemd says how many times the condition was asked: once per poll
+	// interval (1 s), never a tight loop.
+	unitLog := e.journalText("-u", "flexiq-cond@1.service")
+	attempts := strings.Count(unitLog, "exec-condition")
+	t.Logf("start condition checked %d times in 4 s (systemd's \"Skipped due to 'exec-condition'\" lines):\n%s", attempts, unitLog)
+	if attempts < 2 {
+		t.Errorf("start condition checked %d times in 4 s, want a retry every poll interval (1 s)", attempts)
+	}
+	if attempts > 12 {
+		t.Errorf("start condition checked %d times in 4 s: a hot loop", attempts)
+	}
+
+	e.sh("touch " + ready)
+	t0 := time.Now()
+	e.waitWorkers("cond", 1, 5*time.Second)
+	t.Logf("worker active %.1fs after the file appeared", time.Since(t0).Seconds())
+	e.eventually(5*time.Second, "a condition-passes event", func() (bool, string) {
+		for _, en := range e.entries("FLEXIQ_POOL=cond", conditionSkipID) {
+			if strings.Contains(en.Field("MESSAGE"), "start_condition passes") {
+				return true, ""
+			}
+		}
+		return false, "none"
+	})
+	if v := e.unitProp("flexiq-cond@1.service", "ExecCondition"); !strings.Contains(v, ready) {
+		t.Errorf("ExecCondition=%q, want it to test %s", v, ready)
+	}
+}
+
+var signalLineRE = regexp.MustCompile(`signal (SIG[A-Z0-9]+) at (\d+)`)
+
+// signalTimes reads, from a worker unit's journal, when its worker got
+// each signal (the test worker logs them with its own clock).
+func (e *env) signalTimes(unit string) map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, m := range signalLineRE.FindAllStringSubmatch(e.journalText("-u", unit, "-o", "cat"), -1) {
+		ms, _ := strconv.ParseInt(m[2], 10, 64)
+		if _, seen := out[m[1]]; !seen {
+			out[m[1]] = time.UnixMilli(ms)
+		}
+	}
+	return out
+}
+
+// Two-phase drain: at scale-down the worker gets the quiet signal first,
+// stops counting at once, and gets the drain signal quiet_period_sec later.
+func TestTwoPhaseDrain(t *testing.T) {
+	e := setup(t)
+	const quiet = 4 * time.Second
+	e.configure(e.poolConfig("quiet", fmt.Sprintf(`
+min_workers = 1
+max_workers = 2
+target_queue_depth_per_worker = 10
+threads_per_worker = 1
+target_utilisation = 1.0
+scale_down_window_sec = 1
+quiet_signal = "TSTP"
+quiet_period_sec = %g
+drain_timeout_sec = 10
+`, quiet.Seconds())))
+	e.startDaemon()
+	e.waitWorkers("quiet", 1, 10*time.Second)
+	e.enqueue(20, 200*time.Millisecond)
+	e.waitWorkers("quiet", 2, 10*time.Second)
+
+	// The queue empties; the pool goes back to 1 in two phases.
+	var unit string
+	e.eventually(30*time.Second, "a quiet phase", func() (bool, string) {
+		for _, en := range e.entries("FLEXIQ_POOL=quiet", workerDrainingID) {
+			if strings.Contains(en.Field("FLEXIQ_REASON"), "quiet phase") {
+				unit = en.Field("FLEXIQ_UNIT")
+				return true, ""
+			}
+		}
+		return false, "no draining event with a quiet phase"
+	})
+	// It stops counting at once: the daemon's status says 1 worker while
+	// the quiet one still runs.
+	if st := e.unitProp(unit, "ActiveState"); st != "active" {
+		t.Errorf("%s is %s during its quiet phase, want active", unit, st)
+	}
+	e.eventually(3*time.Second, "the status counting 1 worker", func() (bool, string) {
+		st := e.unitProp(daemonUnit, "StatusText")
+		return strings.HasPrefix(st, "quiet 1/2 workers"), st
+	})
+	e.eventually(quiet+15*time.Second, unit+" gone", func() (bool, string) {
+		ws := e.workers("quiet")
+		return !contains(ws, unit), fmt.Sprintf("units %v", ws)
+	})
+	times := e.signalTimes(unit)
+	tstp, term := times["SIGTSTP"], times["SIGTERM"]
+	if tstp.IsZero() || term.IsZero() {
+		e.fatalf("%s got signals %v, want SIGTSTP then SIGTERM\n%s", unit, times, e.journalText("-u", unit))
+	}
+	gap := term.Sub(tstp)
+	t.Logf("SIGTSTP -> SIGTERM: %.2fs (quiet_period_sec = %g)", gap.Seconds(), quiet.Seconds())
+	if gap < quiet-time.Second || gap > quiet+time.Second {
+		t.Errorf("SIGTERM came %.2fs after SIGTSTP, want %g s ± 1 s", gap.Seconds(), quiet.Seconds())
+	}
+	if n := len(e.entries("FLEXIQ_UNIT="+unit, workerQuietID)); n != 1 {
+		t.Errorf("%d quiet-over events for %s, want 1", n, unit)
+	}
+	e.eventually(3*time.Second, "the stopped event", func() (bool, string) {
+		stopped := e.entries("FLEXIQ_UNIT="+unit, workerStoppedID)
+		return len(stopped) == 1 && stopped[0].Field("FLEXIQ_RESULT") == "success", fmt.Sprintf("stopped events %v", stopped)
+	})
+	if ws := e.workers("quiet", "active"); len(ws) != 1 {
+		t.Errorf("active after the drain: %v, want 1", ws)
+	}
+}
