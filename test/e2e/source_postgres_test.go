@@ -227,7 +227,7 @@ INSERT INTO solid_queue_claimed_executions (job_id, process_id) SELECT id, 1 FRO
 }
 
 // buildRiverClient builds test/clients/river for the sandbox.
-func buildRiverClient(t *testing.T) {
+func buildRiverClient(t testing.TB) {
 	t.Helper()
 	root, _ := sandbox.ModuleRoot()
 	cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, "flexiq-river-client"), "./test/clients/river")
@@ -238,7 +238,7 @@ func buildRiverClient(t *testing.T) {
 }
 
 // npmCI installs a test client's packages from its lock file, once.
-func npmCI(t *testing.T, client string) {
+func npmCI(t testing.TB, client string) {
 	t.Helper()
 	root, _ := sandbox.ModuleRoot()
 	dir := filepath.Join(root, "test/clients", client)
