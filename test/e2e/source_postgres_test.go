@@ -468,18 +468,27 @@ INSERT INTO tasks (tenant, state) VALUES ('acme', 'running'), ('other', 'ready')
 	// run here, where the server is).
 	t.Logf("%s: phase 6", time.Since(began).Round(time.Millisecond))
 	root, _ := sandbox.ModuleRoot()
+	full := strings.Replace(url, pgDB+"@", pgDB+":"+pgPassword+"@", 1)
+	e.sourceTest("TestPostgresWatchInserts", "FLEXIQ_TEST_PG_URL="+full,
+		fmt.Sprintf("FLEXIQ_TEST_PG_INSERT_river=%s %q river insert,wake,1", filepath.Join(binDir, "flexiq-river-client"), full),
+		fmt.Sprintf("FLEXIQ_TEST_PG_INSERT_graphile-worker=node %s %q graphile_worker add,-,1", filepath.Join(root, "test/clients/graphile-worker/enqueue.js"), full))
+}
+
+// sourceTest runs one of internal/source's tests that needs a server
+// inside the sandbox, with env (NAME=VALUE) set, and fails the test with
+// its output if it does not pass.
+func (e *env) sourceTest(name string, env ...string) {
+	e.t.Helper()
+	root, _ := sandbox.ModuleRoot()
 	bin := filepath.Join(binDir, "flexiq-source.test")
 	build := exec.Command("go", "test", "-c", "-o", bin, "./internal/source")
 	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building internal/source's tests: %v\n%s", err, out)
+		e.fatalf("building internal/source's tests: %v\n%s", err, out)
 	}
-	full := strings.Replace(url, pgDB+"@", pgDB+":"+pgPassword+"@", 1)
-	out, err := e.sb.Exec(e.ctx(), "env", "FLEXIQ_TEST_PG_URL="+full,
-		fmt.Sprintf("FLEXIQ_TEST_PG_INSERT_river=%s %q river insert,wake,1", filepath.Join(binDir, "flexiq-river-client"), full),
-		fmt.Sprintf("FLEXIQ_TEST_PG_INSERT_graphile-worker=node %s %q graphile_worker add,-,1", filepath.Join(root, "test/clients/graphile-worker/enqueue.js"), full),
-		bin, "-test.run", "TestPostgresWatchInserts", "-test.v", "-test.count=1")
-	if err != nil || !strings.Contains(out, "--- PASS: TestPostgresWatchInserts") {
-		t.Errorf("wake-up test: %v\n%s", err, out)
+	argv := append(append([]string{"env"}, env...), bin, "-test.run", "^"+name+"$", "-test.v", "-test.count=1", "-test.timeout=2m")
+	out, err := e.sb.Exec(e.ctx(), argv...)
+	if err != nil || !strings.Contains(out, "--- PASS: "+name) {
+		e.errorf("internal/source's %s: %v\n%s", name, err, out)
 	}
 }

@@ -2,14 +2,10 @@ package e2e
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/flexiq/flexiq-scaled/test/sandbox"
 	"github.com/flexiq/flexiq-scaled/test/servers"
 )
 
@@ -60,16 +56,9 @@ func TestRedisWakeUp(t *testing.T) {
 	e.redisNotify("Klzs")
 	npmCI(t, "bullmq")
 
-	root, _ := sandbox.ModuleRoot()
-	bin := filepath.Join(binDir, "flexiq-source.test")
-	build := exec.Command("go", "test", "-c", "-o", bin, "./internal/source")
-	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building internal/source's tests: %v\n%s", err, out)
-	}
-	out, err := e.sb.Exec(e.ctx(), "env", "FLEXIQ_TEST_REDIS_URL="+redisURL, bin, "-test.run", "TestRedisWatch", "-test.v", "-test.count=1", "-test.timeout=2m")
-	if err != nil || !strings.Contains(out, "--- PASS: TestRedisWatch") {
-		t.Fatalf("internal/source's TestRedisWatch: %v\n%s", err, out)
+	e.sourceTest("TestRedisWatch", "FLEXIQ_TEST_REDIS_URL="+redisURL)
+	if t.Failed() {
+		return
 	}
 	e.redis("FLUSHALL")
 
