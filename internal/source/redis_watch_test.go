@@ -192,3 +192,53 @@ type replyErr string
 
 func (e replyErr) Error() string { return string(e) }
 func (replyErr) RedisError()     {}
+
+// A user whose ACL refuses CONFIG GET still gets wake-ups, and the
+// description says that the watcher cannot tell whether the server sends
+// them. Run with TestRedisWatch's server.
+func TestRedisWatchConfigRefused(t *testing.T) {
+	url := os.Getenv("FLEXIQ_TEST_REDIS_URL")
+	if url == "" {
+		t.Skip("needs FLEXIQ_TEST_REDIS_URL: test/e2e runs this against redis-server in its sandbox")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := redis.NewClient(&redis.Options{Addr: strings.TrimPrefix(url, "redis://")})
+	defer c.Close()
+	if err := c.Do(ctx, "ACL", "SETUSER", "noconfig", "reset", "on", ">pw", "~*", "&*", "+@all", "-config").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Do(context.Background(), "ACL", "DELUSER", "noconfig")
+	src, err := New(config.Source{Type: config.SourceRQ, Queues: []string{"acl"},
+		Conn: config.Conn{URL: strings.Replace(url, "redis://", "redis://noconfig:pw@", 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	wakes := make(chan struct{}, 100)
+	how, err := src.(Watcher).Watch(ctx, func() {
+		select {
+		case wakes <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `CONFIG GET is refused (NOPERM`; !strings.Contains(how, want) || !strings.Contains(how, `cannot tell whether the server sends them: they need notify-keyspace-events to hold at least "Kl"`) {
+		t.Errorf("Watch says %q, want it to say %s and that it cannot tell", how, want)
+	}
+	t.Log(how)
+	for _, step := range []string{"subscribing", "a push"} {
+		if step == "a push" {
+			if err := c.RPush(ctx, "rq:queue:acl", "j").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		select {
+		case <-wakes:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no wake-up within 5 s of %s", step)
+		}
+	}
+}

@@ -474,10 +474,10 @@ INSERT INTO tasks (tenant, state) VALUES ('acme', 'running'), ('other', 'ready')
 		fmt.Sprintf("FLEXIQ_TEST_PG_INSERT_graphile-worker=node %s %q graphile_worker add,-,1", filepath.Join(root, "test/clients/graphile-worker/enqueue.js"), full))
 }
 
-// sourceTest runs one of internal/source's tests that needs a server
-// inside the sandbox, with env (NAME=VALUE) set, and fails the test with
-// its output if it does not pass.
-func (e *env) sourceTest(name string, env ...string) {
+// sourceTest runs internal/source's tests that need a server inside the
+// sandbox (names: a -test.run alternation of whole names), with env
+// (NAME=VALUE) set, and fails the test with its output unless each passes.
+func (e *env) sourceTest(names string, env ...string) {
 	e.t.Helper()
 	root, _ := sandbox.ModuleRoot()
 	bin := filepath.Join(binDir, "flexiq-source.test")
@@ -486,9 +486,12 @@ func (e *env) sourceTest(name string, env ...string) {
 	if out, err := build.CombinedOutput(); err != nil {
 		e.fatalf("building internal/source's tests: %v\n%s", err, out)
 	}
-	argv := append(append([]string{"env"}, env...), bin, "-test.run", "^"+name+"$", "-test.v", "-test.count=1", "-test.timeout=2m")
+	argv := append(append([]string{"env"}, env...), bin, "-test.run", "^("+names+")$", "-test.v", "-test.count=1", "-test.timeout=2m")
 	out, err := e.sb.Exec(e.ctx(), argv...)
-	if err != nil || !strings.Contains(out, "--- PASS: "+name) {
-		e.errorf("internal/source's %s: %v\n%s", name, err, out)
+	for _, name := range strings.Split(names, "|") {
+		if err != nil || !strings.Contains(out, "--- PASS: "+name+" ") {
+			e.errorf("internal/source's %s: %v\n%s", name, err, out)
+			return
+		}
 	}
 }

@@ -56,7 +56,7 @@ func TestRedisWakeUp(t *testing.T) {
 	e.redisNotify("Klzs")
 	npmCI(t, "bullmq")
 
-	e.sourceTest("TestRedisWatch", "FLEXIQ_TEST_REDIS_URL="+redisURL)
+	e.sourceTest("TestRedisWatch|TestRedisWatchConfigRefused", "FLEXIQ_TEST_REDIS_URL="+redisURL)
 	if t.Failed() {
 		return
 	}
