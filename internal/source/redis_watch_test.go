@@ -140,25 +140,8 @@ func TestRedisWatch(t *testing.T) {
 			defer src.Close()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			wakes := make(chan struct{}, 100)
-			how, err := src.(Watcher).Watch(ctx, func() {
-				select {
-				case wakes <- struct{}{}:
-				default:
-				}
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			how, wait := watchWakes(ctx, t, src)
 			t.Logf("%s", how)
-			wait := func(what string) {
-				t.Helper()
-				select {
-				case <-wakes:
-				case <-time.After(5 * time.Second):
-					t.Fatalf("no wake-up within 5 s of %s", what)
-				}
-			}
 			wait("subscribing")
 			if err := tc.push(ctx); err != nil {
 				t.Fatal(err)
@@ -215,6 +198,22 @@ func TestRedisWatchConfigRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
+	how, wait := watchWakes(ctx, t, src)
+	if want := `CONFIG GET is refused (NOPERM`; !strings.Contains(how, want) || !strings.Contains(how, `cannot tell whether the server sends them: they need notify-keyspace-events to hold at least "Kl"`) {
+		t.Errorf("Watch says %q, want it to say %s and that it cannot tell", how, want)
+	}
+	t.Log(how)
+	wait("subscribing")
+	if err := c.RPush(ctx, "rq:queue:acl", "j").Err(); err != nil {
+		t.Fatal(err)
+	}
+	wait("a push")
+}
+
+// watchWakes starts src's Watch, and returns its description and a wait
+// for the next wake-up, failing the test after 5 s without one.
+func watchWakes(ctx context.Context, t *testing.T, src Source) (string, func(what string)) {
+	t.Helper()
 	wakes := make(chan struct{}, 100)
 	how, err := src.(Watcher).Watch(ctx, func() {
 		select {
@@ -225,20 +224,12 @@ func TestRedisWatchConfigRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `CONFIG GET is refused (NOPERM`; !strings.Contains(how, want) || !strings.Contains(how, `cannot tell whether the server sends them: they need notify-keyspace-events to hold at least "Kl"`) {
-		t.Errorf("Watch says %q, want it to say %s and that it cannot tell", how, want)
-	}
-	t.Log(how)
-	for _, step := range []string{"subscribing", "a push"} {
-		if step == "a push" {
-			if err := c.RPush(ctx, "rq:queue:acl", "j").Err(); err != nil {
-				t.Fatal(err)
-			}
-		}
+	return how, func(what string) {
+		t.Helper()
 		select {
 		case <-wakes:
 		case <-time.After(5 * time.Second):
-			t.Fatalf("no wake-up within 5 s of %s", step)
+			t.Fatalf("no wake-up within 5 s of %s", what)
 		}
 	}
 }
