@@ -227,7 +227,7 @@ INSERT INTO solid_queue_claimed_executions (job_id, process_id) SELECT id, 1 FRO
 }
 
 // buildRiverClient builds test/clients/river for the sandbox.
-func buildRiverClient(t *testing.T) {
+func buildRiverClient(t testing.TB) {
 	t.Helper()
 	root, _ := sandbox.ModuleRoot()
 	cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, "flexiq-river-client"), "./test/clients/river")
@@ -238,7 +238,7 @@ func buildRiverClient(t *testing.T) {
 }
 
 // npmCI installs a test client's packages from its lock file, once.
-func npmCI(t *testing.T, client string) {
+func npmCI(t testing.TB, client string) {
 	t.Helper()
 	root, _ := sandbox.ModuleRoot()
 	dir := filepath.Join(root, "test/clients", client)
@@ -468,18 +468,30 @@ INSERT INTO tasks (tenant, state) VALUES ('acme', 'running'), ('other', 'ready')
 	// run here, where the server is).
 	t.Logf("%s: phase 6", time.Since(began).Round(time.Millisecond))
 	root, _ := sandbox.ModuleRoot()
+	full := strings.Replace(url, pgDB+"@", pgDB+":"+pgPassword+"@", 1)
+	e.sourceTest("TestPostgresWatchInserts", "FLEXIQ_TEST_PG_URL="+full,
+		fmt.Sprintf("FLEXIQ_TEST_PG_INSERT_river=%s %q river insert,wake,1", filepath.Join(binDir, "flexiq-river-client"), full),
+		fmt.Sprintf("FLEXIQ_TEST_PG_INSERT_graphile-worker=node %s %q graphile_worker add,-,1", filepath.Join(root, "test/clients/graphile-worker/enqueue.js"), full))
+}
+
+// sourceTest runs internal/source's tests that need a server inside the
+// sandbox (names: a -test.run alternation of whole names), with env
+// (NAME=VALUE) set, and fails the test with its output unless each passes.
+func (e *env) sourceTest(names string, env ...string) {
+	e.t.Helper()
+	root, _ := sandbox.ModuleRoot()
 	bin := filepath.Join(binDir, "flexiq-source.test")
 	build := exec.Command("go", "test", "-c", "-o", bin, "./internal/source")
 	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building internal/source's tests: %v\n%s", err, out)
+		e.fatalf("building internal/source's tests: %v\n%s", err, out)
 	}
-	full := strings.Replace(url, pgDB+"@", pgDB+":"+pgPassword+"@", 1)
-	out, err := e.sb.Exec(e.ctx(), "env", "FLEXIQ_TEST_PG_URL="+full,
-		fmt.Sprintf("FLEXIQ_TEST_PG_INSERT_river=%s %q river insert,wake,1", filepath.Join(binDir, "flexiq-river-client"), full),
-		fmt.Sprintf("FLEXIQ_TEST_PG_INSERT_graphile-worker=node %s %q graphile_worker add,-,1", filepath.Join(root, "test/clients/graphile-worker/enqueue.js"), full),
-		bin, "-test.run", "TestPostgresWatchInserts", "-test.v", "-test.count=1")
-	if err != nil || !strings.Contains(out, "--- PASS: TestPostgresWatchInserts") {
-		t.Errorf("wake-up test: %v\n%s", err, out)
+	argv := append(append([]string{"env"}, env...), bin, "-test.run", "^("+names+")$", "-test.v", "-test.count=1", "-test.timeout=2m")
+	out, err := e.sb.Exec(e.ctx(), argv...)
+	for _, name := range strings.Split(names, "|") {
+		if err != nil || !strings.Contains(out, "--- PASS: "+name+" ") {
+			e.errorf("internal/source's %s: %v\n%s", name, err, out)
+			return
+		}
 	}
 }

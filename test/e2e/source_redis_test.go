@@ -86,7 +86,7 @@ func (e *env) bullmq(args ...string) {
 	e.t.Helper()
 	root, _ := sandbox.ModuleRoot()
 	dir := filepath.Join(root, "test", "clients", "bullmq")
-	npmCI(e.t.(*testing.T), "bullmq")
+	npmCI(e.t, "bullmq")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if out, err := e.sb.Exec(ctx, append([]string{"node", filepath.Join(dir, "enqueue.js"), redisURL}, args...)...); err != nil {

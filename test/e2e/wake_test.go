@@ -11,12 +11,13 @@ import (
 const lifecycleID = "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b07"
 
 // wakeUpLine waits for the pool's journal line saying whether wake-up is
-// active, and returns it.
+// active, and returns it: the running daemon's, not a line of an earlier
+// test's daemon in the same sandbox.
 func (e *env) wakeUpLine(pool string) string {
 	e.t.Helper()
 	var line string
 	e.eventually(15*time.Second, "journal line on the pool's wake-up", func() (bool, string) {
-		for _, en := range e.entries("FLEXIQ_POOL="+pool, lifecycleID) {
+		for _, en := range e.entries("FLEXIQ_POOL="+pool, lifecycleID, fmt.Sprintf("_PID=%d", e.daemonPID())) {
 			if m := en.Field("MESSAGE"); strings.Contains(m, "wake-up is") {
 				line = m
 				return true, ""

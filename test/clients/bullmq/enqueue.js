@@ -5,6 +5,9 @@
 //   delayed N MS   N jobs delayed by MS milliseconds
 //   pause | resume the queue
 //   obliterate     remove the queue and all its jobs
+// With FLEXIQ_MARK set, it prints flexiq-mark-usec=CLOCK_MONOTONIC in µs
+// once connected, just before it enqueues (the benchmark's start: node's
+// own start is not the queue's latency), and flexiq-done-usec after.
 'use strict';
 const { Queue } = require('bullmq');
 
@@ -15,6 +18,11 @@ async function main() {
     connection: { host: u.hostname, port: Number(u.port || 6379), maxRetriesPerRequest: 1 },
   });
   try {
+    if (process.env.FLEXIQ_MARK) {
+      await queue.waitUntilReady();
+      // process.hrtime is libuv's uv_hrtime: CLOCK_MONOTONIC on Linux.
+      console.log(`flexiq-mark-usec=${process.hrtime.bigint() / 1000n}`);
+    }
     const jobs = (opts) => Array.from({ length: Number(n) }, (_, i) => ({ name: 'job', data: { i }, opts }));
     switch (cmd) {
       case 'add': await queue.addBulk(jobs({})); break;
@@ -25,6 +33,7 @@ async function main() {
       case 'obliterate': await queue.obliterate({ force: true }); break;
       default: throw new Error(`unknown command ${cmd}`);
     }
+    if (process.env.FLEXIQ_MARK) console.log(`flexiq-done-usec=${process.hrtime.bigint() / 1000n}`);
   } finally {
     await queue.close();
   }

@@ -6,7 +6,10 @@
 // where OP is
 //   add,QUEUE,N[,RUN_IN_SECONDS]   N jobs of task "work" (QUEUE - : no job queue), due then (negative: in the past)
 //   take,QUEUE,N                   N due jobs, then locked as get_job locks the job a worker takes: running
-// With no OP it only installs the schema.
+// With no OP it only installs the schema. With FLEXIQ_MARK set, it prints
+// flexiq-mark-usec=CLOCK_MONOTONIC in µs just before the first operation
+// (the benchmark's start: node's start and the migration check are not the
+// queue's latency), and flexiq-done-usec after the last.
 const { makeWorkerUtils } = require('graphile-worker');
 
 async function main() {
@@ -14,6 +17,10 @@ async function main() {
   const utils = await makeWorkerUtils({ connectionString: url, schema });
   try {
     await utils.migrate();
+    if (process.env.FLEXIQ_MARK) {
+      // process.hrtime is libuv's uv_hrtime: CLOCK_MONOTONIC on Linux.
+      console.log(`flexiq-mark-usec=${process.hrtime.bigint() / 1000n}`);
+    }
     for (const op of ops) {
       const [cmd, queue, n, runIn] = op.split(',');
       const spec = {};
@@ -30,6 +37,7 @@ async function main() {
         throw new Error(`unknown operation ${op}`);
       }
     }
+    if (process.env.FLEXIQ_MARK) console.log(`flexiq-done-usec=${process.hrtime.bigint() / 1000n}`);
   } finally {
     await utils.release();
   }

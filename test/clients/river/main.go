@@ -12,7 +12,10 @@
 //	take,QUEUE,N                     N due jobs, then marked running as River's fetch (JobGetAvailable) does
 //	pause,QUEUE                      Client.QueuePause, after registering the queue as a producer does
 //
-// With no OP it only migrates. It is a test client: the daemon does not use
+// With no OP it only migrates. With FLEXIQ_MARK set, it prints
+// flexiq-mark-usec=CLOCK_MONOTONIC in µs just before the first operation
+// (the benchmark's start: the client's start and migration are not the
+// queue's latency), and flexiq-done-usec after the last. It is a test client: the daemon does not use
 // River's code.
 package main
 
@@ -30,6 +33,7 @@ import (
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+	"golang.org/x/sys/unix"
 )
 
 type workArgs struct {
@@ -70,13 +74,24 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	mark("mark")
 	for _, op := range ops {
 		f := strings.Split(op, ",")
 		if err := apply(ctx, pool, driver, client, schema, f); err != nil {
 			return fmt.Errorf("%s: %w", op, err)
 		}
 	}
+	mark("done")
 	return nil
+}
+
+// mark prints flexiq-WHAT-usec=CLOCK_MONOTONIC in µs when FLEXIQ_MARK is set.
+func mark(what string) {
+	if os.Getenv("FLEXIQ_MARK") != "" {
+		var ts unix.Timespec
+		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+		fmt.Printf("flexiq-%s-usec=%d\n", what, ts.Nano()/1000)
+	}
 }
 
 func apply(ctx context.Context, pool *pgxpool.Pool, driver *riverpgxv5.Driver, client *river.Client[pgx.Tx], schema string, f []string) error {
