@@ -66,9 +66,12 @@ type Pool struct {
 	// mu is held for a whole tick, D-Bus calls included: a pool does one
 	// thing at a time. Nothing else waits on it: the summary below has its
 	// own lock, so the watchdog never waits behind a slow tick.
-	mu      sync.Mutex
-	cfg     *config.Pool
-	src     source.Source
+	mu  sync.Mutex
+	cfg *config.Pool
+	src source.Source
+	// retired are sources replaced by a reload, closed once their wake-up
+	// has ended.
+	retired []source.Source
 	rec     policy.Recommender
 	fleet   *fleet
 	target  int // the last decided count; crashed workers are replaced up to it
@@ -211,7 +214,10 @@ func (p *Pool) Update(cfg *config.Pool) error {
 		if err != nil {
 			return fmt.Errorf("pool %s: %w", cfg.Name, err)
 		}
-		p.src.Close()
+		// The old source is closed by the loop once its wake-up has ended
+		// (rewatch): closed first, a reconnecting watcher could open a
+		// connection that nobody closes.
+		p.retired = append(p.retired, p.src)
 		p.src = src
 	}
 	p.cfg = cfg
@@ -246,7 +252,19 @@ func (p *Pool) Close() error {
 	if p.opts.Guard != nil {
 		p.opts.Guard.forget(p.name)
 	}
+	for _, old := range p.takeRetired() {
+		old.Close()
+	}
 	return p.src.Close()
+}
+
+// takeRetired hands over the sources replaced by reloads, to be closed.
+func (p *Pool) takeRetired() []source.Source {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := p.retired
+	p.retired = nil
+	return old
 }
 
 func (p *Pool) notify(changed bool) {

@@ -43,6 +43,9 @@ func (p *Pool) rewatch(ctx context.Context) {
 		return
 	}
 	p.stopWatch()
+	for _, old := range p.takeRetired() {
+		old.Close()
+	}
 	p.watch.src = src
 	w, ok := src.(source.Watcher)
 	if !ok {
