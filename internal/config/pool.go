@@ -71,6 +71,8 @@ func (p *Pool) PolicyParams() policy.Params {
 		Tolerance:                 p.Tolerance,
 		ScaleUpWindow:             p.ScaleUpWindow,
 		ScaleDownWindow:           p.ScaleDownWindow,
+		Demand:                    p.Demand,
+		DemandWindow:              p.DemandWindow,
 	}
 }
 
@@ -139,6 +141,7 @@ func (l *loader) pool(name string, r *rawPool, daemonPoll time.Duration) *Pool {
 			l.add(key(d.name), "must be >= 0")
 		}
 	}
+	l.demand(p, r, key)
 	if l.seconds(key("poll_interval_sec"), r.PollIntervalSec, &p.PollInterval) && p.PollInterval < minPollInterval {
 		l.add(key("poll_interval_sec"), "must be >= 0.1")
 	}
