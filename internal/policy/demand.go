@@ -16,7 +16,7 @@ const (
 )
 
 // DefaultDemandWindow is demand_window_sec's default.
-const DefaultDemandWindow = 120 * time.Second
+const DefaultDemandWindow = 60 * time.Second
 
 // littlesLaw is the workers the Little's law signal asks for: L = λ·W busy
 // threads, at the target utilisation, in workers of ThreadsPerWorker
