@@ -18,6 +18,13 @@ func (l *loader) demand(p *Pool, r *rawPool, key func(...string) string) {
 		case "none":
 			p.Demand = policy.DemandNone
 		case policy.DemandLittlesLaw:
+			// Arrivals and service times come from the job rows that
+			// flexiq keeps (created_at, started_at, completed_at); only
+			// that source reads them so far (source.DemandReader).
+			if p.Source.Type != SourceFlexiqSQLite {
+				l.add(key("demand"), "%q needs a source that reads arrivals and service times: type %q, not %q",
+					p.Demand, SourceFlexiqSQLite, p.Source.Type)
+			}
 		default:
 			l.add(key("demand"), "unknown mode %q (want %q or %q)", p.Demand, demandModes[0], demandModes[1])
 			p.Demand = policy.DemandNone

@@ -22,6 +22,8 @@ func TestDemandValidation(t *testing.T) {
 		{"window too short", pool("demand = \"littles-law\"\ndemand_window_sec = 0.5"), "pools.email.demand_window_sec", "must be >= 1"},
 		{"negative window", pool("demand = \"littles-law\"\ndemand_window_sec = -3"), "pools.email.demand_window_sec", "must be >= 1"},
 		{"window without mode", pool("demand_window_sec = 60"), "pools.email.demand_window_sec", `no effect without demand = "littles-law"`},
+		{"source that cannot tell", "[pools.email]\napp = \"x\"\ndemand = \"littles-law\"\n[pools.email.source]\ntype = \"sqlite-query\"\npath = \"/x.db\"\nquery = \"SELECT count(*), 0 FROM jobs\"\n",
+			"pools.email.demand", `needs a source that reads arrivals and service times: type "flexiq-sqlite", not "sqlite-query"`},
 		{"window not a number", pool("demand = \"littles-law\"\ndemand_window_sec = \"1m\""), "pools.email.demand_window_sec", "a number"},
 	}
 	for _, tt := range tests {

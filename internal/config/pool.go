@@ -141,12 +141,12 @@ func (l *loader) pool(name string, r *rawPool, daemonPoll time.Duration) *Pool {
 			l.add(key(d.name), "must be >= 0")
 		}
 	}
-	l.demand(p, r, key)
 	if l.seconds(key("poll_interval_sec"), r.PollIntervalSec, &p.PollInterval) && p.PollInterval < minPollInterval {
 		l.add(key("poll_interval_sec"), "must be >= 0.1")
 	}
 	l.drainSignal(p, r, key)
 	l.source(p, &r.Source, func(k string) string { return key("source", k) })
+	l.demand(p, r, key)
 	if p.ThreadsAuto && !slices.Contains(threadsAutoSources, p.Source.Type) {
 		l.add(key("threads_per_worker"), `"auto" reads flexiq's workers: only for %s sources, not %s`,
 			strings.Join(threadsAutoSources, ", "), p.Source.Type)

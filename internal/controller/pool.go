@@ -68,6 +68,7 @@ type Pool struct {
 	target  int // the last decided count; crashed workers are replaced up to it
 	roll    rollout
 	threads threadState
+	demand  demandState
 	report  reporter
 	// stopping is set by Drain: the pool no longer scales or replaces.
 	stopping bool
