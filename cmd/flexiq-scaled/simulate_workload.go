@@ -34,6 +34,7 @@ arrival,service trace to standard output and reads no configuration.`
 type workloadFlags struct {
 	workload, service, svg, generate *string
 	startup, step                    *float64
+	untilMin                         *bool
 	gen                              workload.GenSpec
 }
 
@@ -44,6 +45,7 @@ func addWorkloadFlags(fs *flag.FlagSet) *workloadFlags {
 		svg:      fs.String("svg", "", "with --workload, also draw the run to `FILE` (SVG)"),
 		startup:  fs.Float64("startup", 2, "with --workload, `SECONDS` from a worker's start to its first job"),
 		step:     fs.Float64("step", 0, "with --workload, quantise job starts and ends to `SECONDS`, as a time-stepped model does (0: exact)"),
+		untilMin: fs.Bool("until-min", false, "with --workload, run on after the last job until the pool is back at min_workers, and count its cost until then"),
 		generate: fs.String("generate", "", "write a synthetic job trace of `KIND` (poisson, diurnal or onoff) to standard output"),
 	}
 	fs.Float64Var(&w.gen.Duration, "duration", 3600, "with --generate, the trace's length in `SECONDS`")
@@ -87,12 +89,13 @@ func (w *workloadFlags) check() error {
 func (w *workloadFlags) run(pool *config.Pool, initial int, format string, stdout, stderr io.Writer) int {
 	svc, _ := workload.ParseService(*w.service) // checked
 	opt := simulate.WorkloadOptions{
-		Service: svc,
-		Startup: time.Duration(*w.startup * float64(time.Second)),
-		Step:    time.Duration(*w.step * float64(time.Second)),
-		Initial: initial,
-		Format:  format,
-		Title:   fmt.Sprintf("flexiq-scaled simulate: pool %s, %s", pool.Name, *w.workload),
+		Service:  svc,
+		Startup:  time.Duration(*w.startup * float64(time.Second)),
+		Step:     time.Duration(*w.step * float64(time.Second)),
+		Initial:  initial,
+		UntilMin: *w.untilMin,
+		Format:   format,
+		Title:    fmt.Sprintf("flexiq-scaled simulate: pool %s, %s", pool.Name, *w.workload),
 	}
 	trace := io.Reader(os.Stdin)
 	if *w.workload != "-" {

@@ -17,7 +17,9 @@ type WorkloadOptions struct {
 	Startup time.Duration         // from a worker's start to its first job
 	Step    time.Duration         // 0: exact; see workload.Config.Step
 	Initial int                   // workers at the start; negative: min_workers
-	Format  string                // FormatTable: a summary; FormatJSONL: one line per tick, then the summary
+	// UntilMin: see workload.Config.UntilMin.
+	UntilMin bool
+	Format   string // FormatTable: a summary; FormatJSONL: one line per tick, then the summary
 	// SVG, when not nil, receives a picture of the run, titled Title.
 	SVG   io.Writer
 	Title string
@@ -27,11 +29,12 @@ type WorkloadOptions struct {
 // threads and poll interval, as the daemon would use them.
 func WorkloadConfig(pool *config.Pool, opt WorkloadOptions) workload.Config {
 	return workload.Config{
-		Params:  pool.PolicyParams(),
-		Poll:    pool.PollInterval,
-		Startup: opt.Startup,
-		Initial: opt.Initial,
-		Step:    opt.Step,
+		Params:   pool.PolicyParams(),
+		Poll:     pool.PollInterval,
+		Startup:  opt.Startup,
+		Initial:  opt.Initial,
+		Step:     opt.Step,
+		UntilMin: opt.UntilMin,
 	}
 }
 

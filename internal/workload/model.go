@@ -45,6 +45,11 @@ type Config struct {
 	// Initial workers at the trace's start, ready at once; negative means
 	// Params.MinWorkers.
 	Initial int
+	// UntilMin runs on after the last job, until the pool is back at
+	// min_workers with nothing draining (at most an hour more), and counts
+	// its cost until then: as a real pool is measured, which does not stop
+	// when its queue empties.
+	UntilMin bool
 	// Step, when > 0, makes every job visible and every thread free only at
 	// the next multiple of Step, as a time-stepped model does. 0 is exact.
 	Step time.Duration
@@ -230,7 +235,8 @@ func (m *model) run(onTick func(Tick)) Result {
 	}
 	now := t0
 	nextTick := t0
-	for m.next < len(m.jobs) || m.running > 0 || m.qhead < len(m.queue) {
+	var lastDone float64
+	for m.next < len(m.jobs) || m.running > 0 || m.qhead < len(m.queue) || m.settling(now, lastDone) {
 		// The next event; at equal times completions free threads before
 		// arrivals take them, and the tick sees both.
 		tc, ta, tr := math.Inf(1), math.Inf(1), math.Inf(1)
@@ -252,6 +258,7 @@ func (m *model) run(onTick func(Tick)) Result {
 			c.w.account(now)
 			c.w.busy--
 			m.running--
+			lastDone = now
 			m.doneAt = append(m.doneAt, now)
 			m.doneSvc = append(m.doneSvc, c.svc)
 			if c.w.draining && c.w.busy == 0 {
@@ -284,6 +291,23 @@ func (m *model) run(onTick func(Tick)) Result {
 		m.res.WaitMax = slices.Max(m.waits)
 	}
 	return m.res
+}
+
+// settling says whether a run with UntilMin goes on after its last job: the
+// pool is not yet back at min_workers, or still draining, and the hour
+// that bounds it is not over.
+func (m *model) settling(now, lastDone float64) bool {
+	if !m.cfg.UntilMin || now > lastDone+3600 {
+		return false
+	}
+	live := 0
+	for _, w := range m.workers {
+		if w.draining {
+			return true
+		}
+		live++
+	}
+	return live != m.p.MinWorkers
 }
 
 // nextTickAfter is the first tick instant after now, on the grid t0 + k·poll.

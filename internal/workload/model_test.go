@@ -105,6 +105,24 @@ func TestModelByHand(t *testing.T) {
 	}
 }
 
+// With UntilMin the run goes on until the pool is back at min_workers, and
+// costs until then: one worker started at the tick at 0 for a job at 0,
+// held by a 12 s down window after its job ends at 1; the tick at 15 is the
+// first whose window (ticks 5 and 10 asked for 0) lets it go.
+func TestModelUntilMin(t *testing.T) {
+	p := policy.Params{MinWorkers: 0, MaxWorkers: 2, TargetQueueDepthPerWorker: 1, TargetUtilisation: 1,
+		ThreadsPerWorker: 1, ScaleDownWindow: 12 * time.Second}
+	jobs := []Job{{0, 1}}
+	cfg := Config{Params: p, Poll: 5 * time.Second, Initial: -1}
+	r, _ := Run(jobs, cfg, nil)
+	cfg.UntilMin = true
+	until, _ := Run(jobs, cfg, nil)
+	// The job waits out the startup of 0 s: started at 0, done at 1.
+	if !near(r.WorkerSeconds, 1) || !near(until.WorkerSeconds, 15) || !near(until.End, 15) {
+		t.Errorf("worker-seconds %g and %g (until min, ending at %g), want 1 and 15 ending at 15", r.WorkerSeconds, until.WorkerSeconds, until.End)
+	}
+}
+
 func TestModelStep(t *testing.T) {
 	// With a 1 s step, a job arriving at 0.2 is seen at 1, and the second
 	// job, freed at 1+0.5 = 1.5, starts at 2: waits 0.8 and 1.8.
