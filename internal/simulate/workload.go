@@ -16,6 +16,7 @@ type WorkloadOptions struct {
 	Service workload.ServiceModel // for Azure LLM traces
 	Startup time.Duration         // from a worker's start to its first job
 	Step    time.Duration         // 0: exact; see workload.Config.Step
+	WakeGap time.Duration         // 0: poll only; see workload.Config.WakeGap
 	Initial int                   // workers at the start; negative: min_workers
 	// UntilMin: see workload.Config.UntilMin.
 	UntilMin bool
@@ -34,6 +35,7 @@ func WorkloadConfig(pool *config.Pool, opt WorkloadOptions) workload.Config {
 		Startup:  opt.Startup,
 		Initial:  opt.Initial,
 		Step:     opt.Step,
+		WakeGap:  opt.WakeGap,
 		UntilMin: opt.UntilMin,
 	}
 }

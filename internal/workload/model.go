@@ -45,6 +45,13 @@ type Config struct {
 	// Initial workers at the trace's start, ready at once; negative means
 	// Params.MinWorkers.
 	Initial int
+	// WakeGap, when > 0, models the daemon's wake-up (a source that
+	// watches the queue, as flexiq-sqlite does with inotify): every
+	// arrival, claim and completion wakes the controller, which ticks at
+	// once after a quiet spell and otherwise WakeGap after its last
+	// wake-up tick; every tick restarts the poll interval. 0 polls only,
+	// as the model does.
+	WakeGap time.Duration
 	// UntilMin runs on after the last job, until the pool is back at
 	// min_workers with nothing draining (at most an hour more), and counts
 	// its cost until then: as a real pool is measured, which does not stop
@@ -95,6 +102,8 @@ func (c Config) Validate() error {
 		return errors.New("startup must be >= 0")
 	case c.Step < 0:
 		return errors.New("step must be >= 0")
+	case c.WakeGap < 0:
+		return errors.New("wake gap must be >= 0")
 	case c.Params.ThreadsPerWorker < 1:
 		return errors.New("threads_per_worker must be >= 1")
 	case c.Params.MaxWorkers < 1:
@@ -192,6 +201,10 @@ type model struct {
 	// completed jobs, in completion order, for the demand window.
 	doneAt, doneSvc []float64
 
+	// wake-up: the last wake-up tick, and the pending one (+Inf: none).
+	wakeGap, wakeLast, wakeDue float64
+	lastTick                   float64
+
 	cost  float64 // worker-seconds of stopped workers
 	peak  int
 	rec   policy.Recommender
@@ -203,6 +216,7 @@ func newModel(jobs []Job, cfg Config) *model {
 	m := &model{
 		cfg: cfg, p: cfg.Params, threads: cfg.Params.ThreadsPerWorker,
 		poll: cfg.Poll.Seconds(), startup: cfg.Startup.Seconds(), step: cfg.Step.Seconds(),
+		wakeGap: cfg.WakeGap.Seconds(), wakeLast: math.Inf(-1), wakeDue: math.Inf(1),
 		jobs: jobs, visible: make([]float64, len(jobs)), waits: make([]float64, 0, len(jobs)),
 	}
 	for i, j := range jobs {
@@ -251,7 +265,7 @@ func (m *model) run(onTick func(Tick)) Result {
 				tr = w.ready
 			}
 		}
-		switch t := min(tc, ta, tr, nextTick); {
+		switch t := min(tc, ta, tr, nextTick, m.wakeDue); {
 		case tc == t:
 			now = t
 			c := heap.Pop(&m.done).(completion)
@@ -264,16 +278,26 @@ func (m *model) run(onTick func(Tick)) Result {
 			if c.w.draining && c.w.busy == 0 {
 				m.stopWorker(c.w, now)
 			}
+			m.wake(now)
 		case tr == t:
 			now = t // dispatch below puts the worker to work
 		case ta == t:
 			now = t
 			m.queue = append(m.queue, m.next)
 			m.next++
+			m.wake(now)
 		default:
 			now = t
+			if t == m.wakeDue {
+				m.wakeLast, m.wakeDue = t, math.Inf(1)
+			}
 			m.tick(now, onTick)
-			nextTick = nextTickAfter(t0, now, m.poll)
+			if m.wakeGap > 0 {
+				// Every tick restarts the poll timer, as in Pool.Run.
+				nextTick = now + m.poll
+			} else {
+				nextTick = nextTickAfter(t0, now, m.poll)
+			}
 		}
 		m.dispatch(now)
 	}
@@ -310,6 +334,16 @@ func (m *model) settling(now, lastDone float64) bool {
 	return live != m.p.MinWorkers
 }
 
+// wake notes a write to the queue at now (an arrival, a claim, a
+// completion): with wake-up on, a tick is due at once after a quiet spell,
+// else WakeGap after the last wake-up tick; a pending one covers it.
+func (m *model) wake(now float64) {
+	if m.wakeGap <= 0 || !math.IsInf(m.wakeDue, 1) {
+		return
+	}
+	m.wakeDue = max(now, m.wakeLast+m.wakeGap)
+}
+
 // nextTickAfter is the first tick instant after now, on the grid t0 + k·poll.
 // Computing it from k, not by adding poll up, keeps the grid exact.
 func nextTickAfter(t0, now, poll float64) float64 {
@@ -321,6 +355,12 @@ func nextTickAfter(t0, now, poll float64) float64 {
 // lowest slot first, which leaves the high slots idle for the victim order
 // to find, as a queue polled by workers that sleep when idle roughly does.
 func (m *model) dispatch(now float64) {
+	claimed := false
+	defer func() {
+		if claimed {
+			m.wake(now)
+		}
+	}()
 	for m.qhead < len(m.queue) {
 		var w *worker
 		for _, c := range m.workers {
@@ -334,6 +374,7 @@ func (m *model) dispatch(now float64) {
 		}
 		j := m.queue[m.qhead]
 		m.qhead++
+		claimed = true
 		job := m.jobs[j]
 		m.waits = append(m.waits, now-job.Arrival)
 		w.account(now)
@@ -351,8 +392,8 @@ func (m *model) tick(now float64, onTick func(Tick)) {
 		// full tick of samples counts as idle, as in the controller.
 		w.account(now)
 		w.util = 0
-		if !w.fresh {
-			w.util = w.busyArea / float64(m.threads) / m.poll
+		if !w.fresh && now > m.lastTick {
+			w.util = w.busyArea / float64(m.threads) / (now - m.lastTick)
 		}
 		w.busyArea, w.fresh = 0, false
 		if w.draining {
@@ -361,6 +402,7 @@ func (m *model) tick(now float64, onTick func(Tick)) {
 			live++
 		}
 	}
+	m.lastTick = now
 	pending := len(m.queue) - m.qhead
 	o := policy.Observation{
 		Valid:   true,
