@@ -123,6 +123,36 @@ func TestModelUntilMin(t *testing.T) {
 	}
 }
 
+// With wake-up the pool ticks on queue writes, not only every poll: a pool
+// of min 0 lets its worker go when its job ends at 1 (a completion is a
+// write), and starts another for the job at 2; polling every 5 s, the first
+// worker is still there at 2 and serves it. 1 + 1 worker-seconds against 3.
+func TestModelWake(t *testing.T) {
+	p := policy.Params{MinWorkers: 0, MaxWorkers: 1, TargetQueueDepthPerWorker: 1, TargetUtilisation: 1, ThreadsPerWorker: 1}
+	jobs := []Job{{0, 1}, {2, 1}}
+	cfg := Config{Params: p, Poll: 5 * time.Second, Initial: -1}
+	var polls int
+	r, _ := Run(jobs, cfg, func(Tick) { polls++ })
+	cfg.WakeGap = 250 * time.Millisecond
+	var wakes []float64
+	w, _ := Run(jobs, cfg, func(t Tick) { wakes = append(wakes, t.T) })
+	if !near(r.WorkerSeconds, 3) || !near(w.WorkerSeconds, 2) {
+		t.Errorf("worker-seconds %g polling, %g with wake-up; want 3 and 2", r.WorkerSeconds, w.WorkerSeconds)
+	}
+	// Ticks: 0 (arrival), 0.25 (the claim, a gap later), 1 (completion), 2
+	// (arrival), 2.25 (claim); the run ends with the last job, at 3.
+	if want := []float64{0, 0.25, 1, 2, 2.25}; len(wakes) != len(want) {
+		t.Errorf("ticks at %v, want %v", wakes, want)
+	} else {
+		for i := range want {
+			if !near(wakes[i], want[i]) {
+				t.Errorf("ticks at %v, want %v", wakes, want)
+				break
+			}
+		}
+	}
+}
+
 func TestModelStep(t *testing.T) {
 	// With a 1 s step, a job arriving at 0.2 is seen at 1, and the second
 	// job, freed at 1+0.5 = 1.5, starts at 2: waits 0.8 and 1.8.
