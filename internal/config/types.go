@@ -59,14 +59,15 @@ type Pool struct {
 	Tolerance             float64
 	ScaleUpWindow         time.Duration
 	ScaleDownWindow       time.Duration
+	PollInterval          time.Duration
+	DrainTimeout          time.Duration
+	DrainSignal           string // e.g. "SIGTERM"
+	DrainSignalNumber     int    // e.g. 15
+
 	// Demand is the opt-in demand signal (policy.DemandNone or
 	// policy.DemandLittlesLaw); DemandWindow what it is measured over.
-	Demand            string
-	DemandWindow      time.Duration
-	PollInterval      time.Duration
-	DrainTimeout      time.Duration
-	DrainSignal       string // e.g. "SIGTERM"
-	DrainSignalNumber int    // e.g. 15
+	Demand       string
+	DemandWindow time.Duration
 
 	Source Source
 	Limits Limits

@@ -22,11 +22,12 @@ type Decision struct {
 	CPUUsed     bool // the CPU signal took part in this decision
 	Latency     int  // workers the queue latency signal asks for; 0 unless LatencyUsed
 	LatencyUsed bool // the latency signal took part in this decision
+	Overloaded  bool // more tasks running than the workers have threads
+
 	// LittlesLaw: workers the Little's law demand signal asks for; 0 unless
 	// LittlesLawUsed (demand = "littles-law", see demand.go).
 	LittlesLaw     int
 	LittlesLawUsed bool
-	Overloaded     bool // more tasks running than the workers have threads
 
 	// Raw is the recommendation of this tick alone: the signals combined,
 	// clamped to the bounds and snapped to Current when within tolerance.
