@@ -308,7 +308,7 @@ func TestSimulateErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{"no trace", []string{"--config", cfg}, 2, "--trace is required"},
+		{"no trace", []string{"--config", cfg}, 2, "--trace or --workload is required"},
 		{"bad format", []string{"--config", cfg, "--trace", tr, "--format", "csv"}, 2, `unknown --format "csv"`},
 		{"negative initial", []string{"--config", cfg, "--trace", tr, "--initial", "-2"}, 2, "want a whole number >= 0"},
 		{"unknown flag", []string{"--bogus"}, 2, "flag provided but not defined: -bogus"},

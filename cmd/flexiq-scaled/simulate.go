@@ -15,7 +15,7 @@ import (
 )
 
 func cmdSimulate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("simulate", "[--config FILE] [--pool NAME] --trace FILE [--initial N] [--format jsonl|table]", `
+	fs := newFlagSet("simulate", "[--config FILE] [--pool NAME] --trace FILE | --workload FILE [--initial N] [--format jsonl|table]", `
 Replay a trace of queue observations through a pool's scaling policy, exactly
 as the daemon would decide, and print one decision per trace row. Workers are
 assumed to follow every decision at once. Nothing is started and systemd is
@@ -38,21 +38,31 @@ fires, 0 does not, empty is a failed query).
 jsonl output has one object per row with the keys t, pending, running,
 oldest_age, current, desired, latency (what the latency signal asked for,
 null when it sat the tick out), action and rationale, and host_cpu,
-host_cpu_ema, rule, limit and guard where they have a value.`)
+host_cpu_ema, rule, limit and guard where they have a value.`+workloadHelp)
 	configPath := fs.String("config", config.DefaultPath, "configuration `FILE`")
 	poolName := fs.String("pool", "", "pool to simulate, as in [pools.`NAME`]; may be left out when the config has one pool")
 	tracePath := fs.String("trace", "", "trace `FILE` (CSV); - reads standard input")
 	var initial optionalCount
 	fs.Var(&initial, "initial", "start the trace with `N` workers running (default: the pool's min_workers)")
 	format := fs.String("format", simulate.FormatJSONL, "output `FORMAT`: "+simulate.FormatJSONL+" or "+simulate.FormatTable)
+	wf := addWorkloadFlags(fs)
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
+	}
+	if *wf.generate != "" && fs.NArg() == 0 {
+		return wf.runGenerate(stdout, stderr)
 	}
 	switch {
 	case fs.NArg() > 0:
 		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
+	case *tracePath != "" && *wf.workload != "":
+		return usageError(fs, stderr, "--trace and --workload exclude each other")
+	case *wf.workload != "":
+		if err := wf.check(); err != nil {
+			return usageError(fs, stderr, "%v", err)
+		}
 	case *tracePath == "":
-		return usageError(fs, stderr, "--trace is required")
+		return usageError(fs, stderr, "--trace or --workload is required")
 	case *format != simulate.FormatJSONL && *format != simulate.FormatTable:
 		return usageError(fs, stderr, "unknown --format %q (want %s or %s)", *format, simulate.FormatJSONL, simulate.FormatTable)
 	}
@@ -87,6 +97,9 @@ host_cpu_ema, rule, limit and guard where they have a value.`)
 		return usageError(fs, stderr, "%s has %d pools, choose one with --pool (pools: %s)", cfg.Path, len(names), strings.Join(names, ", "))
 	}
 
+	if *wf.workload != "" {
+		return wf.run(pool, initial.value(), *format, stdout, stderr)
+	}
 	trace := io.Reader(os.Stdin)
 	if *tracePath != "-" {
 		f, err := os.Open(*tracePath)

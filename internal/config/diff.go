@@ -50,6 +50,7 @@ var keyNames = map[string]string{
 	"Pool.UserExplicit":         "user",
 	"Pool.ScaleUpWindow":        "scale_up_window_sec",
 	"Pool.ScaleDownWindow":      "scale_down_window_sec",
+	"Pool.DemandWindow":         "demand_window_sec",
 	"Pool.PollInterval":         "poll_interval_sec",
 	"Pool.DrainTimeout":         "drain_timeout_sec",
 	"Pool.DrainSignalNumber":    "drain_signal",

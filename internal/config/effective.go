@@ -45,6 +45,8 @@ type effectivePool struct {
 	Tolerance                 float64           `toml:"tolerance"`
 	ScaleUpWindowSec          float64           `toml:"scale_up_window_sec"`
 	ScaleDownWindowSec        float64           `toml:"scale_down_window_sec"`
+	Demand                    string            `toml:"demand,omitempty"`
+	DemandWindowSec           float64           `toml:"demand_window_sec,omitzero"`
 	PollIntervalSec           float64           `toml:"poll_interval_sec"`
 	DrainTimeoutSec           float64           `toml:"drain_timeout_sec"`
 	DrainSignal               string            `toml:"drain_signal"`
@@ -110,6 +112,8 @@ func WriteEffective(w io.Writer, c *Config) error {
 			Tolerance:                 p.Tolerance,
 			ScaleUpWindowSec:          p.ScaleUpWindow.Seconds(),
 			ScaleDownWindowSec:        p.ScaleDownWindow.Seconds(),
+			Demand:                    p.Demand,
+			DemandWindowSec:           effectiveDemandWindow(p),
 			PollIntervalSec:           p.PollInterval.Seconds(),
 			DrainTimeoutSec:           p.DrainTimeout.Seconds(),
 			DrainSignal:               p.DrainSignal,

@@ -69,6 +69,8 @@ type rawPool struct {
 	Tolerance                 value     `toml:"tolerance"`
 	ScaleUpWindowSec          value     `toml:"scale_up_window_sec"`
 	ScaleDownWindowSec        value     `toml:"scale_down_window_sec"`
+	Demand                    value     `toml:"demand"`
+	DemandWindowSec           value     `toml:"demand_window_sec"`
 	PollIntervalSec           value     `toml:"poll_interval_sec"`
 	DrainTimeoutSec           value     `toml:"drain_timeout_sec"`
 	DrainSignal               value     `toml:"drain_signal"`

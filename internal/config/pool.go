@@ -71,6 +71,8 @@ func (p *Pool) PolicyParams() policy.Params {
 		Tolerance:                 p.Tolerance,
 		ScaleUpWindow:             p.ScaleUpWindow,
 		ScaleDownWindow:           p.ScaleDownWindow,
+		Demand:                    p.Demand,
+		DemandWindow:              p.DemandWindow,
 	}
 }
 
@@ -145,6 +147,7 @@ func (l *loader) pool(name string, r *rawPool, daemonPoll time.Duration) *Pool {
 	l.drainSignal(p, r, key)
 	l.readiness(p, r, key)
 	l.source(p, &r.Source, func(k string) string { return key("source", k) })
+	l.demand(p, r, key)
 	if p.ThreadsAuto && !slices.Contains(threadsAutoSources, p.Source.Type) {
 		l.add(key("threads_per_worker"), `"auto" reads flexiq's workers: only for %s sources, not %s`,
 			strings.Join(threadsAutoSources, ", "), p.Source.Type)

@@ -79,6 +79,10 @@ type Pool struct {
 	QuietSignal       string
 	QuietSignalNumber int
 	QuietPeriod       time.Duration
+	// Demand is the opt-in demand signal (policy.DemandNone or
+	// policy.DemandLittlesLaw); DemandWindow what it is measured over.
+	Demand       string
+	DemandWindow time.Duration
 
 	Source Source
 	Limits Limits

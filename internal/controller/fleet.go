@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/policy"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
@@ -274,24 +275,19 @@ func pickSlots(busy, backingOff map[int]bool, n int) []int {
 	return slots
 }
 
-// pickVictims chooses the n workers to stop: workers of an outdated
-// definition first (a scale-down during a rollout does some of its work),
-// then the least CPU over the last tick (a worker without a full tick of
-// samples counts as idle), then the highest slot, so that the pool keeps its
-// low slot numbers.
+// pickVictims chooses the n workers to stop, in policy.VictimBefore's
+// order, which the workload simulator shares.
 func pickVictims(ws []*worker, n int, revision string) []*worker {
 	ws = slices.Clone(ws)
 	sort.Slice(ws, func(i, j int) bool {
-		a, b := ws[i], ws[j]
-		if oa, ob := outdated(a, revision), outdated(b, revision); oa != ob {
-			return oa
-		}
-		if a.util != b.util {
-			return a.util < b.util
-		}
-		return a.slot > b.slot
+		return policy.VictimBefore(victim(ws[i], revision), victim(ws[j], revision))
 	})
 	return ws[:max(0, min(n, len(ws)))]
+}
+
+// victim is what the victim order looks at.
+func victim(w *worker, revision string) policy.Victim {
+	return policy.Victim{Slot: w.slot, Util: w.util, Outdated: outdated(w, revision)}
 }
 
 // outdated says whether w runs another definition than revision. A worker

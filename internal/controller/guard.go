@@ -20,7 +20,7 @@ import (
 // its pools: the host is read at most once per sample interval, whichever
 // pool's tick comes first, and every pool is judged against the same
 // readings. It also remembers each pool's load, so that an emergency takes
-// its worker from the right pool (policy.Victim), and when the last
+// its worker from the right pool (policy.VictimPool), and when the last
 // emergency scale-down was, so that there is one per cooldown across all
 // pools. Without a [host_guard] table it judges nothing, but still reads
 // the host for rules that use host signals.
@@ -105,7 +105,7 @@ func (g *HostGuard) check(now time.Time, load policy.PoolLoad, wantHost bool, po
 		for _, l := range g.pools {
 			loads = append(loads, l)
 		}
-		victim, ok := policy.Victim(loads)
+		victim, ok := policy.VictimPool(loads)
 		c.victim = ok && victim == load.Name
 		c.due = policy.EmergencyDue(now, g.lastEmergency, params.EmergencyCooldown)
 	}

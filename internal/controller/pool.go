@@ -78,6 +78,7 @@ type Pool struct {
 	roll    rollout
 	threads threadState
 	sc      scaling // rules, rate limits, the host guard (guard.go)
+	demand  demandState
 	report  reporter
 	// stopping is set by Drain: the pool no longer scales or replaces.
 	stopping bool

@@ -93,6 +93,7 @@ func (r *reporter) decision(d policy.Decision, o policy.Observation, c source.Co
 			f["FLEXIQ_OLDEST_AGE"] = strconv.FormatFloat(age.Seconds(), 'f', -1, 64)
 			queue += fmt.Sprintf(" oldest=%s", age)
 		}
+		queue += demandFields(f, d, o)
 	}
 	r.log.Event(eventlog.Decision, eventlog.Notice, r.fields(f), "pool=%s %s workers=%d -> %d (%s)",
 		r.pool, queue, d.Current, d.Desired, d.Rationale)

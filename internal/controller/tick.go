@@ -56,6 +56,9 @@ func (p *Pool) tick(ctx context.Context, now time.Time) (policy.Decision, bool) 
 		obs.Running = runningOnLive(counts.Running, len(p.fleet.draining), params.ThreadsPerWorker)
 	}
 	obs.CPU, obs.CPUKnown = p.meanUtil()
+	if srcErr == nil {
+		p.observeDemand(ctx, params, &obs)
+	}
 	d := p.decide(ctx, now, params, obs, counts)
 	p.report.decision(d, obs, counts, srcErr == nil, len(p.fleet.draining))
 

@@ -173,11 +173,11 @@ type PoolLoad struct {
 	Min      int // min_workers
 }
 
-// Victim picks the pool that gives up a worker: the lowest priority first;
+// VictimPool picks the pool that gives up a worker: the lowest priority first;
 // among equals, the pool with the most workers above its minimum; then by
 // name, so that the choice is the same on every run. A pool at its minimum
 // is never picked. ok is false when every pool is at its minimum.
-func Victim(pools []PoolLoad) (name string, ok bool) {
+func VictimPool(pools []PoolLoad) (name string, ok bool) {
 	var cands []PoolLoad
 	for _, p := range pools {
 		if p.Live > p.Min {

@@ -96,7 +96,7 @@ func TestVictim(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := Victim(tt.pools)
+			got, ok := VictimPool(tt.pools)
 			if got != tt.want || ok != (tt.want != "") {
 				t.Errorf("Victim = %q %t, want %q", got, ok, tt.want)
 			}

@@ -24,6 +24,11 @@ type Decision struct {
 	LatencyUsed bool // the latency signal took part in this decision
 	Overloaded  bool // more tasks running than the workers have threads
 
+	// LittlesLaw: workers the Little's law demand signal asks for; 0 unless
+	// LittlesLawUsed (demand = "littles-law", see demand.go).
+	LittlesLaw     int
+	LittlesLawUsed bool
+
 	// Raw is the recommendation of this tick alone: the signals combined,
 	// clamped to the bounds and snapped to Current when within tolerance.
 	Raw int
@@ -107,9 +112,10 @@ func (r *Recommender) Decide(now time.Time, p Params, o Observation) Decision {
 		d.LatencyUsed = true
 		d.Latency = latency(c, o.OldestAge, p.TargetQueueLatency)
 	}
+	d.LittlesLaw, d.LittlesLawUsed = littlesLaw(p, o)
 	d.Overloaded = c > 0 && o.Running > int64(c)*int64(p.ThreadsPerWorker)
 
-	raw := max(d.Depth, d.Busy, d.CPU, d.Latency, p.MinWorkers)
+	raw := max(d.Depth, d.Busy, d.CPU, d.Latency, d.LittlesLaw, p.MinWorkers)
 	if d.Overloaded {
 		raw = max(raw, c+1)
 	}
@@ -251,6 +257,9 @@ func rationale(d Decision, notes []string) string {
 		lat = strconv.Itoa(d.Latency)
 	}
 	s := fmt.Sprintf("%s: depth=%d busy=%d cpu=%s latency=%s overload=%t", d.Action, d.Depth, d.Busy, cpu, lat, d.Overloaded)
+	if d.LittlesLawUsed {
+		s += " littles-law=" + strconv.Itoa(d.LittlesLaw)
+	}
 	if len(notes) > 0 {
 		s += " (" + strings.Join(notes, "; ") + ")"
 	}

@@ -18,6 +18,10 @@ type Params struct {
 	Tolerance                 float64
 	ScaleUpWindow             time.Duration
 	ScaleDownWindow           time.Duration
+	// Demand is an extra demand signal (DemandNone, DemandLittlesLaw);
+	// DemandWindow is what the source averages it over.
+	Demand       string
+	DemandWindow time.Duration
 }
 
 // Observation is what the controller saw at one tick.
@@ -34,6 +38,12 @@ type Observation struct {
 	// cannot tell.
 	OldestAge   time.Duration
 	OldestKnown bool
+	// ArrivalRate (jobs per second) and ServiceTime (the mean of the jobs
+	// finished) over Params.DemandWindow, for the Little's law signal;
+	// meaningful only when DemandKnown.
+	ArrivalRate float64
+	ServiceTime time.Duration
+	DemandKnown bool
 }
 
 // Action is what the controller should do.

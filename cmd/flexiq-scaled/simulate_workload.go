@@ -1,0 +1,131 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/simulate"
+	"github.com/flexiq/flexiq-scaled/internal/workload"
+)
+
+// workloadHelp is simulate's help on its workload mode.
+const workloadHelp = `
+
+With --workload, simulate plays a trace of jobs instead: a discrete-event
+model of the queue (first in, first out) and of the pool (threads_per_worker
+threads a worker, each taking jobs --startup seconds after it starts; victims
+idle first; a draining worker finishes its jobs and then stops), ticked every
+poll_interval_sec by the daemon's own policy. The trace is CSV, either
+arrival,service (seconds) or the Azure LLM trace format
+TIMESTAMP,ContextTokens,GeneratedTokens, whose service time --service gives.
+table output is a summary: worker-seconds against the floor (the total
+service time), wait p50/p95/p99, scale actions (ticks whose target differs
+from the current count) and peak workers; jsonl output is one object per tick,
+then the summary with "summary": true. See docs/simulate.md.
+
+With --generate poisson|diurnal|onoff, simulate writes a synthetic
+arrival,service trace to standard output and reads no configuration.`
+
+// workloadFlags are simulate's flags for its workload mode.
+type workloadFlags struct {
+	workload, service, svg, generate *string
+	startup, step, wake              *float64
+	untilMin                         *bool
+	gen                              workload.GenSpec
+}
+
+func addWorkloadFlags(fs *flag.FlagSet) *workloadFlags {
+	w := &workloadFlags{
+		workload: fs.String("workload", "", "job trace `FILE` (CSV: arrival,service or TIMESTAMP,ContextTokens,GeneratedTokens); - reads standard input"),
+		service:  fs.String("service", workload.DefaultService.String(), "service time of an Azure LLM trace row, in seconds: an `EXPR` such as \"1 + 0.05*GeneratedTokens\""),
+		svg:      fs.String("svg", "", "with --workload, also draw the run to `FILE` (SVG)"),
+		startup:  fs.Float64("startup", 2, "with --workload, `SECONDS` from a worker's start to its first job"),
+		step:     fs.Float64("step", 0, "with --workload, quantise job starts and ends to `SECONDS`, as a time-stepped model does (0: exact)"),
+		wake:     fs.Float64("wake", 0, "with --workload, model the daemon's wake-up: every arrival, claim and completion ticks the pool, at most once per `SECONDS` (the daemon's is 0.25 for sources that watch the queue; 0: poll only)"),
+		untilMin: fs.Bool("until-min", false, "with --workload, run on after the last job until the pool is back at min_workers, and count its cost until then"),
+		generate: fs.String("generate", "", "write a synthetic job trace of `KIND` (poisson, diurnal or onoff) to standard output"),
+	}
+	fs.Float64Var(&w.gen.Duration, "duration", 3600, "with --generate, the trace's length in `SECONDS`")
+	fs.Float64Var(&w.gen.Rate, "rate", 2.5, "with --generate, mean arrivals per second (`RATE`)")
+	fs.Float64Var(&w.gen.MeanService, "mean-service", 2, "with --generate, mean of the exponential part of a job's service time (`SECONDS`)")
+	fs.Float64Var(&w.gen.MinService, "min-service", 0.5, "with --generate, the fixed part of a job's service time (`SECONDS`)")
+	fs.Float64Var(&w.gen.PeriodSec, "period", 300, "with --generate onoff, the burst period (`SECONDS`)")
+	fs.Float64Var(&w.gen.OnSec, "on", 30, "with --generate onoff, the `SECONDS` of each period that carry all the arrivals")
+	fs.Uint64Var(&w.gen.Seed, "seed", 1, "with --generate, the random `SEED`")
+	return w
+}
+
+// runGenerate writes a synthetic trace.
+func (w *workloadFlags) runGenerate(stdout, stderr io.Writer) int {
+	w.gen.Kind = *w.generate
+	jobs, err := workload.Generate(w.gen)
+	if err != nil {
+		return failf(stderr, "simulate", "--generate: %v", err)
+	}
+	if err := workload.WriteTrace(stdout, jobs); err != nil {
+		return failf(stderr, "simulate", "write trace: %v", err)
+	}
+	return exitOK
+}
+
+// check validates the workload flags once the mode is known.
+func (w *workloadFlags) check() error {
+	switch {
+	case *w.startup < 0:
+		return fmt.Errorf("--startup must be >= 0")
+	case *w.step < 0:
+		return fmt.Errorf("--step must be >= 0")
+	case *w.wake < 0:
+		return fmt.Errorf("--wake must be >= 0")
+	}
+	if _, err := workload.ParseService(*w.service); err != nil {
+		return fmt.Errorf("--service: %v", err)
+	}
+	return nil
+}
+
+// run plays the workload trace through pool.
+func (w *workloadFlags) run(pool *config.Pool, initial int, format string, stdout, stderr io.Writer) int {
+	svc, _ := workload.ParseService(*w.service) // checked
+	opt := simulate.WorkloadOptions{
+		Service:  svc,
+		Startup:  time.Duration(*w.startup * float64(time.Second)),
+		Step:     time.Duration(*w.step * float64(time.Second)),
+		WakeGap:  time.Duration(*w.wake * float64(time.Second)),
+		Initial:  initial,
+		UntilMin: *w.untilMin,
+		Format:   format,
+		Title:    fmt.Sprintf("flexiq-scaled simulate: pool %s, %s", pool.Name, *w.workload),
+	}
+	trace := io.Reader(os.Stdin)
+	if *w.workload != "-" {
+		f, err := os.Open(*w.workload)
+		if err != nil {
+			return failf(stderr, "simulate", "open workload: %v", err)
+		}
+		defer f.Close()
+		trace = f
+	}
+	var svgFile *os.File
+	if *w.svg != "" {
+		f, err := os.Create(*w.svg)
+		if err != nil {
+			return failf(stderr, "simulate", "create svg: %v", err)
+		}
+		svgFile, opt.SVG = f, f
+	}
+	_, err := simulate.RunWorkload(pool, trace, opt, stdout)
+	if svgFile != nil {
+		if cerr := svgFile.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("write svg %s: %w", *w.svg, cerr)
+		}
+	}
+	if err != nil {
+		return failf(stderr, "simulate", "pool %s, workload %s: %v", pool.Name, *w.workload, err)
+	}
+	return exitOK
+}
