@@ -80,7 +80,7 @@ func TestJudge(t *testing.T) {
 	}
 }
 
-func TestVictim(t *testing.T) {
+func TestVictimPool(t *testing.T) {
 	tests := []struct {
 		name  string
 		pools []PoolLoad
