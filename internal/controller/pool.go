@@ -47,6 +47,12 @@ type Options struct {
 	Clock Clock
 	// NewSource opens the pool's source; nil is source.New.
 	NewSource func(config.Source) (source.Source, error)
+	// OverrideDir keeps the operator's pause and pin (override.go) across
+	// restarts and reboots; "" keeps them in memory only.
+	OverrideDir string
+	// WallClock is the operator's time, for --for deadlines; nil is
+	// time.Now.
+	WallClock func() time.Time
 }
 
 // Pool runs one configured pool.
@@ -71,6 +77,12 @@ type Pool struct {
 	report  reporter
 	// stopping is set by Drain: the pool no longer scales or replaces.
 	stopping bool
+	// The operator's surface (override.go, view.go, explain.go).
+	override Override
+	health   sourceHealth
+	restarts map[int]int // crashes by slot, for status
+	lastDry  decisionKey // the last "would scale" logged in dry-run
+	view     viewState
 
 	summary  summary
 	wake     chan struct{}
@@ -101,8 +113,10 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		fleet:  newFleet(),
 		report: newReporter(cfg.Name, log),
 		wake:   make(chan struct{}, 1),
+
+		restarts: map[int]int{},
 	}
-	p.summary.set(Status{Name: cfg.Name, Max: cfg.MaxWorkers}, cfg.PollInterval)
+	p.summary.set(Status{Name: cfg.Name, Max: cfg.MaxWorkers, Mode: p.modeString(p.wallNow())}, cfg.PollInterval)
 	p.progress.Store(time.Now().UnixNano())
 	return p, nil
 }
@@ -125,6 +139,7 @@ func (p *Pool) LastProgress() time.Time { return time.Unix(0, p.progress.Load())
 func (p *Pool) Start(ctx context.Context, existing []units.Worker) {
 	p.mu.Lock()
 	now := p.clock()
+	p.loadOverride()
 	p.apply(ctx, now, p.fleet.reconcile(now, existing))
 	adopted := len(p.fleet.live)
 	p.target = max(adopted, p.cfg.MinWorkers)
@@ -147,9 +162,14 @@ func (p *Pool) Start(ctx context.Context, existing []units.Worker) {
 	if adopted > 0 {
 		p.log.Event(eventlog.Lifecycle, eventlog.Info, p.fields(nil), "pool=%s adopted %d running workers", p.name, adopted)
 	}
+	if o := p.activeOverride(p.wallNow()); o.Kind == OverridePinned {
+		p.target = min(o.Workers, p.cfg.MaxWorkers)
+		p.drainDownTo(ctx, p.target)
+	}
 	p.startUpTo(ctx, now, p.target, "min_workers")
 	p.saveState(now)
 	changed := p.publish(nil, nil)
+	p.buildView(now, existing, nil)
 	p.mu.Unlock()
 	p.progress.Store(time.Now().UnixNano())
 	p.notify(changed)
@@ -198,6 +218,7 @@ func (p *Pool) Update(cfg *config.Pool) error {
 	p.cfg = cfg
 	st := p.summary.status()
 	st.Max = cfg.MaxWorkers
+	st.Mode = p.modeString(p.wallNow())
 	p.summary.set(st, cfg.PollInterval)
 	p.kick()
 	return nil

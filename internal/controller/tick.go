@@ -34,6 +34,7 @@ func (p *Pool) tick(ctx context.Context, now time.Time) (policy.Decision, bool) 
 		hold.Rationale = "hold: cannot list workers"
 		return hold, false
 	}
+	p.expireOverride(p.wallNow())
 	r := p.fleet.reconcile(now, listed)
 	p.apply(ctx, now, r)
 	// A worker stopped from outside (an admin's systemctl stop) is a
@@ -56,7 +57,19 @@ func (p *Pool) tick(ctx context.Context, now time.Time) (policy.Decision, bool) 
 	}
 	obs.CPU, obs.CPUKnown = p.meanUtil()
 	d := p.rec.Decide(now, params, obs)
-	p.report.decision(d, obs, counts, srcErr == nil, len(p.fleet.draining))
+	wall := p.wallNow()
+	e := explain(wall, d, params, obs, counts, srcErr)
+	d = p.applyOverride(wall, d, e)
+	if p.dryRun() {
+		p.wouldScale(d, e)
+	}
+	e.finish(d, p.modeString(wall))
+	if p.dryRun() {
+		p.target = d.Desired
+		d.Action = policy.Hold // nothing below acts
+	} else {
+		p.report.decision(d, obs, counts, srcErr == nil, len(p.fleet.draining))
+	}
 
 	switch d.Action {
 	case policy.ScaleUp:
@@ -68,13 +81,18 @@ func (p *Pool) tick(ctx context.Context, now time.Time) (policy.Decision, bool) 
 	case policy.Stable:
 		p.target = d.Desired
 	}
-	p.rolloutStep(ctx, now)
+	if !p.dryRun() {
+		p.rolloutStep(ctx, now)
+	}
 	p.saveState(now)
 	var c *source.Counts
 	if srcErr == nil {
 		c = &counts
 	}
-	return d, p.publish(c, srcErr)
+	p.health.record(wall, c, srcErr)
+	changed := p.publish(c, srcErr)
+	p.buildView(now, listed, e)
+	return d, changed
 }
 
 func (p *Pool) list(ctx context.Context) ([]units.Worker, error) {

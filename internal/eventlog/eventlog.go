@@ -42,6 +42,13 @@ const (
 	// changed; RolloutDone ends the rollout.
 	RolloutProgress Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b0a"
 	RolloutDone     Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b0b"
+
+	// The operator's overrides (flexiq-scaled pause, pin, resume, unpin,
+	// and a --for deadline passing), and a dry-run pool's "would scale".
+	PoolPaused     Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b30"
+	PoolPinned     Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b31"
+	PoolResumed    Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b32"
+	DryRunDecision Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b33"
 )
 
 // Priority is the syslog priority of an entry.
