@@ -203,7 +203,7 @@ func printStatus(w io.Writer, pools []controller.View, now time.Time) {
 			continue
 		}
 		fmt.Fprintln(w)
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "SLOT\tUNIT\tSTATE\tUPTIME\tCPU%\tMEMORY\tRESTARTS\t")
 		for _, wv := range v.WorkerList {
 			up, cpu, mem := "-", "-", "-"
