@@ -128,6 +128,14 @@ func (p *Pool) View() View {
 	defer p.view.mu.Unlock()
 	v := p.view.v
 	v.WorkerList = slices.Clone(v.WorkerList)
+	// Uptimes are as of the last tick: brought to now.
+	since := p.wallNow().Sub(v.UpdatedAt)
+	for i, w := range v.WorkerList {
+		if w.UptimeSec != nil && !v.UpdatedAt.IsZero() && since > 0 {
+			up := *w.UptimeSec + since.Seconds()
+			v.WorkerList[i].UptimeSec = &up
+		}
+	}
 	if v.LastDecision != nil {
 		e := v.LastDecision.clone()
 		v.LastDecision = &e
