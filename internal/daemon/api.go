@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	api "github.com/flexiq/flexiq-scaled/internal/control"
 	"github.com/flexiq/flexiq-scaled/internal/controller"
@@ -19,19 +18,8 @@ import (
 // systemd set it (StateDirectory=), else /var/lib/flexiq-scaled, or
 // $XDG_STATE_HOME/flexiq-scaled for the user's service manager.
 func StateDir(user bool) string {
-	if d := os.Getenv("STATE_DIRECTORY"); d != "" {
-		d, _, _ = strings.Cut(d, ":")
-		return d
-	}
-	if user {
-		base := os.Getenv("XDG_STATE_HOME")
-		if base == "" {
-			home, _ := os.UserHomeDir()
-			base = filepath.Join(home, ".local", "state")
-		}
-		return filepath.Join(base, "flexiq-scaled")
-	}
-	return "/var/lib/flexiq-scaled"
+	home, _ := os.UserHomeDir()
+	return serviceDir("STATE_DIRECTORY", user, "XDG_STATE_HOME", filepath.Join(home, ".local", "state"), "/var/lib")
 }
 
 // serveControl opens the control socket and serves it until ctx ends. A
