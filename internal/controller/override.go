@@ -97,6 +97,12 @@ func (p *Pool) wallNow() time.Time {
 // restart. A pin is checked against max_workers. It returns the override in
 // force afterwards. The loop is woken so that a pin acts at once.
 func (p *Pool) SetOverride(o Override) (Override, error) {
+	got, err := p.setOverride(o)
+	p.notify(err == nil) // STATUS= shows the mode at once
+	return got, err
+}
+
+func (p *Pool) setOverride(o Override) (Override, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.wallNow()
@@ -130,17 +136,13 @@ func (p *Pool) SetOverride(o Override) (Override, error) {
 	return o, nil
 }
 
-// overrideChanged refreshes the summary's mode so that STATUS= shows it now.
+// overrideChanged refreshes the summary's and the snapshot's mode; the
+// caller notifies (SetOverride), or the tick's publish does.
 func (p *Pool) overrideChanged() {
 	st := p.summary.status()
 	st.Mode = p.modeString(p.wallNow())
 	p.summary.set(st, p.cfg.PollInterval)
 	p.view.setMode(p.modeString(p.wallNow()), p.override)
-	if p.opts.OnChange != nil {
-		// Called under p.mu: OnChange only kicks a channel (it must
-		// never take a pool's lock; see Options).
-		p.opts.OnChange()
-	}
 }
 
 // expireOverride ends an override whose deadline has passed; it is called
