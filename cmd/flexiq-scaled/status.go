@@ -204,7 +204,7 @@ func printStatus(w io.Writer, pools []controller.View, now time.Time) {
 		}
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "SLOT\tUNIT\tSTATE\tUPTIME\tCPU%\tMEMORY\tRESTARTS\t")
+		fmt.Fprintln(tw, "SLOT\tUNIT\tSTATE\tUPTIME\tCPU%\tMEMORY\tRESTARTS")
 		for _, wv := range v.WorkerList {
 			up, cpu, mem := "-", "-", "-"
 			if wv.UptimeSec != nil {
@@ -216,7 +216,7 @@ func printStatus(w io.Writer, pools []controller.View, now time.Time) {
 			if wv.MemoryBytes != nil {
 				mem = fmtBytes(*wv.MemoryBytes)
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t\n", wv.Slot, wv.Unit, wv.State, up, cpu, mem, wv.Restarts)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\n", wv.Slot, wv.Unit, wv.State, up, cpu, mem, wv.Restarts)
 		}
 		tw.Flush()
 	}
