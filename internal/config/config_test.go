@@ -191,6 +191,7 @@ func TestDefaults(t *testing.T) {
 		Exec:                      []string{"flexiq", "worker", "--app", "myapp.tasks:queue"},
 		User:                      "flexiq",
 		Hardening:                 "default",
+		Mode:                      "active",
 		MaxSurge:                  1,
 		MinWorkers:                1,
 		MaxWorkers:                10,

@@ -32,6 +32,7 @@ type effectivePool struct {
 	Environment               map[string]string `toml:"environment,omitempty"`
 	EnvironmentFile           []string          `toml:"environment_file,omitempty"`
 	Hardening                 string            `toml:"hardening"`
+	Mode                      string            `toml:"mode"`
 	MaxSurge                  int               `toml:"max_surge"`
 	MinWorkers                int               `toml:"min_workers"`
 	MaxWorkers                int               `toml:"max_workers"`
@@ -99,6 +100,7 @@ func WriteEffective(w io.Writer, c *Config) error {
 			Environment:               p.Environment,
 			EnvironmentFile:           p.EnvironmentFiles,
 			Hardening:                 p.Hardening,
+			Mode:                      p.Mode,
 			MaxSurge:                  p.MaxSurge,
 			MinWorkers:                p.MinWorkers,
 			MaxWorkers:                p.MaxWorkers,

@@ -57,6 +57,7 @@ type rawPool struct {
 	EnvironmentFile           value     `toml:"environment_file"`
 	Hardening                 value     `toml:"hardening"`
 	MaxSurge                  value     `toml:"max_surge"`
+	Mode                      value     `toml:"mode"`
 	MinWorkers                value     `toml:"min_workers"`
 	MaxWorkers                value     `toml:"max_workers"`
 	TargetQueueDepthPerWorker value     `toml:"target_queue_depth_per_worker"`

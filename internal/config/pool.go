@@ -54,6 +54,7 @@ func defaultPool(name string, poll time.Duration) *Pool {
 		DrainSignalNumber:         int(unix.SIGTERM),
 		Hardening:                 HardeningDefault,
 		MaxSurge:                  1,
+		Mode:                      ModeActive,
 		Source:                    Source{Type: SourceFlexiqSQLite},
 	}
 }
@@ -296,7 +297,17 @@ func (l *loader) rollout(p *Pool, r *rawPool, key func(...string) string) {
 	if l.integer(key("max_surge"), r.MaxSurge, &p.MaxSurge) && p.MaxSurge < 1 {
 		l.add(key("max_surge"), "must be >= 1")
 	}
+	if l.str(key("mode"), r.Mode, &p.Mode) && p.Mode != ModeActive && p.Mode != ModeDryRun {
+		l.add(key("mode"), "unknown mode %q (want %q or %q)", p.Mode, ModeActive, ModeDryRun)
+		p.Mode = ModeActive
+	}
 }
+
+// Pool modes: a dry-run pool decides and logs, and never acts.
+const (
+	ModeActive = "active"
+	ModeDryRun = "dry-run"
+)
 
 func (l *loader) drainSignal(p *Pool, r *rawPool, key func(...string) string) {
 	l.signal(key("drain_signal"), r.DrainSignal, &p.DrainSignal, &p.DrainSignalNumber)

@@ -44,6 +44,9 @@ type Pool struct {
 	// Hardening is the sandboxing preset of the worker units: "none",
 	// "default" or "strict" (HardeningNone...).
 	Hardening string
+	// Mode is ModeActive, or ModeDryRun: the pool decides and logs what it
+	// would do, and never starts or stops a unit.
+	Mode string
 	// MaxSurge is how many workers a rollout may start above the current
 	// count while it replaces workers whose definition changed.
 	MaxSurge int

@@ -16,6 +16,7 @@ import (
 func (p *Pool) apply(ctx context.Context, now time.Time, r reconciled) {
 	for _, c := range r.crashed {
 		p.report.crashed(c)
+		p.restarts[c.worker.slot]++
 	}
 	for _, s := range r.stopping {
 		p.report.draining(s.worker.slot, s.worker.unit, "being stopped from outside the daemon; its slot stays taken until it is gone")
@@ -28,6 +29,9 @@ func (p *Pool) apply(ctx context.Context, now time.Time, r reconciled) {
 		p.report.stopped(s)
 	}
 	for _, unit := range r.resets {
+		if p.dryRun() {
+			break // a dry-run pool touches no unit
+		}
 		rctx, cancel := context.WithTimeout(ctx, callTimeout)
 		// An error only means the unit is already gone.
 		_ = p.units.ResetFailed(rctx, unit)
@@ -55,6 +59,9 @@ func (p *Pool) startUpTo(ctx context.Context, now time.Time, want int, why strin
 // name turns out to be taken (a unit still stopping that the last listing did
 // not show) is not a failure: the pool re-lists and takes other slots.
 func (p *Pool) startWorkers(ctx context.Context, now time.Time, n int, why string) []*worker {
+	if p.dryRun() {
+		return nil // a dry-run pool starts nothing
+	}
 	var started []*worker
 	taken := map[int]bool{}
 	for attempt := 0; attempt < 2 && n > 0; attempt++ {
@@ -127,6 +134,9 @@ func (p *Pool) drainDownTo(ctx context.Context, now time.Time, want int) {
 // however long the drain takes: the listing, not the stop job's result (which
 // a bus restart can lose), says when.
 func (p *Pool) stopWorker(ctx context.Context, w *worker, why string) bool {
+	if p.dryRun() {
+		return false // a dry-run pool stops nothing
+	}
 	sctx, cancel := context.WithTimeout(ctx, callTimeout)
 	// The job result is not needed; the channel is buffered, so nothing
 	// blocks on it.
@@ -146,6 +156,13 @@ func (p *Pool) stopWorker(ctx context.Context, w *worker, why string) bool {
 // start was still pending, or that started meanwhile, is stopped too.
 func (p *Pool) Drain(ctx context.Context, why string) {
 	p.mu.Lock()
+	if p.dryRun() {
+		// Its workers were never the daemon's to stop.
+		p.stopping = true
+		p.mu.Unlock()
+		p.log.Event(eventlog.Lifecycle, eventlog.Info, p.fields(nil), "pool=%s is in dry-run: leaving its units as they are (%s)", p.name, why)
+		return
+	}
 	p.stopping = true
 	p.target = 0
 	p.mu.Unlock()

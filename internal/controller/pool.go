@@ -53,6 +53,12 @@ type Options struct {
 	// Ledger is the host's worker budget, shared by the daemon's pools;
 	// nil grants every start.
 	Ledger *capacity.Ledger
+	// OverrideDir keeps the operator's pause and pin (override.go) across
+	// restarts and reboots; "" keeps them in memory only.
+	OverrideDir string
+	// WallClock is the operator's time, for --for deadlines; nil is
+	// time.Now.
+	WallClock func() time.Time
 }
 
 // Pool runs one configured pool.
@@ -84,6 +90,12 @@ type Pool struct {
 	stopping bool
 	ready    readyState            // readiness.go
 	quiet    map[string]*quietUnit // quiet.go: workers in their quiet phase
+	// The operator's surface (override.go, view.go, explain.go).
+	override Override
+	health   sourceHealth
+	restarts map[int]int // crashes by slot, for status
+	lastDry  decisionKey // the last "would scale" logged in dry-run
+	view     viewState
 
 	summary  summary
 	wake     chan struct{}
@@ -114,12 +126,14 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		fleet:  newFleet(),
 		report: newReporter(cfg.Name, log),
 		wake:   make(chan struct{}, 1),
+
+		restarts: map[int]int{},
 	}
 	if err := p.setRules(cfg); err != nil {
 		src.Close()
 		return nil, err
 	}
-	p.summary.set(Status{Name: cfg.Name, Max: cfg.MaxWorkers}, cfg.PollInterval)
+	p.summary.set(Status{Name: cfg.Name, Max: cfg.MaxWorkers, Mode: p.modeString(p.wallNow())}, cfg.PollInterval)
 	p.progress.Store(time.Now().UnixNano())
 	return p, nil
 }
@@ -144,6 +158,7 @@ func (p *Pool) Start(ctx context.Context, existing []units.Worker) {
 	now := p.clock()
 	// Workers a previous daemon quieted are draining, not live (quiet.go).
 	p.restoreQuiet(now, existing)
+	p.loadOverride()
 	p.apply(ctx, now, p.fleet.reconcile(now, existing))
 	p.quietStep(ctx, now)
 	adopted := len(p.fleet.live)
@@ -167,9 +182,14 @@ func (p *Pool) Start(ctx context.Context, existing []units.Worker) {
 	if adopted > 0 {
 		p.log.Event(eventlog.Lifecycle, eventlog.Info, p.fields(nil), "pool=%s adopted %d running workers", p.name, adopted)
 	}
+	if o := p.activeOverride(p.wallNow()); o.Kind == OverridePinned {
+		p.target = min(o.Workers, p.cfg.MaxWorkers)
+		p.drainDownTo(ctx, now, p.target)
+	}
 	p.startUpTo(ctx, now, p.target, "min_workers")
 	p.saveState(now)
 	changed := p.publish(nil, nil)
+	p.buildView(now, existing, nil)
 	p.mu.Unlock()
 	p.progress.Store(time.Now().UnixNano())
 	p.notify(changed)
@@ -224,6 +244,7 @@ func (p *Pool) Update(cfg *config.Pool) error {
 	p.cfg = cfg
 	st := p.summary.status()
 	st.Max = cfg.MaxWorkers
+	st.Mode = p.modeString(p.wallNow())
 	p.summary.set(st, cfg.PollInterval)
 	p.kick()
 	return nil

@@ -214,6 +214,9 @@ type Status struct {
 	PendingKnown bool
 	// SourceError is the short form of the source's error while it fails.
 	SourceError string
+	// Mode is "active", or what an operator or the configuration made of
+	// the pool: paused, pinned at N, dry-run (override.go).
+	Mode string
 }
 
 func (s Status) String() string {
@@ -227,7 +230,11 @@ func (s Status) String() string {
 			queue += fmt.Sprintf(", %d paused", s.Paused)
 		}
 	}
-	return fmt.Sprintf("%s %d/%d workers, %s", s.Name, s.Current, s.Max, queue)
+	mode := ""
+	if s.Mode != "" && s.Mode != "active" {
+		mode = " [" + s.Mode + "]"
+	}
+	return fmt.Sprintf("%s %d/%d workers, %s%s", s.Name, s.Current, s.Max, queue, mode)
 }
 
 // summary is what other goroutines may read of a pool, under a lock of its
@@ -263,6 +270,7 @@ func (p *Pool) publish(c *source.Counts, err error) bool {
 	st := p.summary.status()
 	old := st
 	st.Current, st.Draining, st.Max = len(p.fleet.live), len(p.fleet.draining), p.cfg.MaxWorkers
+	st.Mode = p.modeString(p.wallNow())
 	switch {
 	case c != nil:
 		st.Pending, st.Paused, st.PendingKnown, st.SourceError = c.Pending, c.Paused, true, ""

@@ -34,6 +34,7 @@ func (p *Pool) tick(ctx context.Context, now time.Time) (policy.Decision, bool) 
 		hold.Rationale = "hold: cannot list workers"
 		return hold, false
 	}
+	p.expireOverride(p.wallNow())
 	r := p.fleet.reconcile(now, listed)
 	p.apply(ctx, now, r)
 	p.quietStep(ctx, now)
@@ -60,7 +61,19 @@ func (p *Pool) tick(ctx context.Context, now time.Time) (policy.Decision, bool) 
 		p.observeDemand(ctx, params, &obs)
 	}
 	d := p.decide(ctx, now, params, obs, counts)
-	p.report.decision(d, obs, counts, srcErr == nil, len(p.fleet.draining))
+	wall := p.wallNow()
+	e := explain(wall, d, params, obs, counts, srcErr)
+	d = p.applyOverride(wall, d, e)
+	if p.dryRun() {
+		p.wouldScale(d, e)
+	}
+	e.finish(d, p.modeString(wall))
+	if p.dryRun() {
+		p.target = d.Desired
+		d.Action = policy.Hold // nothing below acts
+	} else {
+		p.report.decision(d, obs, counts, srcErr == nil, len(p.fleet.draining))
+	}
 
 	switch d.Action {
 	case policy.ScaleUp:
@@ -73,14 +86,20 @@ func (p *Pool) tick(ctx context.Context, now time.Time) (policy.Decision, bool) 
 		p.target = d.Desired
 	}
 	p.acted(now, d)
-	p.rolloutStep(ctx, now)
+	e.readiness(p.ready)
+	if !p.dryRun() {
+		p.rolloutStep(ctx, now)
+	}
 	p.recount()
 	p.saveState(now)
 	var c *source.Counts
 	if srcErr == nil {
 		c = &counts
 	}
-	return d, p.publish(c, srcErr)
+	p.health.record(wall, c, srcErr)
+	changed := p.publish(c, srcErr)
+	p.buildView(now, listed, e)
+	return d, changed
 }
 
 func (p *Pool) list(ctx context.Context) ([]units.Worker, error) {

@@ -101,19 +101,27 @@ type Verdict struct {
 // else /run/flexiq-scaled, or $XDG_RUNTIME_DIR/flexiq-scaled for the user's
 // service manager.
 func RuntimeDir(user bool) string {
-	if d := os.Getenv("RUNTIME_DIRECTORY"); d != "" {
-		// Several RuntimeDirectory= entries are joined with ':'.
+	return serviceDir("RUNTIME_DIRECTORY", user, "XDG_RUNTIME_DIR", "/run/user/"+strconv.Itoa(os.Getuid()), "/run")
+}
+
+// serviceDir is the daemon's directory of one kind: what systemd set in env
+// (RuntimeDirectory=, StateDirectory=, ...), else flexiq-scaled under the
+// system's base, or under $userEnv (userDefault if unset) for the user's
+// service manager.
+func serviceDir(env string, user bool, userEnv, userDefault, system string) string {
+	if d := os.Getenv(env); d != "" {
+		// Several entries of the directive are joined with ':'.
 		d, _, _ = strings.Cut(d, ":")
 		return d
 	}
 	if user {
-		base := os.Getenv("XDG_RUNTIME_DIR")
+		base := os.Getenv(userEnv)
 		if base == "" {
-			base = "/run/user/" + strconv.Itoa(os.Getuid())
+			base = userDefault
 		}
 		return filepath.Join(base, "flexiq-scaled")
 	}
-	return "/run/flexiq-scaled"
+	return filepath.Join(system, "flexiq-scaled")
 }
 
 // writeAtomic writes data to dir/name: a reader sees the whole file or none.

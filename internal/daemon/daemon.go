@@ -34,8 +34,12 @@ type Options struct {
 	ConfigPath string
 	User       bool // the user's service manager instead of the system's
 	// RuntimeDir holds the pools' state files, the PID file and the
-	// control requests and verdicts; RuntimeDir(User) if empty.
+	// control requests and verdicts, and the control socket;
+	// RuntimeDir(User) if empty.
 	RuntimeDir string
+	// StateDir holds the operator's pauses and pins; StateDir(User) if
+	// empty.
+	StateDir string
 }
 
 // stallGrace is how far beyond its poll interval a pool's tick may lag
@@ -111,6 +115,12 @@ func Run(ctx context.Context, o Options) int {
 	if err := os.MkdirAll(o.RuntimeDir, 0o755); err != nil {
 		log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "runtime directory: %v: no state across restarts, and no answers to flexiq-scaled reload or roll", err)
 	}
+	if o.StateDir == "" {
+		o.StateDir = StateDir(o.User)
+	}
+	if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
+		log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "state directory: %v: pauses and pins will not survive a restart", err)
+	}
 	ctl := &control{dir: o.RuntimeDir, now: time.Now, logf: func(format string, args ...any) {
 		log.Event(eventlog.Lifecycle, eventlog.Warning, nil, format, args...)
 	}}
@@ -149,6 +159,9 @@ func Run(ctx context.Context, o Options) int {
 		fmt.Fprintf(os.Stderr, "flexiq-scaled: %v\n", err)
 		return 1
 	}
+	apiCtx, stopAPI := context.WithCancel(ctx)
+	defer stopAPI()
+	d.serveControl(apiCtx)
 	notify("READY=1\nSTATUS=" + d.status())
 	log.Event(eventlog.Lifecycle, eventlog.Notice, nil, "flexiq-scaled ready: %s", d.status())
 
@@ -289,10 +302,11 @@ func (d *daemon) start(ctx context.Context) error {
 
 func (d *daemon) newPool(pc *config.Pool) (*runningPool, error) {
 	p, err := controller.NewPool(pc, d.units, d.log, controller.Options{
-		StateDir: d.opts.RuntimeDir,
-		OnChange: d.kickStatus,
-		Guard:    d.guard,
-		Ledger:   d.ledger,
+		StateDir:    d.opts.RuntimeDir,
+		OnChange:    d.kickStatus,
+		Guard:       d.guard,
+		Ledger:      d.ledger,
+		OverrideDir: d.opts.StateDir,
 	})
 	if err != nil {
 		return nil, err
@@ -681,7 +695,13 @@ func (d *daemon) sweep(ctx context.Context) {
 		}
 		var stopping sync.WaitGroup
 		left := 0
+		d.mu.Lock()
+		cfg := d.cfg
+		d.mu.Unlock()
 		for _, w := range ws {
+			if pc, ok := cfg.Pools[w.Pool]; ok && pc.Mode == config.ModeDryRun {
+				continue // a dry-run pool's units were never the daemon's
+			}
 			switch w.ActiveState {
 			case "inactive":
 			case "failed":

@@ -50,6 +50,13 @@ const (
 	// RuleError is a trigger rule that could not be evaluated (a promql()
 	// query failed, a signal it reads is unknown): the pool holds.
 	RuleError Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b12"
+
+	// The operator's overrides (flexiq-scaled pause, pin, resume, unpin,
+	// and a --for deadline passing), and a dry-run pool's "would scale".
+	PoolPaused     Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b30"
+	PoolPinned     Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b31"
+	PoolResumed    Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b32"
+	DryRunDecision Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b33"
 )
 
 // Priority is the syslog priority of an entry.

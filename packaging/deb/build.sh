@@ -98,6 +98,7 @@ install -D -m 0644 "$root/systemd/flexiq-scaled.service" "$stage/lib/systemd/sys
 install -D -m 0644 "$root/systemd/flexiq.slice" "$stage/lib/systemd/system/flexiq.slice"
 install -D -m 0644 "$root/systemd/config.example.toml" "$stage/etc/flexiq-scaled/config.toml"
 install -D -m 0644 "$here/sysusers.conf" "$stage/usr/lib/sysusers.d/flexiq-scaled.conf"
+install -D -m 0644 "$root/packaging/completion/flexiq-scaled.bash" "$stage/usr/share/bash-completion/completions/flexiq-scaled"
 
 man="$stage/usr/share/man"
 install -d "$man/man5" "$man/man8"

@@ -1,0 +1,393 @@
+package main
+
+// The operator's commands, which speak to the daemon's control socket
+// (internal/control): status, explain, pause, resume, pin, unpin.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/control"
+	"github.com/flexiq/flexiq-scaled/internal/controller"
+	"github.com/flexiq/flexiq-scaled/internal/daemon"
+)
+
+// socketFlags find the control socket.
+type socketFlags struct {
+	socket *string
+	user   *bool
+}
+
+func addSocketFlags(fs *flag.FlagSet) socketFlags {
+	return socketFlags{
+		socket: fs.String("socket", "", "the daemon's control `SOCKET` (default: control.sock in /run/flexiq-scaled, or $XDG_RUNTIME_DIR/flexiq-scaled with --user)"),
+		user:   fs.Bool("user", false, "the daemon runs under the user's service manager (run --user)"),
+	}
+}
+
+func (f socketFlags) client() *control.Client {
+	path := *f.socket
+	if path == "" {
+		path = filepath.Join(daemon.RuntimeDir(*f.user), control.SocketName)
+	}
+	return &control.Client{Socket: path}
+}
+
+// parseArgs parses flags and positional arguments in any order, as
+// `pause email --for 10m` is written.
+func parseArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (pos []string, code int, done bool) {
+	for {
+		if code, done := parseFlags(fs, args, stdout, stderr); done {
+			return nil, code, true
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, exitOK, false
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), exitOK, false
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// controlFailed reports a failed request in one line: the daemon not
+// running, a permission refused, or the daemon's own message.
+func controlFailed(stderr io.Writer, name string, err error) int {
+	if errors.Is(err, control.ErrNotRunning) {
+		fmt.Fprintf(stderr, "%s %s: %v\n", prog, name, err)
+		return exitFail
+	}
+	return failf(stderr, name, "%v", err)
+}
+
+func cmdStatus(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("status", "[POOL] [--json] [--watch] [--names]", `
+Show what each pool (or POOL) is doing: its workers (live, draining, target,
+min and max), its queue (pending, running, paused, the oldest ready job's
+age), its source's health, its last decision and why, and its mode (active,
+paused, pinned, dry-run). Then one line per worker: slot, unit, state,
+uptime, CPU use over the last tick (percent of one CPU), memory (from its
+cgroup; "-" where the cgroup does not tell), and how often its slot
+crashed since the daemon started.
+
+--json prints the same as JSON, with stable field names, for scripts.
+--watch redraws every second until Ctrl-C. --names prints the pools'
+names, one a line (for shell completion).
+
+Reading needs root or membership of group flexiq-scaled.`)
+	asJSON := fs.Bool("json", false, "print JSON")
+	watch := fs.Bool("watch", false, "redraw every second until interrupted")
+	names := fs.Bool("names", false, "print only the pools' names")
+	sf := addSocketFlags(fs)
+	pos, code, done := parseArgs(fs, args, stdout, stderr)
+	if done {
+		return code
+	}
+	if len(pos) > 1 {
+		return usageError(fs, stderr, "unexpected argument %q", pos[1])
+	}
+	pool := ""
+	if len(pos) == 1 {
+		pool = pos[0]
+	}
+	c := sf.client()
+	show := func() int {
+		resp, err := c.Status(pool)
+		if err != nil {
+			return controlFailed(stderr, "status", err)
+		}
+		switch {
+		case *names:
+			for _, v := range resp.Pools {
+				fmt.Fprintln(stdout, v.Pool)
+			}
+		case *asJSON:
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(resp)
+		default:
+			printStatus(stdout, resp.Pools, time.Now())
+		}
+		return exitOK
+	}
+	if !*watch {
+		return show()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		// Home and clear, then the page: redrawn in place.
+		fmt.Fprint(stdout, "\033[H\033[2J")
+		if code := show(); code != exitOK {
+			return code
+		}
+		select {
+		case <-ctx.Done():
+			return exitOK
+		case <-t.C:
+		}
+	}
+}
+
+// printStatus writes the pools as systemctl status does its units: a
+// headline with a bullet, indented key lines, then a table of workers.
+func printStatus(w io.Writer, pools []controller.View, now time.Time) {
+	if len(pools) == 0 {
+		fmt.Fprintln(w, "no pools configured")
+		return
+	}
+	for i, v := range pools {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		bullet := "●"
+		if !v.Source.Healthy {
+			bullet = "×"
+		}
+		mode := v.Mode
+		if v.Override != nil {
+			mode = v.Override.String()
+			if v.DryRun {
+				mode = "dry-run, " + mode
+			}
+		}
+		fmt.Fprintf(w, "%s %s - %s\n", bullet, v.Pool, mode)
+		wc := v.Workers
+		fmt.Fprintf(w, "   Workers: %d live, %d draining; target %d (min %d, max %d)\n", wc.Live, wc.Draining, wc.Target, wc.Min, wc.Max)
+		if q := v.Queue; q != nil {
+			oldest := "-"
+			if q.OldestAgeSec != nil {
+				oldest = fmtDuration(time.Duration(*q.OldestAgeSec * float64(time.Second)))
+			}
+			fmt.Fprintf(w, "     Queue: %d pending, %d running, %d paused; oldest %s\n", q.Pending, q.Running, q.Paused, oldest)
+		} else {
+			fmt.Fprintln(w, "     Queue: not read yet")
+		}
+		src := v.Source.Type + ": "
+		if v.Source.Healthy {
+			src += "ok"
+		} else {
+			src += "failing"
+		}
+		if !v.Source.LastSuccess.IsZero() {
+			src += fmt.Sprintf(", last read %s ago", fmtDuration(now.Sub(v.Source.LastSuccess)))
+		}
+		fmt.Fprintf(w, "    Source: %s\n", src)
+		if v.Source.LastError != "" {
+			fmt.Fprintf(w, "Last error: %s ago: %s\n", fmtDuration(now.Sub(v.Source.LastErrorAt)), firstLine(v.Source.LastError))
+		}
+		if d := v.LastDecision; d != nil {
+			held := ""
+			if d.HeldBy != "" {
+				held = "; held by " + d.HeldBy
+			}
+			fmt.Fprintf(w, "  Decision: %s %d -> %d, %s ago (%s%s)\n", d.Action, d.Current, d.Desired, fmtDuration(now.Sub(d.Time)), d.Rationale, held)
+		}
+		if len(v.WorkerList) == 0 {
+			continue
+		}
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "SLOT\tUNIT\tSTATE\tUPTIME\tCPU%\tMEMORY\tRESTARTS")
+		for _, wv := range v.WorkerList {
+			up, cpu, mem := "-", "-", "-"
+			if wv.UptimeSec != nil {
+				up = fmtDuration(time.Duration(*wv.UptimeSec * float64(time.Second)))
+			}
+			if wv.CPUPercent != nil {
+				cpu = strconv.FormatFloat(*wv.CPUPercent, 'f', 1, 64)
+			}
+			if wv.MemoryBytes != nil {
+				mem = fmtBytes(*wv.MemoryBytes)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\n", wv.Slot, wv.Unit, wv.State, up, cpu, mem, wv.Restarts)
+		}
+		tw.Flush()
+	}
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
+
+// fmtDuration is a duration as people read it: 4.2s, 5m12s, 3h04m, 2d03h.
+func fmtDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+func fmtBytes(b uint64) string {
+	const unit = 1024
+	if b < unit {
+		return fmt.Sprintf("%dB", b)
+	}
+	v, suffix := float64(b), ""
+	for _, s := range []string{"K", "M", "G", "T"} {
+		v /= unit
+		suffix = s
+		if v < unit {
+			break
+		}
+	}
+	return fmt.Sprintf("%.1f%s", v, suffix)
+}
+
+func cmdExplain(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("explain", "POOL [--last N] [--json]", `
+Show the pool's last N decisions (newest last), each with every input and
+step from the queue to the result: the source's counts; the depth, busy,
+CPU and latency signals; the bounds; the tolerance; the recommendation of
+the tick alone; the scale-up and scale-down windows; an operator's pause or
+pin; dry-run. A step marked "<- held" kept the pool from what the steps
+before it asked for; "held by" names the one with the last word. The daemon
+keeps the last 100 decisions of each pool, in memory.`)
+	last := fs.Int("last", 10, "how many decisions")
+	asJSON := fs.Bool("json", false, "print JSON")
+	sf := addSocketFlags(fs)
+	pos, code, done := parseArgs(fs, args, stdout, stderr)
+	if done {
+		return code
+	}
+	if len(pos) != 1 {
+		return usageError(fs, stderr, "want exactly one POOL")
+	}
+	if *last < 1 {
+		return usageError(fs, stderr, "--last must be at least 1")
+	}
+	resp, err := sf.client().Explain(pos[0], *last)
+	if err != nil {
+		return controlFailed(stderr, "explain", err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(resp)
+		return exitOK
+	}
+	if len(resp.Decisions) == 0 {
+		fmt.Fprintf(stdout, "pool %s has decided nothing yet\n", resp.Pool)
+	}
+	for i, e := range resp.Decisions {
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		fmt.Fprintf(stdout, "%s %s: %s %d -> %d (mode %s)\n", e.Time.Local().Format("2006-01-02 15:04:05"), resp.Pool, e.Action, e.Current, e.Desired, e.Mode)
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		for _, s := range e.Steps {
+			held := ""
+			if s.Held {
+				held = "<- held"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", s.Name, s.Value, held, s.Note)
+		}
+		tw.Flush()
+		if e.HeldBy != "" {
+			fmt.Fprintf(stdout, "  held by: %s\n", e.HeldBy)
+		}
+	}
+	return exitOK
+}
+
+func cmdPause(args []string, stdout, stderr io.Writer) int {
+	return overrideCmd("pause", "POOL [--for DURATION]", `
+Stop the pool's scaling: it holds its current target whatever the queue
+says, and crashed workers are still replaced up to it. --for ends the pause
+by itself after DURATION (e.g. 10m, 2h), on the wall clock, across restarts
+of the daemon. The pause is kept in /var/lib/flexiq-scaled until "resume".
+Needs root or membership of group flexiq-scaled-admin.`, args, stdout, stderr)
+}
+
+func cmdResume(args []string, stdout, stderr io.Writer) int {
+	return overrideCmd("resume", "POOL", `
+End a pause: the pool scales again from its next tick. A pinned pool is
+unpinned with "unpin" instead. Needs root or membership of group
+flexiq-scaled-admin.`, args, stdout, stderr)
+}
+
+func cmdPin(args []string, stdout, stderr io.Writer) int {
+	return overrideCmd("pin", "POOL N [--for DURATION]", `
+Hold exactly N workers (0 to max_workers), starting or draining workers at
+once, whatever the queue says; crashed workers are replaced. --for ends the
+pin by itself after DURATION, on the wall clock, across restarts. The pin is
+kept in /var/lib/flexiq-scaled until "unpin". Needs root or membership of
+group flexiq-scaled-admin.`, args, stdout, stderr)
+}
+
+func cmdUnpin(args []string, stdout, stderr io.Writer) int {
+	return overrideCmd("unpin", "POOL", `
+End a pin: the pool scales again from its next tick. Needs root or
+membership of group flexiq-scaled-admin.`, args, stdout, stderr)
+}
+
+func overrideCmd(verb, synopsis, description string, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet(verb, synopsis, description)
+	var forD *time.Duration
+	if verb == "pause" || verb == "pin" {
+		forD = fs.Duration("for", 0, "end by itself after `DURATION` (default: until "+map[string]string{"pause": "resume", "pin": "unpin"}[verb]+")")
+	}
+	asJSON := fs.Bool("json", false, "print the daemon's answer as JSON")
+	sf := addSocketFlags(fs)
+	pos, code, done := parseArgs(fs, args, stdout, stderr)
+	if done {
+		return code
+	}
+	want := 1
+	if verb == "pin" {
+		want = 2
+	}
+	if len(pos) != want {
+		return usageError(fs, stderr, "want %s", synopsis)
+	}
+	var req control.ChangeRequest
+	if forD != nil {
+		if *forD < 0 {
+			return usageError(fs, stderr, "--for must not be negative")
+		}
+		req.ForSec = forD.Seconds()
+	}
+	if verb == "pin" {
+		n, err := strconv.Atoi(pos[1])
+		if err != nil || n < 0 {
+			return usageError(fs, stderr, "N: want a number of workers, not %q", pos[1])
+		}
+		req.Workers = &n
+	}
+	resp, err := sf.client().Change(pos[0], verb, req)
+	if err != nil {
+		return controlFailed(stderr, verb, err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(resp)
+		return exitOK
+	}
+	fmt.Fprintln(stdout, resp.Message)
+	return exitOK
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/controller"
+)
+
+// Every operator's command says in one line that the daemon is not running,
+// and fails.
+func TestControlCommandsWithoutDaemon(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "control.sock")
+	for _, args := range [][]string{
+		{"status"}, {"status", "--json", "email"}, {"explain", "email"}, {"pause", "email", "--for", "10m"},
+		{"resume", "email"}, {"pin", "email", "3"}, {"unpin", "email"},
+	} {
+		r := invoke(t, append(args, "--socket", sock)...)
+		if r.code != exitFail || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "flexiq-scaled is not running") {
+			t.Errorf("%q: exit %d, stderr %q", args, r.code, r.stderr)
+		}
+	}
+	for _, args := range [][]string{{"pin", "email"}, {"pin", "email", "x"}, {"explain"}, {"pause", "email", "--for", "-1m"}} {
+		if r := invoke(t, append(args, "--socket", sock)...); r.code != exitUsage {
+			t.Errorf("%q: exit %d, want %d", args, r.code, exitUsage)
+		}
+	}
+}
+
+func TestPrintStatus(t *testing.T) {
+	now := time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC)
+	up, cpu, age := 312.0, 12.5, 4.2
+	v := controller.View{
+		Pool: "email", Mode: "paused",
+		Override: &controller.Override{Kind: controller.OverridePaused},
+		Workers:  controller.WorkerCounts{Live: 1, Target: 1, Min: 1, Max: 10},
+		Queue:    &controller.QueueView{Pending: 40, Running: 2, OldestAgeSec: &age},
+		Source:   controller.SourceView{Type: "flexiq-sqlite", Healthy: true, LastSuccess: now.Add(-time.Second)},
+		LastDecision: &controller.Explanation{Time: now.Add(-time.Second), Action: "hold", Current: 1, Desired: 1,
+			Rationale: "paused", HeldBy: "override"},
+		WorkerList: []controller.WorkerView{{Slot: 1, Unit: "flexiq-email@1.service", State: "active", UptimeSec: &up, CPUPercent: &cpu}},
+	}
+	var b strings.Builder
+	printStatus(&b, []controller.View{v}, now)
+	for _, want := range []string{
+		"● email - paused\n",
+		"Workers: 1 live, 0 draining; target 1 (min 1, max 10)",
+		"Queue: 40 pending, 2 running, 0 paused; oldest 4.2s",
+		"Source: flexiq-sqlite: ok, last read 1.0s ago",
+		"Decision: hold 1 -> 1, 1.0s ago (paused; held by override)",
+		"SLOT  UNIT                    STATE   UPTIME  CPU%  MEMORY  RESTARTS",
+		"1     flexiq-email@1.service  active  5m12s   12.5  -       0",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, b.String())
+		}
+	}
+}

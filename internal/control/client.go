@@ -1,0 +1,123 @@
+package control
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
+	"syscall"
+	"time"
+)
+
+// ErrNotRunning means nothing listens on the control socket.
+var ErrNotRunning = errors.New("flexiq-scaled is not running")
+
+// Error is an answer other than 200, with the daemon's message.
+type Error struct {
+	Status  int
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Denied says whether err is a refusal for lack of permission.
+func Denied(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == http.StatusForbidden
+}
+
+// Client speaks to the daemon's control socket.
+type Client struct {
+	Socket  string
+	Timeout time.Duration // per request; 10 s if zero
+}
+
+func (c *Client) http() *http.Client {
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	return &http.Client{
+		Timeout: timeout,
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", c.Socket)
+			},
+			DisableKeepAlives: true,
+		},
+	}
+}
+
+// Status reads the pools' snapshots (pool "" for all).
+func (c *Client) Status(pool string) (StatusResponse, error) {
+	var out StatusResponse
+	path := "/v1/status"
+	if pool != "" {
+		path += "?pool=" + url.QueryEscape(pool)
+	}
+	return out, c.do(http.MethodGet, path, nil, &out)
+}
+
+// Explain reads a pool's last decisions.
+func (c *Client) Explain(pool string, last int) (ExplainResponse, error) {
+	var out ExplainResponse
+	return out, c.do(http.MethodGet, fmt.Sprintf("/v1/pools/%s/explain?last=%d", url.PathEscape(pool), last), nil, &out)
+}
+
+// Change asks for a change of a pool: verb is pause, resume, pin, unpin or
+// roll.
+func (c *Client) Change(pool, verb string, req ChangeRequest) (ChangeResponse, error) {
+	var out ChangeResponse
+	return out, c.do(http.MethodPost, "/v1/pools/"+url.PathEscape(pool)+"/"+verb, req, &out)
+}
+
+func (c *Client) do(method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, "http://flexiq-scaled"+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http().Do(req)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+			return fmt.Errorf("%w (nothing listens on %s; systemctl status flexiq-scaled)", ErrNotRunning, c.Socket)
+		}
+		if errors.Is(err, syscall.EACCES) {
+			return &Error{Status: http.StatusForbidden, Message: fmt.Sprintf("permission denied: cannot connect to %s", c.Socket)}
+		}
+		return fmt.Errorf("talking to the daemon on %s: %w", c.Socket, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("reading the daemon's answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e ErrorResponse
+		if json.Unmarshal(b, &e) != nil || e.Error == "" {
+			e.Error = fmt.Sprintf("the daemon answered %s", resp.Status)
+		}
+		return &Error{Status: resp.StatusCode, Message: e.Error}
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("the daemon's answer is not what this command understands (%v): is it the same version?", err)
+	}
+	return nil
+}

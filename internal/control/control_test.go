@@ -1,0 +1,251 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/controller"
+)
+
+// fakeBackend is one pool, "email", with max_workers 10.
+type fakeBackend struct {
+	o controller.Override
+}
+
+func (b *fakeBackend) Views(pool string) ([]controller.View, error) {
+	if pool != "" && pool != "email" {
+		return nil, fmt.Errorf("%w: %q", ErrNoPool, pool)
+	}
+	v := controller.View{Pool: "email", Mode: "active", WorkerList: []controller.WorkerView{}}
+	if b.o.Kind != "" {
+		o := b.o
+		v.Mode, v.Override = o.Kind, &o
+	}
+	return []controller.View{v}, nil
+}
+
+func (b *fakeBackend) Explain(pool string, last int) ([]controller.Explanation, error) {
+	if pool != "email" {
+		return nil, ErrNoPool
+	}
+	return []controller.Explanation{{Action: "stable", Steps: []controller.Step{{Name: "depth", Value: "1"}}}}, nil
+}
+
+func (b *fakeBackend) SetOverride(pool string, o controller.Override) (controller.Override, error) {
+	if pool != "email" {
+		return controller.Override{}, ErrNoPool
+	}
+	if o.Kind == controller.OverridePinned && o.Workers > 10 {
+		return b.o, fmt.Errorf("%w: pin %d above max_workers", controller.ErrOverride, o.Workers)
+	}
+	b.o = o
+	return o, nil
+}
+
+func (b *fakeBackend) Roll(pools []string, reason string) ([]string, error) {
+	return []string{"pool email: rollout requested"}, nil
+}
+
+// The groups of the table: 100 is flexiq-scaled, 101 flexiq-scaled-admin.
+var testAuth = Authorizer{
+	GroupID: func(name string) (uint32, error) {
+		switch name {
+		case ReadGroup:
+			return 100, nil
+		case AdminGroup:
+			return 101, nil
+		}
+		return 0, errors.New("no such group")
+	},
+	Groups: func(p Peer) ([]uint32, error) {
+		switch p.UID {
+		case 1000: // a reader through a supplementary group
+			return []uint32{1000, 100}, nil
+		case 1001: // an admin
+			return []uint32{1001, 101}, nil
+		}
+		return []uint32{p.GID}, nil
+	},
+}
+
+var (
+	root    = Peer{PID: 1, UID: 0, GID: 0}
+	reader  = Peer{PID: 2, UID: 1000, GID: 1000}
+	admin   = Peer{PID: 3, UID: 1001, GID: 1001}
+	nobody  = Peer{PID: 4, UID: 65534, GID: 65534}
+	primary = Peer{PID: 5, UID: 1002, GID: 100} // flexiq-scaled as its primary group
+)
+
+func TestAuthorisation(t *testing.T) {
+	type call struct{ method, path, body string }
+	status := call{"GET", "/v1/status", ""}
+	explain := call{"GET", "/v1/pools/email/explain?last=5", ""}
+	pause := call{"POST", "/v1/pools/email/pause", `{"for_sec": 600}`}
+	pin := call{"POST", "/v1/pools/email/pin", `{"workers": 3}`}
+	roll := call{"POST", "/v1/pools/email/roll", `{}`}
+	cases := []struct {
+		peer *Peer
+		c    call
+		want int
+	}{
+		{&root, status, 200}, {&root, pause, 200}, {&root, pin, 200}, {&root, roll, 200},
+		{&admin, status, 200}, {&admin, explain, 200}, {&admin, pause, 200}, {&admin, roll, 200},
+		{&reader, status, 200}, {&reader, explain, 200}, {&reader, pause, 403}, {&reader, pin, 403}, {&reader, roll, 403},
+		{&primary, status, 200}, {&primary, pause, 403},
+		{&nobody, status, 403}, {&nobody, explain, 403}, {&nobody, pause, 403},
+		{nil, status, 403}, // no credentials: nothing
+	}
+	for _, tc := range cases {
+		name := "no peer"
+		if tc.peer != nil {
+			name = fmt.Sprintf("uid %d", tc.peer.UID)
+		}
+		t.Run(name+" "+tc.c.method+" "+tc.c.path, func(t *testing.T) {
+			s := &Server{Backend: &fakeBackend{}, Auth: testAuth}
+			req := httptest.NewRequest(tc.c.method, tc.c.path, strings.NewReader(tc.c.body))
+			if tc.peer != nil {
+				req = req.WithContext(WithPeer(req.Context(), *tc.peer))
+			}
+			rec := httptest.NewRecorder()
+			s.Handler().ServeHTTP(rec, req)
+			if rec.Code != tc.want {
+				t.Fatalf("%d, want %d: %s", rec.Code, tc.want, rec.Body)
+			}
+			if rec.Code == 403 {
+				var e ErrorResponse
+				if json.Unmarshal(rec.Body.Bytes(), &e) != nil || !strings.HasPrefix(e.Error, "permission denied: ") {
+					t.Errorf("403 without a clear message: %s", rec.Body)
+				}
+				group := ReadGroup
+				if tc.c.method == "POST" {
+					group = AdminGroup
+				}
+				if tc.peer != nil && !strings.Contains(e.Error, "group "+group) {
+					t.Errorf("403 does not name group %s: %s", group, e.Error)
+				}
+			}
+		})
+	}
+}
+
+func TestChanges(t *testing.T) {
+	b := &fakeBackend{}
+	now := time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC)
+	s := &Server{Backend: b, Auth: testAuth, Now: func() time.Time { return now }}
+	do := func(method, path, body string) (int, string) {
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		req = req.WithContext(WithPeer(req.Context(), admin))
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	cases := []struct {
+		method, path, body string
+		code               int
+		contains           string
+	}{
+		{"POST", "/v1/pools/nope/pause", "", 404, "no such pool"},
+		{"GET", "/v1/status?pool=nope", "", 404, "no such pool"},
+		{"GET", "/v1/pools/email/explain?last=0", "", 400, "positive"},
+		{"POST", "/v1/pools/email/pin", `{}`, 400, "workers is missing"},
+		{"POST", "/v1/pools/email/pin", `{"workers": 11}`, 400, "max_workers"},
+		{"POST", "/v1/pools/email/pause", `{"for_sec": -1}`, 400, "negative"},
+		{"POST", "/v1/pools/email/pause", `{"for_sec": 600}`, 200, `"until": "2026-12-01T15:10:00Z"`},
+		{"POST", "/v1/pools/email/unpin", "", 409, "use resume"},
+		{"POST", "/v1/pools/email/resume", "", 200, "resumed scaling"},
+		{"POST", "/v1/pools/email/resume", "", 200, "nothing to do"},
+		{"POST", "/v1/pools/email/pin", `{"workers": 3}`, 200, `"workers": 3`},
+		{"POST", "/v1/pools/email/resume", "", 409, "use unpin"},
+		{"POST", "/v1/pools/email/unpin", "", 200, "resumed scaling"},
+		{"GET", "/v1/pools/email/explain", "", 200, `"decisions"`},
+		{"GET", "/v1/status", "", 200, `"pools"`},
+	}
+	for _, tc := range cases {
+		code, body := do(tc.method, tc.path, tc.body)
+		if code != tc.code || !strings.Contains(body, tc.contains) {
+			t.Errorf("%s %s %s: %d %s, want %d with %q", tc.method, tc.path, tc.body, code, body, tc.code, tc.contains)
+		}
+	}
+	if b.o.By == "" || !strings.Contains(b.o.By, "uid 1001") {
+		t.Errorf("the override does not say who set it: %+v", b.o)
+	}
+}
+
+// TestSocket serves on a real Unix socket: the peer is the test process,
+// as SO_PEERCRED reports it, and the socket is world-writable.
+func TestSocket(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, SocketName)
+	c := &Client{Socket: path, Timeout: 5 * time.Second}
+	if _, err := c.Status(""); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("no socket: %v, want ErrNotRunning", err)
+	}
+	// A stale socket of a killed daemon is replaced.
+	if l, err := Listen(path); err != nil {
+		t.Fatal(err)
+	} else {
+		l.Close()
+	}
+	l, err := Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o666 {
+		t.Errorf("socket mode: %v %v", fi.Mode(), err)
+	}
+	var seen Peer
+	s := &Server{Backend: &fakeBackend{}, Auth: Authorizer{
+		GroupID: testAuth.GroupID,
+		Groups: func(p Peer) ([]uint32, error) {
+			seen = p
+			return nil, nil
+		},
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, l) }()
+	resp, err := c.Status("")
+	switch {
+	case os.Getuid() == 0 && err != nil:
+		t.Errorf("root refused: %v", err)
+	case os.Getuid() == 0 && (len(resp.Pools) != 1 || resp.Pools[0].Pool != "email"):
+		t.Errorf("status: %+v", resp)
+	case os.Getuid() != 0 && !Denied(err):
+		t.Errorf("uid %d with no group: %v, want permission denied", os.Getuid(), err)
+	}
+	if os.Getuid() != 0 && seen.PID != int32(os.Getpid()) {
+		t.Errorf("peer %+v, want this process (pid %d)", seen, os.Getpid())
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return after its context ended")
+	}
+	if _, err := c.Status(""); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("after the stop: %v, want ErrNotRunning", err)
+	}
+}
+
+func TestProcGroups(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "status")
+	os.WriteFile(path, []byte("Name:\tbash\nUid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nGroups:\t27 100 1000 \n"), 0o644)
+	if gids, ok := procGroups(path, 1000); !ok || fmt.Sprint(gids) != "[27 100 1000]" {
+		t.Errorf("procGroups: %v %v", gids, ok)
+	}
+	if _, ok := procGroups(path, 1001); ok {
+		t.Error("procGroups accepted another uid's process (a reused PID)")
+	}
+}

@@ -1,0 +1,321 @@
+package controller
+
+// An override is an operator's hand on a pool: `flexiq-scaled pause` stops
+// its scaling (crashed workers are still replaced, up to the target it had),
+// `flexiq-scaled pin N` holds exactly N workers whatever the queue says.
+// Either may carry a deadline (--for), after which the pool resumes by
+// itself.
+//
+// Unlike the pool's state file (the windows' history, on CLOCK_MONOTONIC in
+// the runtime directory, meaningless after a reboot), an override is an
+// operator's decision: it lives in the state directory
+// (/var/lib/flexiq-scaled, StateDirectory=) and survives a reboot too, and
+// its deadline is on the wall clock, because "for 10 minutes" means ten
+// minutes of the operator's time whether or not the daemon restarts
+// meanwhile.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/atomicfile"
+	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+	"github.com/flexiq/flexiq-scaled/internal/policy"
+)
+
+// Override kinds.
+const (
+	OverrideNone   = ""
+	OverridePaused = "paused"
+	OverridePinned = "pinned"
+)
+
+// Override is an operator's pause or pin of a pool.
+type Override struct {
+	Kind string `json:"kind"` // OverridePaused or OverridePinned; "" for none (resume, unpin)
+	// Workers is the pinned count (OverridePinned only).
+	Workers int `json:"workers,omitempty"`
+	// Since is when it was set; Until when it ends by itself (zero: never).
+	// Both on the wall clock.
+	Since time.Time `json:"since"`
+	Until time.Time `json:"until,omitzero"`
+	// By names who set it ("uid 1000 (alice)"), for the journal and status.
+	By string `json:"by,omitempty"`
+}
+
+// Active says whether the override is in force at wall-clock time now.
+func (o Override) Active(now time.Time) bool {
+	return o.Kind != OverrideNone && (o.Until.IsZero() || now.Before(o.Until))
+}
+
+// String is the override as status and STATUS= show it.
+func (o Override) String() string {
+	s := o.Kind
+	if o.Kind == OverridePinned {
+		s = fmt.Sprintf("pinned at %d", o.Workers)
+	}
+	if !o.Until.IsZero() {
+		s += " until " + o.Until.Local().Format("15:04:05")
+	}
+	return s
+}
+
+// ErrOverride marks an override the pool refuses (a pin outside 0..max_workers).
+var ErrOverride = errors.New("invalid override")
+
+const overrideVersion = 1
+
+type savedOverride struct {
+	Version int    `json:"version"`
+	Pool    string `json:"pool"`
+	Override
+}
+
+func (p *Pool) overridePath() string {
+	if p.opts.OverrideDir == "" {
+		return ""
+	}
+	return filepath.Join(p.opts.OverrideDir, "override-"+p.name+".json")
+}
+
+func (p *Pool) wallNow() time.Time {
+	if p.opts.WallClock != nil {
+		return p.opts.WallClock()
+	}
+	return time.Now()
+}
+
+// SetOverride pauses or pins the pool (o.Kind), or ends either (kind
+// OverrideNone), and writes it to the state directory so that it survives a
+// restart. A pin is checked against max_workers. It returns the override in
+// force afterwards. The loop is woken so that a pin acts at once.
+func (p *Pool) SetOverride(o Override) (Override, error) {
+	got, err := p.setOverride(o)
+	p.notify(err == nil) // STATUS= shows the mode at once
+	return got, err
+}
+
+func (p *Pool) setOverride(o Override) (Override, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.wallNow()
+	switch o.Kind {
+	case OverrideNone:
+	case OverridePaused:
+		o.Workers = 0
+	case OverridePinned:
+		if o.Workers < 0 || o.Workers > p.cfg.MaxWorkers {
+			return p.override, fmt.Errorf("%w: pool %s: pin %d is outside 0..max_workers (%d)", ErrOverride, p.name, o.Workers, p.cfg.MaxWorkers)
+		}
+	default:
+		return p.override, fmt.Errorf("%w: unknown kind %q", ErrOverride, o.Kind)
+	}
+	if !o.Until.IsZero() && !o.Until.After(now) {
+		return p.override, fmt.Errorf("%w: deadline %s is not in the future", ErrOverride, o.Until.Format(time.RFC3339))
+	}
+	o.Since = now
+	old := p.override
+	if o.Kind == OverrideNone {
+		o = Override{}
+	}
+	p.override = o
+	if err := p.saveOverride(); err != nil {
+		p.override = old
+		return old, err
+	}
+	p.logOverride(old, o, "")
+	p.overrideChanged()
+	p.kick()
+	return o, nil
+}
+
+// overrideChanged refreshes the summary's and the snapshot's mode; the
+// caller notifies (SetOverride), or the tick's publish does.
+func (p *Pool) overrideChanged() {
+	st := p.summary.status()
+	st.Mode = p.modeString(p.wallNow())
+	p.summary.set(st, p.cfg.PollInterval)
+	p.view.setMode(p.modeString(p.wallNow()), p.override)
+}
+
+// expireOverride ends an override whose deadline has passed; it is called
+// at every tick, and at start.
+func (p *Pool) expireOverride(now time.Time) {
+	if p.override.Kind == OverrideNone || p.override.Active(now) {
+		return
+	}
+	old := p.override
+	p.override = Override{}
+	if path := p.overridePath(); path != "" {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil), "pool=%s cannot remove %s: %v", p.name, path, err)
+		}
+	}
+	p.logOverride(old, Override{}, fmt.Sprintf(" (its --for deadline %s passed)", old.Until.Format(time.RFC3339)))
+	p.overrideChanged()
+}
+
+func (p *Pool) logOverride(old, o Override, why string) {
+	f := eventlog.Fields{"FLEXIQ_OVERRIDE": o.Kind}
+	if o.Kind == OverridePinned {
+		f["FLEXIQ_PINNED"] = strconv.Itoa(o.Workers)
+	}
+	if !o.Until.IsZero() {
+		f["FLEXIQ_UNTIL"] = o.Until.UTC().Format(time.RFC3339)
+	}
+	by := ""
+	if o.By != "" {
+		by = " by " + o.By
+	}
+	switch {
+	case o.Kind == OverridePaused:
+		p.log.Event(eventlog.PoolPaused, eventlog.Notice, p.fields(f), "pool=%s %s%s: scaling stopped, crashed workers are still replaced", p.name, o, by)
+	case o.Kind == OverridePinned:
+		p.log.Event(eventlog.PoolPinned, eventlog.Notice, p.fields(f), "pool=%s %s%s: holding exactly %d workers", p.name, o, by, o.Workers)
+	case old.Kind != OverrideNone:
+		p.log.Event(eventlog.PoolResumed, eventlog.Notice, p.fields(f), "pool=%s resumed scaling, was %s%s%s", p.name, old.Kind, why, by)
+	}
+}
+
+func (p *Pool) saveOverride() error {
+	path := p.overridePath()
+	if path == "" {
+		return nil
+	}
+	if p.override.Kind == OverrideNone {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing %s: %w", path, err)
+		}
+		return nil
+	}
+	b, err := json.Marshal(savedOverride{Version: overrideVersion, Pool: p.name, Override: p.override})
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.Write(path, b); err != nil {
+		return fmt.Errorf("saving the override: %w", err)
+	}
+	return nil
+}
+
+// loadOverride restores a saved override at start. One that expired while
+// the daemon was down is removed, and said so; a pin above a lowered
+// max_workers is held at max_workers.
+func (p *Pool) loadOverride() {
+	path := p.overridePath()
+	if path == "" {
+		return
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	var so savedOverride
+	if err == nil {
+		err = json.Unmarshal(b, &so)
+	}
+	switch {
+	case err != nil:
+	case so.Version != overrideVersion:
+		err = fmt.Errorf("unknown version %d", so.Version)
+	case so.Pool != p.name:
+		err = fmt.Errorf("written for pool %q", so.Pool)
+	case so.Kind != OverridePaused && so.Kind != OverridePinned:
+		err = fmt.Errorf("unknown kind %q", so.Kind)
+	}
+	if err != nil {
+		p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil), "pool=%s ignoring its override file %s: %v", p.name, path, err)
+		return
+	}
+	p.override = so.Override
+	now := p.wallNow()
+	if !p.override.Active(now) {
+		p.expireOverride(now)
+		return
+	}
+	p.log.Event(eventlog.Lifecycle, eventlog.Info, p.fields(nil), "pool=%s restored its override from %s: %s", p.name, path, p.override)
+	p.overrideChanged()
+}
+
+// Override is the pool's override in force.
+func (p *Pool) Override() Override {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.override
+}
+
+// dryRun says whether the pool decides without acting (mode = "dry-run").
+func (p *Pool) dryRun() bool { return p.cfg.Mode == config.ModeDryRun }
+
+// modeString is the pool's mode as status shows it: dry-run, paused,
+// pinned or active (an override in a dry-run pool shows both).
+func (p *Pool) modeString(now time.Time) string {
+	m := "active"
+	if p.override.Active(now) {
+		m = p.override.String()
+	}
+	if p.dryRun() {
+		if m == "active" {
+			return "dry-run"
+		}
+		return "dry-run, " + m
+	}
+	return m
+}
+
+// applyOverride bends the policy's decision d to the operator's override:
+// a paused pool holds its target (crashed workers were replaced up to it
+// already), a pinned one goes to its pin. The step says what the policy
+// would have done.
+func (p *Pool) applyOverride(wall time.Time, d policy.Decision, e *Explanation) policy.Decision {
+	o := p.activeOverride(wall)
+	switch o.Kind {
+	case OverridePaused:
+		would := d
+		d.Action, d.Desired = policy.Hold, p.target
+		d.Rationale = fmt.Sprintf("paused; the policy says %s %d -> %d (%s)", would.Action, would.Current, would.Desired, would.Rationale)
+		e.add(Step{Name: "override", Value: o.String(), Held: would.Desired != p.target,
+			Note: fmt.Sprintf("holding the target %d; the policy says %d", p.target, would.Desired)})
+	case OverridePinned:
+		would := d
+		d.Desired = min(o.Workers, p.cfg.MaxWorkers)
+		switch {
+		case d.Desired > d.Current:
+			d.Action = policy.ScaleUp
+		case d.Desired < d.Current:
+			d.Action = policy.ScaleDown
+		default:
+			d.Action = policy.Stable
+		}
+		d.Rationale = fmt.Sprintf("%s; the policy says %d (%s)", o, would.Desired, would.Rationale)
+		e.add(Step{Name: "override", Value: o.String(), Held: would.Desired != d.Desired,
+			Note: fmt.Sprintf("holding exactly %d; the policy says %d", d.Desired, would.Desired)})
+	}
+	return d
+}
+
+// wouldScale logs a dry-run pool's decision, once per change of it: what
+// it would do, which it does not.
+func (p *Pool) wouldScale(d policy.Decision, e *Explanation) {
+	e.add(Step{Name: "dry-run", Value: "not acted on", Held: d.Desired != d.Current, Note: `mode = "dry-run": no unit is started or stopped`})
+	key := decisionKey{d.Action, d.Desired}
+	if key == p.lastDry || d.Action == policy.Hold {
+		return
+	}
+	p.lastDry = key
+	verb := fmt.Sprintf("would scale %d → %d", d.Current, d.Desired)
+	if d.Action == policy.Stable {
+		verb = fmt.Sprintf("would stay at %d", d.Current)
+	}
+	p.log.Event(eventlog.DryRunDecision, eventlog.Notice, p.fields(eventlog.Fields{
+		"FLEXIQ_CURRENT": strconv.Itoa(d.Current), "FLEXIQ_DESIRED": strconv.Itoa(d.Desired),
+		"FLEXIQ_ACTION": string(d.Action), "FLEXIQ_MODE": "dry-run",
+	}), "pool=%s dry-run: %s (%s)", p.name, verb, d.Rationale)
+}

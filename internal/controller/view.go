@@ -1,0 +1,263 @@
+package controller
+
+// The pool's read-only snapshot for `flexiq-scaled status` and `explain`.
+// It is built at the end of every tick, under the pool's lock, from what the
+// tick already read (no extra I/O but the workers' memory.current), and
+// kept under a lock of its own, so that a status request never waits behind
+// a slow tick: it reads the last tick's picture.
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/source"
+	"github.com/flexiq/flexiq-scaled/internal/units"
+)
+
+// View is a pool as `status --json` shows it. The field names are stable:
+// scripts read them.
+type View struct {
+	Pool string `json:"pool"`
+	// Mode is "active", "paused", "pinned" or "dry-run" (a paused or pinned
+	// dry-run pool says paused or pinned, with DryRun set).
+	Mode     string    `json:"mode"`
+	DryRun   bool      `json:"dry_run"`
+	Override *Override `json:"override,omitempty"`
+
+	Workers WorkerCounts `json:"workers"`
+	// Queue is nil until the source has been read once.
+	Queue  *QueueView `json:"queue"`
+	Source SourceView `json:"source"`
+
+	LastDecision *Explanation `json:"last_decision,omitempty"`
+	WorkerList   []WorkerView `json:"worker_list"`
+	// UpdatedAt is when the pool's last tick ended (wall clock).
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+}
+
+// WorkerCounts are the pool's worker numbers.
+type WorkerCounts struct {
+	Live     int `json:"live"`
+	Draining int `json:"draining"`
+	Target   int `json:"target"`
+	Min      int `json:"min"`
+	Max      int `json:"max"`
+}
+
+// QueueView is the queue as the source last read it (the queue's own view:
+// jobs running on draining workers included).
+type QueueView struct {
+	Pending int64 `json:"pending"`
+	Running int64 `json:"running"`
+	Paused  int64 `json:"paused"`
+	// OldestAgeSec is nil when nothing is ready or the source cannot tell.
+	OldestAgeSec *float64 `json:"oldest_age_sec"`
+}
+
+// SourceView is the source's health.
+type SourceView struct {
+	Type        string    `json:"type"`
+	Healthy     bool      `json:"healthy"`
+	LastSuccess time.Time `json:"last_success,omitzero"`
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+}
+
+// WorkerView is one worker.
+type WorkerView struct {
+	Slot  int    `json:"slot"`
+	Unit  string `json:"unit"`
+	State string `json:"state"` // "active" or "draining"
+	// UptimeSec is nil for a draining unit (its start is not tracked).
+	UptimeSec *float64 `json:"uptime_sec"`
+	// CPUPercent is the use over the last tick, in percent of one CPU;
+	// nil until the worker has been sampled over a full tick.
+	CPUPercent *float64 `json:"cpu_percent"`
+	// MemoryBytes is nil where the cgroup does not tell (no memory
+	// controller on the unified hierarchy).
+	MemoryBytes *uint64 `json:"memory_bytes"`
+	// Restarts counts the crashes of its slot since the daemon started.
+	Restarts int `json:"restarts"`
+}
+
+// historyLen is how many decisions `explain` can show per pool.
+const historyLen = 100
+
+// viewState is the snapshot and the decisions' ring, under their own lock.
+type viewState struct {
+	mu   sync.Mutex
+	v    View
+	ring []Explanation // oldest first, at most historyLen
+}
+
+func (s *viewState) set(v View, e *Explanation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e != nil {
+		if len(s.ring) == historyLen {
+			s.ring = slices.Delete(s.ring, 0, 1)
+		}
+		s.ring = append(s.ring, *e)
+		v.LastDecision = e
+	} else {
+		v.LastDecision = s.v.LastDecision
+	}
+	s.v = v
+}
+
+func (s *viewState) setMode(mode string, o Override) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.v.Mode, s.v.Override = viewMode(mode, o)
+}
+
+func viewMode(mode string, o Override) (string, *Override) {
+	if o.Kind == OverrideNone {
+		if mode == "dry-run" {
+			return "dry-run", nil
+		}
+		return "active", nil
+	}
+	return o.Kind, &o
+}
+
+// View returns a copy of the pool's snapshot.
+func (p *Pool) View() View {
+	p.view.mu.Lock()
+	defer p.view.mu.Unlock()
+	v := p.view.v
+	v.WorkerList = slices.Clone(v.WorkerList)
+	// Uptimes are as of the last tick: brought to now.
+	since := p.wallNow().Sub(v.UpdatedAt)
+	for i, w := range v.WorkerList {
+		if w.UptimeSec != nil && !v.UpdatedAt.IsZero() && since > 0 {
+			up := *w.UptimeSec + since.Seconds()
+			v.WorkerList[i].UptimeSec = &up
+		}
+	}
+	if v.LastDecision != nil {
+		e := v.LastDecision.clone()
+		v.LastDecision = &e
+	}
+	if v.Queue != nil {
+		q := *v.Queue
+		v.Queue = &q
+	}
+	if v.Override != nil {
+		o := *v.Override
+		v.Override = &o
+	}
+	if v.Pool == "" {
+		v.Pool = p.name
+	}
+	return v
+}
+
+// Explain returns the pool's last n decisions, oldest first (all of those
+// kept when n <= 0).
+func (p *Pool) Explain(n int) []Explanation {
+	p.view.mu.Lock()
+	defer p.view.mu.Unlock()
+	ring := p.view.ring
+	if n > 0 && n < len(ring) {
+		ring = ring[len(ring)-n:]
+	}
+	out := make([]Explanation, len(ring))
+	for i, e := range ring {
+		out[i] = e.clone()
+	}
+	return out
+}
+
+// sourceHealth is what the pool remembers of its source between ticks.
+type sourceHealth struct {
+	lastSuccess time.Time
+	lastError   string
+	lastErrorAt time.Time
+	healthy     bool
+	counts      *source.Counts
+}
+
+func (h *sourceHealth) record(now time.Time, c *source.Counts, err error) {
+	switch {
+	case c != nil:
+		h.lastSuccess, h.healthy = now, true
+		cc := *c
+		h.counts = &cc
+	case err != nil:
+		h.lastError, h.lastErrorAt, h.healthy = err.Error(), now, false
+	}
+}
+
+// memoryReader is the optional part of Units that reads a worker's memory
+// (*units.Manager has it; the tests' fake need not).
+type memoryReader interface {
+	MemoryUsage(units.Worker) (uint64, error)
+}
+
+// buildView makes the snapshot at the end of a tick, under p.mu. listed is
+// the tick's unit listing (nil when there was none); e the tick's
+// explanation (nil when the tick decided nothing).
+func (p *Pool) buildView(now time.Time, listed []units.Worker, e *Explanation) {
+	wall := p.wallNow()
+	v := View{
+		Pool:   p.name,
+		DryRun: p.dryRun(),
+		Workers: WorkerCounts{
+			Live: len(p.fleet.live), Draining: len(p.fleet.draining), Target: p.target,
+			Min: p.cfg.MinWorkers, Max: p.cfg.MaxWorkers,
+		},
+		Source: SourceView{
+			Type: p.cfg.Source.Type, Healthy: p.health.healthy, LastSuccess: p.health.lastSuccess,
+			LastError: p.health.lastError, LastErrorAt: p.health.lastErrorAt,
+		},
+		UpdatedAt:  wall,
+		WorkerList: []WorkerView{},
+	}
+	v.Mode, v.Override = viewMode(p.modeString(wall), p.activeOverride(wall))
+	if c := p.health.counts; c != nil {
+		q := &QueueView{Pending: c.Pending, Running: c.Running, Paused: c.Paused}
+		if c.HasOldest {
+			age := c.OldestAge.Seconds()
+			q.OldestAgeSec = &age
+		}
+		v.Queue = q
+	}
+	byUnit := map[string]units.Worker{}
+	for _, w := range listed {
+		byUnit[w.Unit] = w
+	}
+	mem, _ := p.units.(memoryReader)
+	for _, w := range p.fleet.liveWorkers() {
+		wv := WorkerView{Slot: w.slot, Unit: w.unit, State: "active", Restarts: p.restarts[w.slot]}
+		if !w.since.IsZero() && now.After(w.since) {
+			up := now.Sub(w.since).Seconds()
+			wv.UptimeSec = &up
+		}
+		if w.utilKnown {
+			pct := w.util * p.cfg.CPUPerWorker * 100
+			wv.CPUPercent = &pct
+		}
+		if lw, ok := byUnit[w.unit]; ok && mem != nil {
+			if b, err := mem.MemoryUsage(lw); err == nil {
+				wv.MemoryBytes = &b
+			}
+		}
+		v.WorkerList = append(v.WorkerList, wv)
+	}
+	for _, unit := range sortedKeys(p.fleet.draining) {
+		d := p.fleet.draining[unit]
+		v.WorkerList = append(v.WorkerList, WorkerView{Slot: d.slot, Unit: unit, State: "draining", Restarts: p.restarts[d.slot]})
+	}
+	p.view.set(v, e)
+}
+
+// activeOverride is the override in force at wall-clock now (a zero one if
+// none, or if it has expired and the next tick has yet to say so).
+func (p *Pool) activeOverride(now time.Time) Override {
+	if p.override.Active(now) {
+		return p.override
+	}
+	return Override{}
+}
