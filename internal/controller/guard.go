@@ -207,6 +207,12 @@ func (p *Pool) decide(ctx context.Context, now time.Time, params policy.Params, 
 	var chk guardCheck
 	if p.opts.Guard != nil {
 		load := policy.PoolLoad{Name: p.name, Priority: p.cfg.Scaling.Priority, Live: obs.Current, Min: p.cfg.MinWorkers}
+		if p.dryRun() || p.override.Active(p.wallNow()) {
+			// A pool the operator holds (pause, pin) or that only logs
+			// (dry-run) cannot give up a worker: an emergency must fall to
+			// a pool that can, not be spent on one that will not act.
+			load.Min = load.Live
+		}
 		chk = p.opts.Guard.check(now, load, sc.rules != nil && sc.rules.ReadsHost(), p.cfg.PollInterval)
 	}
 
@@ -277,7 +283,7 @@ func (p *Pool) acted(now time.Time, d policy.Decision) {
 	if moved && sc.rules != nil {
 		sc.rules.Acted(d)
 	}
-	if d.Guard == policy.GuardForced && p.opts.Guard != nil {
+	if moved && d.Guard == policy.GuardForced && p.opts.Guard != nil {
 		p.opts.Guard.forced(now)
 	}
 }

@@ -268,3 +268,48 @@ func TestRulesPool(t *testing.T) {
 		t.Fatalf("%d active after 120 s idle, want 2\n%s", n, r.log)
 	}
 }
+
+// A pool the operator paused, or one in dry-run, cannot give up a worker:
+// the emergency falls to the next pool instead of being spent on it.
+func TestHostGuardEmergencySkipsHeldPools(t *testing.T) {
+	for _, held := range []string{"paused", "dry-run"} {
+		t.Run(held, func(t *testing.T) {
+			host := &fakeHost{}
+			host.cpu(0.2)
+			g := newTestGuard(guardConfig(), host)
+			clock := &fakeClock{now: monoTime(1000 * time.Hour)}
+			lowCfg, highCfg := testPool("low"), testPool("high")
+			lowCfg.ScaleDownWindow, highCfg.ScaleDownWindow = time.Hour, time.Hour
+			highCfg.Scaling.Priority = 5
+			low, high := guardedRig(t, lowCfg, g, clock), guardedRig(t, highCfg, g, clock)
+			ctx := context.Background()
+			low.start(low.pool)
+			high.start(high.pool)
+			tickBoth := func(after time.Duration) {
+				clock.advance(after)
+				low.pool.Tick(ctx)
+				high.pool.Tick(ctx)
+			}
+			low.src.set(40, 0, nil)
+			high.src.set(30, 0, nil)
+			tickBoth(time.Second)
+			switch held {
+			case "paused":
+				if _, err := low.pool.SetOverride(Override{Kind: OverridePaused, By: "test"}); err != nil {
+					t.Fatal(err)
+				}
+			case "dry-run":
+				c := *lowCfg
+				c.Mode = config.ModeDryRun
+				if err := low.pool.Update(&c); err != nil {
+					t.Fatal(err)
+				}
+			}
+			host.cpu(0.95)
+			tickBoth(time.Second)
+			if a, b := low.sd.count("active"), high.sd.count("active"); a != 4 || b != 2 {
+				t.Fatalf("emergency with the low pool %s: %d and %d workers, want 4 and 2\n%s", held, a, b, g.logBuf)
+			}
+		})
+	}
+}
