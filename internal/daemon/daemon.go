@@ -196,7 +196,7 @@ func removePIDFile(path string) {
 // the daemon's sandbox would hide). It returns the warnings to log, among
 // them commands that systemd would not find, which may be deployed later.
 func loadConfig(o Options) (*config.Config, []string, error) {
-	if err := config.CheckFileSafety(o.ConfigPath); err != nil {
+	if err := config.CheckConfigSafety(o.ConfigPath); err != nil {
 		return nil, nil, err
 	}
 	cfg, err := config.Load(o.ConfigPath)
