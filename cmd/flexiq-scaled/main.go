@@ -43,6 +43,7 @@ func init() {
 		{"check-config", "validate a config file and print it with every default filled in", cmdCheckConfig},
 		{"reload", "make the running daemon re-read its config, and report its verdict", cmdReload},
 		{"roll", "make the running daemon replace every worker of a pool, one at a time", cmdRoll},
+		{"pool", "add a pool as a drop-in with flexiq autoscale's flags, or remove one", cmdPool},
 		{"observe", "read a pool's queue once and print what the daemon would see", cmdObserve},
 		{"simulate", "replay a queue trace through a pool's scaling policy", cmdSimulate},
 		{"version", "print the version", cmdVersion},
