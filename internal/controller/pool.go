@@ -53,6 +53,9 @@ type Options struct {
 	// Ledger is the host's worker budget, shared by the daemon's pools;
 	// nil grants every start.
 	Ledger *capacity.Ledger
+	// OnTick, when set, is called after every tick, without the pool's
+	// locks, with what it saw and decided (tickreport.go).
+	OnTick func(TickReport)
 }
 
 // Pool runs one configured pool.
@@ -89,6 +92,7 @@ type Pool struct {
 	wake     chan struct{}
 	watch    watchState   // the source's wake-up (wake.go); Run's alone
 	progress atomic.Int64 // unix nanos (wall clock) of the last completed tick
+	lastObs  lastObservation
 }
 
 // NewPool prepares a pool; it starts nothing until Start.

@@ -26,6 +26,7 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/controller"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+	"github.com/flexiq/flexiq-scaled/internal/metrics"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
@@ -69,6 +70,8 @@ type daemon struct {
 	guard *controller.HostGuard
 	// ledger is the host's worker budget, shared by the pools.
 	ledger *capacity.Ledger
+	// metrics serves /metrics (metrics.go).
+	metrics *metrics.Metrics
 
 	mu       sync.Mutex
 	cfg      *config.Config
@@ -138,8 +141,9 @@ func Run(ctx context.Context, o Options) int {
 		return 1
 	}
 	defer mgr.Close()
+	met := startMetrics(ctx, o, log, mgr)
 	d := &daemon{
-		opts: o, log: log, units: mgr, ctl: ctl, cfg: cfg, ledger: ledger,
+		opts: o, log: log, units: mgr, ctl: ctl, cfg: cfg, ledger: ledger, metrics: met,
 		pools: map[string]*runningPool{}, removed: map[string]*removal{},
 		statusKick: make(chan struct{}, 1),
 		guard:      controller.NewHostGuard(cfg.HostGuard, log, nil),
@@ -293,6 +297,7 @@ func (d *daemon) newPool(pc *config.Pool) (*runningPool, error) {
 		OnChange: d.kickStatus,
 		Guard:    d.guard,
 		Ledger:   d.ledger,
+		OnTick:   d.metrics.Tick,
 	})
 	if err != nil {
 		return nil, err
@@ -505,6 +510,7 @@ func (d *daemon) remove(ctx context.Context, name string, rp *runningPool) {
 		rp.pool.Close()
 		if rctx.Err() == nil {
 			d.ledger.Forget(name)
+			d.metrics.Forget(name)
 		}
 		d.mu.Lock()
 		if d.removed[name] == r {
