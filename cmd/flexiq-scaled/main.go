@@ -44,6 +44,7 @@ func init() {
 		{"reload", "make the running daemon re-read its config, and report its verdict", cmdReload},
 		{"roll", "make the running daemon replace every worker of a pool, one at a time", cmdRoll},
 		{"pool", "add a pool as a drop-in with flexiq autoscale's flags, or remove one", cmdPool},
+		{"history", "chart a pool's decisions from the journal, or print them as CSV", cmdHistory},
 		{"observe", "read a pool's queue once and print what the daemon would see", cmdObserve},
 		{"simulate", "replay a queue trace through a pool's scaling policy", cmdSimulate},
 		{"version", "print the version", cmdVersion},
