@@ -45,4 +45,18 @@ func TestHistoryFromJournal(t *testing.T) {
 		t.Errorf("chart: exit %d\n%s%s", code, chart, errs)
 	}
 	t.Logf("history chart:\n%s", chart)
+
+	out, errs, code := e.run("flexiq-scaled", "history", pool, "--since", "10m", "--svg", "/var/tmp/history.svg")
+	if code != 0 {
+		t.Fatalf("history --svg: exit %d\n%s%s", code, out, errs)
+	}
+	svg := e.sh("cat /var/tmp/history.svg")
+	for _, want := range []string{"<svg", "pending", "live workers", "target", "scale-up", "scale-down"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("SVG lacks %q", want)
+		}
+	}
+	if n := strings.Count(svg, "<path"); n < 3 {
+		t.Errorf("SVG has %d paths, want one per series at least", n)
+	}
 }
