@@ -120,3 +120,31 @@ func TestPoolUsage(t *testing.T) {
 		}
 	}
 }
+
+// check-config reads the drop-ins too: a pool defined twice names both
+// files, and a good drop-in shows in the effective configuration.
+func TestCheckConfigDropIns(t *testing.T) {
+	userName, _ := identity(t)
+	pool := "[pools.email]\nexec = [\"/bin/true\"]\nuser = \"" + userName + "\"\n[pools.email.source]\npath = \"/nonexistent/flexiq.db\"\n"
+	cfg := writeFile(t, "config.toml", "")
+	dir := filepath.Join(filepath.Dir(cfg), "conf.d")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "10-email.toml"), []byte(pool), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	r := invoke(t, "check-config", cfg)
+	if r.code != 0 || !strings.Contains(r.stdout, "# Drop-in: \""+filepath.Join(dir, "10-email.toml")+"\"") ||
+		!strings.Contains(r.stdout, "[pools.email]") {
+		t.Fatalf("check-config with a drop-in: %v", r)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "20-again.toml"), []byte(pool), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	r = invoke(t, "check-config", cfg)
+	want := filepath.Join(dir, "20-again.toml") + `: pools.email: pool "email" is already defined in ` + filepath.Join(dir, "10-email.toml")
+	if r.code != 1 || !strings.Contains(r.stderr, want) {
+		t.Errorf("want exit 1 and %q: %v", want, r)
+	}
+}
