@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
 )
@@ -11,7 +12,9 @@ import (
 func cmdCheckConfig(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check-config", "[FILE]", `
 Validate FILE (default `+config.DefaultPath+`) as the daemon would at start:
-the file itself; that the workers' users and groups exist on this system
+the file itself, and the drop-ins of conf.d beside it (*.toml, read in
+lexical order, [pools.NAME] tables only; a pool defined twice is an error
+naming both files); that the workers' users and groups exist on this system
 (through NSS, as systemd looks them up); that each pool's command is where
 systemd will look for it (an absolute path, or a name in systemd's fixed
 search path) and executable; that no source path leads into a directory the
@@ -71,8 +74,10 @@ status is 0.`)
 	// Checked even when the file has other problems, so that one run lists
 	// everything that stops the daemon. It does nothing unless run as root,
 	// just as the daemon only refuses the file when it runs as root.
-	if err := config.CheckFileSafety(path); err != nil {
-		problems = append(problems, fmt.Sprintf("%s: %v", path, err))
+	if err := config.CheckConfigSafety(path); err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			problems = append(problems, line)
+		}
 	}
 
 	if len(problems) > 0 {

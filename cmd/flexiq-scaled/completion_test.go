@@ -58,4 +58,16 @@ COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _flexiq_scaled; printf '%s\n' "${COMP
 	if got := complete("flexiq-scaled", "pin", "email", ""); len(got) != 0 {
 		t.Errorf("'pin email ' (the count) completes to %q, want nothing", got)
 	}
+	if got := complete("flexiq-scaled", "pool", ""); !slices.Equal(got, []string{"add", "rm"}) {
+		t.Errorf("'pool ' completes to %q, want add and rm", got)
+	}
+	if got := complete("flexiq-scaled", "pool", "rm", "e"); !slices.Equal(got, []string{"email"}) {
+		t.Errorf("'pool rm e' completes to %q, want email", got)
+	}
+	if got := complete("flexiq-scaled", "pool", "add", ""); len(got) != 0 {
+		t.Errorf("'pool add ' (a new name) completes to %q, want nothing", got)
+	}
+	if got := complete("flexiq-scaled", "history", "--since", "1h", "v"); !slices.Equal(got, []string{"video"}) {
+		t.Errorf("'history --since 1h v' completes to %q, want video", got)
+	}
 }

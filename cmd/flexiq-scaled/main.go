@@ -49,6 +49,8 @@ func init() {
 		{"resume", "end a pause", cmdResume},
 		{"pin", "hold a pool at exactly N workers", cmdPin},
 		{"unpin", "end a pin", cmdUnpin},
+		{"pool", "add a pool as a drop-in with flexiq autoscale's flags, or remove one", cmdPool},
+		{"history", "chart a pool's decisions from the journal, or print them as CSV", cmdHistory},
 		{"observe", "read a pool's queue once and print what the daemon would see", cmdObserve},
 		{"simulate", "replay a queue trace through a pool's scaling policy", cmdSimulate},
 		{"version", "print the version", cmdVersion},

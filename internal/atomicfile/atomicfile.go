@@ -15,15 +15,24 @@ import (
 // the directory can skip them.
 const TempPrefix = ".tmp-"
 
-// Write replaces path with data.
+// Write replaces path with data, readable and writable by its owner only.
 func Write(path string, data []byte) error {
+	return WriteMode(path, data, 0o600)
+}
+
+// WriteMode is Write with the file's permission bits: the temporary file is
+// given them before the rename, so that the file never appears with others.
+func WriteMode(path string, data []byte, perm os.FileMode) error {
 	dir, name := filepath.Split(path)
 	f, err := os.CreateTemp(dir, TempPrefix+name+".")
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	tmp := f.Name()
-	_, err = f.Write(data)
+	err = f.Chmod(perm)
+	if err == nil {
+		_, err = f.Write(data)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

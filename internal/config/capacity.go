@@ -92,7 +92,7 @@ func CheckCapacity(c *Config, h capacity.Host) (problems []Problem, capped []Cap
 		cost := p.WorkerCost()
 		fit := capacity.Fit(budget, cost)
 		if p.MinWorkers > fit {
-			problems = append(problems, Problem{File: c.Path, Key: poolKey(p, "min_workers"),
+			problems = append(problems, Problem{File: c.FileOf(p.Name), Key: poolKey(p, "min_workers"),
 				Msg: fmt.Sprintf("%d workers do not fit on %s: short of %s", p.MinWorkers, host, capacity.Shortfall(budget, cost, p.MinWorkers))})
 		} else if p.MaxWorkers > fit {
 			capped = append(capped, Capped{Pool: p.Name, From: p.MaxWorkers, To: fit,
@@ -135,7 +135,7 @@ func CheckHostCapacity(c *Config) (problems, warnings []Problem) {
 	}
 	problems, capped := CheckCapacity(c, h)
 	for _, cp := range capped {
-		warnings = append(warnings, Problem{File: c.Path, Key: poolKey(c.Pools[cp.Pool], "max_workers"),
+		warnings = append(warnings, Problem{File: c.FileOf(cp.Pool), Key: poolKey(c.Pools[cp.Pool], "max_workers"),
 			Msg: fmt.Sprintf("%d is above capacity (%s): capped at %d", cp.From, cp.Why, cp.To)})
 	}
 	return problems, warnings

@@ -92,7 +92,7 @@ func checkUsers(c *Config, lookup lookupFunc) (problems, warnings []Problem) {
 				continue // a user manager's workers run as its own user
 			}
 			found, err := lookupOnce(id.db, id.name)
-			pr := Problem{File: c.Path, Key: poolKey(p, id.field)}
+			pr := Problem{File: c.FileOf(p.Name), Key: poolKey(p, id.field)}
 			switch {
 			case err != nil:
 				pr.Msg = fmt.Sprintf("cannot check that %s %q exists (%v); systemd will judge at each worker start", id.field, id.name, err)
@@ -143,11 +143,11 @@ func checkFileSafety(path string, euid int) error {
 // SecretWarnings.
 func Warnings(c *Config) []string {
 	var warnings []string
-	add := func(key, format string, args ...any) {
-		pr := Problem{File: c.Path, Key: key, Msg: fmt.Sprintf(format, args...)}
-		warnings = append(warnings, pr.String())
-	}
 	for _, p := range sortedPools(c) {
+		add := func(key, format string, args ...any) {
+			pr := Problem{File: c.FileOf(p.Name), Key: key, Msg: fmt.Sprintf(format, args...)}
+			warnings = append(warnings, pr.String())
+		}
 		if _, err := os.Stat(p.Source.Path); p.Source.Path != "" && errors.Is(err, fs.ErrNotExist) {
 			add(poolKey(p, "source", "path"), "%s does not exist yet; the pool holds at its current size until it appears", p.Source.Path)
 		}
@@ -173,15 +173,16 @@ var secretNameParts = []string{"PASSWORD", "PASSWD", "SECRET", "TOKEN", "API_KEY
 var urlPasswordRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s]*:[^/?#@\s]*@`)
 
 // SecretWarnings reports environment values that look like credentials in a
-// configuration file that anyone on the machine may read. A file that
-// cannot be stat'ed is not judged.
+// configuration file (config.toml or a drop-in) that anyone on the machine
+// may read. A file that cannot be stat'ed is not judged.
 func SecretWarnings(c *Config) []Problem {
-	fi, err := os.Stat(c.Path)
-	if err != nil || fi.Mode().Perm()&0o004 == 0 {
-		return nil
-	}
 	var problems []Problem
 	for _, p := range sortedPools(c) {
+		file := c.FileOf(p.Name)
+		fi, err := os.Stat(file)
+		if err != nil || fi.Mode().Perm()&0o004 == 0 {
+			continue
+		}
 		for _, name := range slices.Sorted(maps.Keys(p.Environment)) {
 			why := ""
 			upper := strings.ToUpper(name)
@@ -197,10 +198,10 @@ func SecretWarnings(c *Config) []Problem {
 			if why == "" {
 				continue
 			}
-			problems = append(problems, Problem{File: c.Path, Key: poolKey(p, "environment", name),
+			problems = append(problems, Problem{File: file, Key: poolKey(p, "environment", name),
 				Msg: fmt.Sprintf("%s, and this file is world-readable (mode %04o): move it to an environment_file "+
 					"readable only by root (systemd reads it before dropping privileges), or chmod 0640 %s",
-					why, fi.Mode().Perm(), c.Path)})
+					why, fi.Mode().Perm(), file)})
 		}
 	}
 	return problems

@@ -153,7 +153,15 @@ func WriteEffective(w io.Writer, c *Config) error {
 		}
 		f.Pools[name] = e
 	}
-	if _, err := fmt.Fprintf(w, "# Effective configuration of %q, every default filled in.\n\n", c.Path); err != nil {
+	if _, err := fmt.Fprintf(w, "# Effective configuration of %q, every default filled in.\n", c.Path); err != nil {
+		return fmt.Errorf("write effective config: %w", err)
+	}
+	for _, d := range c.DropIns {
+		if _, err := fmt.Fprintf(w, "# Drop-in: %q\n", d); err != nil {
+			return fmt.Errorf("write effective config: %w", err)
+		}
+	}
+	if _, err := fmt.Fprintln(w); err != nil {
 		return fmt.Errorf("write effective config: %w", err)
 	}
 	enc := toml.NewEncoder(w)

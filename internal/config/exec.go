@@ -39,7 +39,7 @@ func checkExecutables(c *Config, searchPath []string, hidden func(dir string) bo
 			key = "app"
 		}
 		if msg := execProblem(p, searchPath, hidden); msg != "" {
-			problems = append(problems, Problem{File: c.Path, Key: poolKey(p, key), Msg: msg})
+			problems = append(problems, Problem{File: c.FileOf(p.Name), Key: poolKey(p, key), Msg: msg})
 		}
 	}
 	return problems

@@ -57,7 +57,7 @@ func CheckPaths(c *Config) []Problem {
 			continue // Load judged this very path
 		}
 		if h, hidden := hiddenBy(resolved); hidden {
-			problems = append(problems, Problem{File: c.Path, Key: poolKey(p, "source", "path"),
+			problems = append(problems, Problem{File: c.FileOf(p.Name), Key: poolKey(p, "source", "path"),
 				Msg: fmt.Sprintf("%s leads to %s, and %s", p.Source.Path, resolved, h.explain())})
 		}
 	}

@@ -108,25 +108,35 @@ type rawLimits struct {
 	TasksMax  value `toml:"tasks_max"`
 }
 
-// Load reads, defaults and validates the configuration at path. Problems in
-// the file come back together as an *Error; failing to read it is a plain
-// error wrapping the os error.
+// Load reads, defaults and validates the configuration at path, then the
+// drop-ins of DropInDir(path) (dropin.go). Problems in the files come back
+// together as an *Error, each naming its file; failing to read a file is a
+// plain error wrapping the os error.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return parse(path, data)
+	dropIns, err := readDropIns(DropInDir(path))
+	if err != nil {
+		return nil, err
+	}
+	return parseAll(path, data, dropIns)
 }
 
 func parse(path string, data []byte) (*Config, error) {
-	l := &loader{file: path}
-	var raw rawFile
-	md, err := toml.Decode(string(data), &raw)
+	return parseAll(path, data, nil)
+}
+
+// decodeFile decodes one file into raw, adding its syntax errors and unknown
+// keys to l under the file's name. It returns the decoder's metadata, or
+// false when the file could not be decoded at all.
+func (l *loader) decodeFile(data []byte, raw *rawFile) (toml.MetaData, bool) {
+	md, err := toml.Decode(string(data), raw)
 	if err != nil {
 		key, msg := decodeProblem(err)
 		l.add(key, "%s", msg)
-		return nil, l.err()
+		return md, false
 	}
 	// The decoder silently skips a non-table where it expects a map, which
 	// would turn "pools = 3" into a daemon with no pools.
@@ -148,11 +158,28 @@ func parse(path string, data []byte) (*Config, error) {
 		return false
 	})
 	l.unknownKeys(undecoded)
+	return md, true
+}
+
+func parseAll(path string, data []byte, dropIns []dropIn) (*Config, error) {
+	l := &loader{file: path}
+	var raw rawFile
+	if _, ok := l.decodeFile(data, &raw); !ok {
+		// Drop-ins are still decoded, so that one run lists the
+		// syntax errors of every file.
+		l.mergeDropIns(&raw, dropIns)
+		return nil, l.err()
+	}
+	origin := l.mergeDropIns(&raw, dropIns)
 
 	c := &Config{
-		Path:   path,
-		Daemon: Daemon{PollInterval: defaultPollInterval},
-		Pools:  make(map[string]*Pool, len(raw.Pools)),
+		Path:      path,
+		Daemon:    Daemon{PollInterval: defaultPollInterval},
+		Pools:     make(map[string]*Pool, len(raw.Pools)),
+		PoolFiles: origin,
+	}
+	for _, d := range dropIns {
+		c.DropIns = append(c.DropIns, d.path)
 	}
 	if l.seconds("daemon.poll_interval_sec", raw.Daemon.PollIntervalSec, &c.Daemon.PollInterval) &&
 		c.Daemon.PollInterval < minPollInterval {
@@ -163,7 +190,10 @@ func parse(path string, data []byte) (*Config, error) {
 	// Sorted, so that problems come out in the same order on every run.
 	for _, name := range slices.Sorted(maps.Keys(raw.Pools)) {
 		r := raw.Pools[name]
+		// A pool's problems name the file that defines it.
+		l.file = c.FileOf(name)
 		c.Pools[name] = l.pool(name, &r, c.Daemon.PollInterval)
+		l.file = path
 	}
 	if err := l.err(); err != nil {
 		return nil, err

@@ -17,6 +17,12 @@ type Config struct {
 	Capacity Capacity
 	// Pools by name. Names match [a-z0-9_]{1,32}.
 	Pools map[string]*Pool
+	// DropIns are the files of DropInDir(Path) that were read, in the
+	// order read (lexical).
+	DropIns []string
+	// PoolFiles names the drop-in that defines a pool; pools of Path are
+	// not in it. FileOf reads it.
+	PoolFiles map[string]string
 }
 
 // Daemon holds the [daemon] table.

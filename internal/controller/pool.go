@@ -59,6 +59,9 @@ type Options struct {
 	// WallClock is the operator's time, for --for deadlines; nil is
 	// time.Now.
 	WallClock func() time.Time
+	// OnTick, when set, is called after every tick, without the pool's
+	// locks, with what it saw and decided (tickreport.go).
+	OnTick func(TickReport)
 }
 
 // Pool runs one configured pool.
@@ -101,6 +104,7 @@ type Pool struct {
 	wake     chan struct{}
 	watch    watchState   // the source's wake-up (wake.go); Run's alone
 	progress atomic.Int64 // unix nanos (wall clock) of the last completed tick
+	lastObs  lastObservation
 }
 
 // NewPool prepares a pool; it starts nothing until Start.

@@ -13,9 +13,15 @@ import (
 
 // Tick runs one control cycle.
 func (p *Pool) Tick(ctx context.Context) policy.Decision {
+	start := time.Now()
 	p.mu.Lock()
+	p.lastObs = lastObservation{}
 	d, changed := p.tick(ctx, p.clock())
+	rep := p.tickReport(d, time.Since(start))
 	p.mu.Unlock()
+	if p.opts.OnTick != nil {
+		p.opts.OnTick(rep)
+	}
 	p.progress.Store(time.Now().UnixNano())
 	p.notify(changed)
 	return d
@@ -117,6 +123,7 @@ func (p *Pool) observe(ctx context.Context, now time.Time) (source.Counts, error
 	// Sources stamp ages and due times with the wall clock, as the queue
 	// does; the controller's own clock is monotonic.
 	counts, err := p.src.Observe(sctx, time.Now())
+	p.lastObs = lastObservation{counts: counts, valid: err == nil, err: err}
 	if err != nil {
 		p.report.sourceFailed(now, err, len(p.fleet.live))
 		return counts, err

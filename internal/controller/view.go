@@ -193,7 +193,7 @@ func (h *sourceHealth) record(now time.Time, c *source.Counts, err error) {
 // memoryReader is the optional part of Units that reads a worker's memory
 // (*units.Manager has it; the tests' fake need not).
 type memoryReader interface {
-	MemoryUsage(units.Worker) (uint64, error)
+	MemoryUsage(units.Worker) (usage, limit uint64, limitSet bool, err error)
 }
 
 // buildView makes the snapshot at the end of a tick, under p.mu. listed is
@@ -240,7 +240,7 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *Explanation) {
 			wv.CPUPercent = &pct
 		}
 		if lw, ok := byUnit[w.unit]; ok && mem != nil {
-			if b, err := mem.MemoryUsage(lw); err == nil {
+			if b, _, _, err := mem.MemoryUsage(lw); err == nil {
 				wv.MemoryBytes = &b
 			}
 		}

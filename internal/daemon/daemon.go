@@ -26,6 +26,7 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/controller"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+	"github.com/flexiq/flexiq-scaled/internal/metrics"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
@@ -73,6 +74,8 @@ type daemon struct {
 	guard *controller.HostGuard
 	// ledger is the host's worker budget, shared by the pools.
 	ledger *capacity.Ledger
+	// metrics serves /metrics (metrics.go).
+	metrics *metrics.Metrics
 
 	mu       sync.Mutex
 	cfg      *config.Config
@@ -148,8 +151,9 @@ func Run(ctx context.Context, o Options) int {
 		return 1
 	}
 	defer mgr.Close()
+	met := startMetrics(ctx, o, log, mgr)
 	d := &daemon{
-		opts: o, log: log, units: mgr, ctl: ctl, cfg: cfg, ledger: ledger,
+		opts: o, log: log, units: mgr, ctl: ctl, cfg: cfg, ledger: ledger, metrics: met,
 		pools: map[string]*runningPool{}, removed: map[string]*removal{},
 		statusKick: make(chan struct{}, 1),
 		guard:      controller.NewHostGuard(cfg.HostGuard, log, nil),
@@ -209,7 +213,7 @@ func removePIDFile(path string) {
 // the daemon's sandbox would hide). It returns the warnings to log, among
 // them commands that systemd would not find, which may be deployed later.
 func loadConfig(o Options) (*config.Config, []string, error) {
-	if err := config.CheckFileSafety(o.ConfigPath); err != nil {
+	if err := config.CheckConfigSafety(o.ConfigPath); err != nil {
 		return nil, nil, err
 	}
 	cfg, err := config.Load(o.ConfigPath)
@@ -307,6 +311,7 @@ func (d *daemon) newPool(pc *config.Pool) (*runningPool, error) {
 		Guard:       d.guard,
 		Ledger:      d.ledger,
 		OverrideDir: d.opts.StateDir,
+		OnTick:      d.metrics.Tick,
 	})
 	if err != nil {
 		return nil, err
@@ -519,6 +524,7 @@ func (d *daemon) remove(ctx context.Context, name string, rp *runningPool) {
 		rp.pool.Close()
 		if rctx.Err() == nil {
 			d.ledger.Forget(name)
+			d.metrics.Forget(name)
 		}
 		d.mu.Lock()
 		if d.removed[name] == r {

@@ -77,7 +77,12 @@ type Logger struct {
 	mu      sync.Mutex
 	journal bool
 	w       io.Writer
+	tap     func(Kind, Fields)
 }
+
+// SetTap has every later event also handed to tap (the metrics count worker
+// starts and crashes this way). Set it before the logger is shared.
+func (l *Logger) SetTap(tap func(Kind, Fields)) { l.tap = tap }
 
 // New logs to the journal when it is reachable (the daemon runs under
 // systemd), and to w otherwise.
@@ -91,6 +96,9 @@ func NewWriter(w io.Writer) *Logger { return &Logger{w: w} }
 // Event records one event of kind k.
 func (l *Logger) Event(k Kind, p Priority, f Fields, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
+	if l.tap != nil {
+		l.tap(k, f)
+	}
 	if l.journal {
 		vars := make(map[string]string, len(f)+1)
 		maps.Copy(vars, f)

@@ -1,6 +1,7 @@
 package units
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,22 +9,36 @@ import (
 	"strings"
 )
 
-// MemoryUsage returns the unit's current memory use from its cgroup2
-// memory.current. That file exists only where the memory controller is
-// enabled on the unified hierarchy: on a hybrid host (cgroup v1 controllers,
-// cgroup2 for systemd's own tracking) it does not, and the use is unknown:
-// an error, which status shows as "-".
-func (m *Manager) MemoryUsage(w Worker) (uint64, error) {
+// MemoryUsage reads a worker's memory use and limit from its cgroup2
+// directory (memory.current, memory.max). On a hybrid host whose memory
+// controller is in a v1 hierarchy, the cgroup2 directory has neither: the
+// error says so, and the metrics leave the worker's memory out rather than
+// report 0. limitSet is false for "max" (no limit).
+func (m *Manager) MemoryUsage(w Worker) (usage, limit uint64, limitSet bool, err error) {
 	if w.ControlGroup == "" || m.cpu.v2 == "" {
-		return 0, fmt.Errorf("memory of %s: no cgroup2 control group", w.Unit)
+		return 0, 0, false, errors.New("memory of " + w.Unit + ": no cgroup2 directory")
 	}
-	b, err := os.ReadFile(filepath.Join(m.cpu.v2, w.ControlGroup, "memory.current"))
+	dir := filepath.Join(m.cpu.v2, w.ControlGroup)
+	usage, err = readUint(filepath.Join(dir, "memory.current"))
 	if err != nil {
-		return 0, fmt.Errorf("memory of %s: %w", w.Unit, err)
+		return 0, 0, false, fmt.Errorf("memory of %s: %w", w.Unit, err)
 	}
-	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	b, err := os.ReadFile(filepath.Join(dir, "memory.max"))
 	if err != nil {
-		return 0, fmt.Errorf("memory of %s: %w", w.Unit, err)
+		return usage, 0, false, nil
 	}
-	return n, nil
+	s := strings.TrimSpace(string(b))
+	if s == "max" {
+		return usage, 0, false, nil
+	}
+	limit, err = strconv.ParseUint(s, 10, 64)
+	return usage, limit, err == nil, nil
+}
+
+func readUint(path string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 }

@@ -3,13 +3,15 @@
 #
 # Pool names come from the running daemon (flexiq-scaled status --names,
 # which needs read access: root or group flexiq-scaled), else from the
-# [pools.NAME] tables of the configuration file, where it is readable.
+# [pools.NAME] tables of the configuration file and its conf.d drop-ins,
+# where they are readable.
 
 _flexiq_scaled_pools() {
 	local names
 	names=$(flexiq-scaled status --names 2>/dev/null)
 	if [[ -z $names && -r /etc/flexiq-scaled/config.toml ]]; then
-		names=$(sed -n 's/^[[:space:]]*\[pools\.\([a-z0-9_]*\)\][[:space:]]*\(#.*\)\{0,1\}$/\1/p' /etc/flexiq-scaled/config.toml)
+		names=$(sed -n 's/^[[:space:]]*\[pools\.\([a-z0-9_]*\)\][[:space:]]*\(#.*\)\{0,1\}$/\1/p' \
+			/etc/flexiq-scaled/config.toml /etc/flexiq-scaled/conf.d/*.toml 2>/dev/null)
 	fi
 	printf '%s\n' "$names"
 }
@@ -25,7 +27,7 @@ _flexiq_scaled() {
 		cword=$COMP_CWORD
 	fi
 
-	local commands="run check-config reload roll status explain pause resume pin unpin observe simulate version help"
+	local commands="run check-config reload roll status explain pause resume pin unpin pool history observe simulate version help"
 	if ((cword == 1)); then
 		mapfile -t COMPREPLY < <(compgen -W "$commands" -- "$cur")
 		return
@@ -33,11 +35,11 @@ _flexiq_scaled() {
 
 	local cmd=${words[1]}
 	case $prev in
-	--config | --trace | --socket | --runtime-dir)
+	--config | --trace | --socket | --runtime-dir | --svg | --png | --db)
 		mapfile -t COMPREPLY < <(compgen -f -- "$cur")
 		return
 		;;
-	--for | --last | --pid | --timeout | --reason)
+	--for | --last | --pid | --timeout | --reason | --since | --until | --width)
 		return
 		;;
 	esac
@@ -50,12 +52,20 @@ _flexiq_scaled() {
 	fi
 
 	case $cmd in
-	status | explain | pause | resume | pin | unpin | roll | observe | simulate)
+	pool)
+		# pool add NAME (a new name: nothing to complete) | pool rm POOL
+		if ((cword == 2)); then
+			mapfile -t COMPREPLY < <(compgen -W "add rm" -- "$cur")
+		elif ((cword == 3)) && [[ ${words[2]} == rm ]]; then
+			mapfile -t COMPREPLY < <(compgen -W "$(_flexiq_scaled_pools)" -- "$cur")
+		fi
+		;;
+	status | explain | pause | resume | pin | unpin | roll | observe | simulate | history)
 		# The first positional argument is a pool (roll takes several).
 		local i npos=0
 		for ((i = 2; i < cword; i++)); do
 			case ${words[i]} in
-			--for | --last | --pid | --timeout | --reason | --config | --trace | --socket | --runtime-dir) ((i++)) ;;
+			--for | --last | --pid | --timeout | --reason | --config | --trace | --socket | --runtime-dir | --since | --until | --width | --svg | --png) ((i++)) ;;
 			-*) ;;
 			*) ((npos++)) ;;
 			esac

@@ -96,6 +96,10 @@ fi
 
 install -D -m 0644 "$root/systemd/flexiq-scaled.service" "$stage/lib/systemd/system/flexiq-scaled.service"
 install -D -m 0644 "$root/systemd/flexiq.slice" "$stage/lib/systemd/system/flexiq.slice"
+# Shipped disabled (no enable in postinst): metrics on localhost are the
+# administrator's choice (systemctl enable --now flexiq-scaled-metrics.socket).
+install -D -m 0644 "$root/systemd/flexiq-scaled-metrics.socket" "$stage/lib/systemd/system/flexiq-scaled-metrics.socket"
+install -D -m 0644 "$root/systemd/flexiq-scaled-metrics.service" "$stage/lib/systemd/system/flexiq-scaled-metrics.service"
 install -D -m 0644 "$root/systemd/config.example.toml" "$stage/etc/flexiq-scaled/config.toml"
 install -D -m 0644 "$here/sysusers.conf" "$stage/usr/lib/sysusers.d/flexiq-scaled.conf"
 install -D -m 0644 "$root/packaging/completion/flexiq-scaled.bash" "$stage/usr/share/bash-completion/completions/flexiq-scaled"

@@ -108,7 +108,31 @@ func (d *demo) run(ctx context.Context) (*result, error) {
 	if err := d.configure(ctx); err != nil {
 		return nil, err
 	}
-	return d.replay(ctx, db)
+	res, err := d.replay(ctx, db)
+	if err == nil {
+		err = d.historyPicture(ctx)
+	}
+	return res, err
+}
+
+// historyPicture draws the demo's history from the sandbox's journal with
+// the packaged binary (flexiq-scaled history --svg) into docs/, which the
+// README shows.
+func (d *demo) historyPicture(ctx context.Context) error {
+	const inside = "/var/tmp/demo-history.svg"
+	if _, err := d.sb.Exec(ctx, "flexiq-scaled", "history", poolName, "--since", fmt.Sprintf("@%d", d.start.Unix()), "--svg", inside); err != nil {
+		return err
+	}
+	svg, err := d.sb.Command(ctx, "cat", inside).Output()
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", inside, err)
+	}
+	out := filepath.Join(d.root, "docs", "demo-history.svg")
+	if err := os.WriteFile(out, svg, 0o644); err != nil {
+		return err
+	}
+	d.logf("wrote %s (flexiq-scaled history %s --since @%d --svg FILE)", out, poolName, d.start.Unix())
+	return nil
 }
 
 // goTool finds the go command: $GO (make passes its own), then PATH, then

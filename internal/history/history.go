@@ -1,0 +1,191 @@
+// Package history reads a pool's scaling decisions back from the journal
+// (journalctl -o json, the entries eventlog writes with MESSAGE_ID of a
+// decision and the pool's FLEXIQ_* fields) and turns them into series:
+// pending jobs, live workers and the target over time, with the scale
+// events. It needs no cgo: journalctl does the reading.
+package history
+
+import (
+	"bufio"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+)
+
+// Point is one decision entry.
+type Point struct {
+	Time time.Time
+	// Pending and Running are the queue's counts; Known is false when the
+	// source could not be read (the entry has none).
+	Pending, Running int64
+	Known            bool
+	// Live is the live workers the decision saw, Target what it decided.
+	Live, Target int
+	Action       string // scale-up, scale-down, stable
+}
+
+// JournalArgs are journalctl's arguments for pool's decisions between since
+// and until (systemd.time(7) specifications; "" for no bound).
+func JournalArgs(pool, since, until string) []string {
+	args := []string{"--no-pager", "-o", "json", "MESSAGE_ID=" + string(eventlog.Decision), "FLEXIQ_POOL=" + pool}
+	if since != "" {
+		args = append(args, "--since", since)
+	}
+	if until != "" {
+		args = append(args, "--until", until)
+	}
+	return args
+}
+
+// Parse reads journalctl -o json output (one JSON object a line) and
+// returns pool's decision entries in order. Other entries are skipped, so
+// that a wider query does no harm; a line that is not JSON is an error
+// naming it.
+func Parse(r io.Reader, pool string) ([]Point, error) {
+	var pts []Point
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Bytes()
+		if len(strings.TrimSpace(string(line))) == 0 {
+			continue
+		}
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal(line, &raw); err != nil {
+			return nil, fmt.Errorf("journal line %d: %w", n, err)
+		}
+		// A field is a string, or (binary, repeated) something else,
+		// which no field read here ever is.
+		field := func(k string) string {
+			var s string
+			if json.Unmarshal(raw[k], &s) != nil {
+				return ""
+			}
+			return s
+		}
+		if field("MESSAGE_ID") != string(eventlog.Decision) || field("FLEXIQ_POOL") != pool {
+			continue
+		}
+		us, err := strconv.ParseInt(field("__REALTIME_TIMESTAMP"), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("journal line %d: __REALTIME_TIMESTAMP: %w", n, err)
+		}
+		p := Point{Time: time.UnixMicro(us), Action: field("FLEXIQ_ACTION")}
+		p.Live, _ = strconv.Atoi(field("FLEXIQ_CURRENT"))
+		p.Target, _ = strconv.Atoi(field("FLEXIQ_DESIRED"))
+		if s := field("FLEXIQ_PENDING"); s != "" {
+			p.Pending, _ = strconv.ParseInt(s, 10, 64)
+			p.Running, _ = strconv.ParseInt(field("FLEXIQ_RUNNING"), 10, 64)
+			p.Known = true
+		}
+		pts = append(pts, p)
+	}
+	return pts, sc.Err()
+}
+
+// WriteCSV writes the series, one row a decision, for a spreadsheet.
+func WriteCSV(w io.Writer, pts []Point) error {
+	cw := csv.NewWriter(w)
+	cw.Write([]string{"time", "pending", "running", "live", "target", "action"})
+	for _, p := range pts {
+		pending, running := "", ""
+		if p.Known {
+			pending, running = strconv.FormatInt(p.Pending, 10), strconv.FormatInt(p.Running, 10)
+		}
+		cw.Write([]string{p.Time.UTC().Format(time.RFC3339Nano), pending, running,
+			strconv.Itoa(p.Live), strconv.Itoa(p.Target), p.Action})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// at is the last point at or before t: the journal writes a decision when
+// it changes, so the series are steps.
+func at(pts []Point, t time.Time) (Point, bool) {
+	var last Point
+	found := false
+	for _, p := range pts {
+		if p.Time.After(t) {
+			break
+		}
+		last, found = p, true
+	}
+	return last, found
+}
+
+var bars = []rune("▁▂▃▄▅▆▇█")
+
+// Chart draws the series as text, width columns wide: the workers (live
+// '#', target '-' where it differs) over height rows, a row of scale events
+// ('^' up, 'v' down), and the pending jobs as a bar row.
+func Chart(w io.Writer, pts []Point, width, height int) {
+	if len(pts) == 0 {
+		fmt.Fprintln(w, "no decisions in this period")
+		return
+	}
+	width, height = max(width, 10), max(height, 3)
+	start, end := pts[0].Time, pts[len(pts)-1].Time
+	if !end.After(start) {
+		end = start.Add(time.Second)
+	}
+	step := end.Sub(start) / time.Duration(width-1)
+	maxW, maxP := 1, int64(1)
+	for _, p := range pts {
+		maxW = max(maxW, p.Live, p.Target)
+		maxP = max(maxP, p.Pending)
+	}
+	cols := make([]Point, width)
+	events := make([]rune, width)
+	for i := range cols {
+		t := start.Add(time.Duration(i) * step)
+		cols[i], _ = at(pts, t)
+		events[i] = ' '
+	}
+	for _, p := range pts {
+		i := min(width-1, int(p.Time.Sub(start)/max(step, 1)))
+		switch p.Action {
+		case "scale-up":
+			events[i] = '^'
+		case "scale-down":
+			events[i] = 'v'
+		}
+	}
+	row := func(v int) int { return int(math.Round(float64(v) * float64(height-1) / float64(maxW))) }
+	for r := height - 1; r >= 0; r-- {
+		label := "    "
+		if r == height-1 || r == 0 {
+			label = fmt.Sprintf("%4d", int(math.Round(float64(r)*float64(maxW)/float64(height-1))))
+		}
+		var b strings.Builder
+		for _, c := range cols {
+			switch {
+			case row(c.Live) >= r && (r > 0 || c.Live > 0):
+				b.WriteByte('#')
+			case row(c.Target) == r:
+				b.WriteByte('-')
+			default:
+				b.WriteByte(' ')
+			}
+		}
+		fmt.Fprintf(w, "%s |%s\n", label, b.String())
+	}
+	fmt.Fprintf(w, "     |%s  scale events (^ up, v down)\n", string(events))
+	var pb strings.Builder
+	for _, c := range cols {
+		if !c.Known {
+			pb.WriteRune(' ')
+			continue
+		}
+		pb.WriteRune(bars[int(math.Round(float64(c.Pending)*float64(len(bars)-1)/float64(maxP)))])
+	}
+	fmt.Fprintf(w, "     |%s  pending (max %d)\n", pb.String(), maxP)
+	fmt.Fprintf(w, "      %s%*s\n", start.Local().Format("15:04:05"), width-8, end.Local().Format("15:04:05"))
+	fmt.Fprintln(w, "workers: # live, - target")
+}

@@ -1,0 +1,125 @@
+package history
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+const decision = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b01"
+
+func ts(t int) string { return strconv.FormatInt(int64(1_800_000_000+t)*1_000_000, 10) }
+
+func line(pool string, t int, fields string) string {
+	return `{"__REALTIME_TIMESTAMP":"` + ts(t) + `","MESSAGE_ID":"` + decision + `","FLEXIQ_POOL":"` + pool + `"` + fields + "}\n"
+}
+
+func TestParse(t *testing.T) {
+	in := line("email", 0, `,"FLEXIQ_ACTION":"scale-up","FLEXIQ_CURRENT":"1","FLEXIQ_DESIRED":"3","FLEXIQ_PENDING":"30","FLEXIQ_RUNNING":"4"`) +
+		line("other", 1, `,"FLEXIQ_ACTION":"scale-up","FLEXIQ_CURRENT":"0","FLEXIQ_DESIRED":"9"`) +
+		`{"__REALTIME_TIMESTAMP":"` + ts(2) + `","MESSAGE_ID":"4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b02","FLEXIQ_POOL":"email"}` + "\n" +
+		line("email", 10, `,"FLEXIQ_ACTION":"stable","FLEXIQ_CURRENT":"3","FLEXIQ_DESIRED":"3","FLEXIQ_PENDING":"5","FLEXIQ_RUNNING":"6","MESSAGE":[1,2]`) +
+		"\n" +
+		line("email", 20, `,"FLEXIQ_ACTION":"scale-down","FLEXIQ_CURRENT":"3","FLEXIQ_DESIRED":"1"`)
+	pts, err := Parse(strings.NewReader(in), "email")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Point{
+		{Time: time.Unix(1_800_000_000, 0), Pending: 30, Running: 4, Known: true, Live: 1, Target: 3, Action: "scale-up"},
+		{Time: time.Unix(1_800_000_010, 0), Pending: 5, Running: 6, Known: true, Live: 3, Target: 3, Action: "stable"},
+		{Time: time.Unix(1_800_000_020, 0), Live: 3, Target: 1, Action: "scale-down"},
+	}
+	if len(pts) != len(want) {
+		t.Fatalf("got %d points %+v, want %d", len(pts), pts, len(want))
+	}
+	for i := range want {
+		if !pts[i].Time.Equal(want[i].Time) || pts[i].Pending != want[i].Pending || pts[i].Running != want[i].Running ||
+			pts[i].Known != want[i].Known || pts[i].Live != want[i].Live || pts[i].Target != want[i].Target || pts[i].Action != want[i].Action {
+			t.Errorf("point %d = %+v, want %+v", i, pts[i], want[i])
+		}
+	}
+
+	var csv bytes.Buffer
+	if err := WriteCSV(&csv, pts); err != nil {
+		t.Fatal(err)
+	}
+	wantCSV := "time,pending,running,live,target,action\n" +
+		"2027-01-15T08:00:00Z,30,4,1,3,scale-up\n" +
+		"2027-01-15T08:00:10Z,5,6,3,3,stable\n" +
+		"2027-01-15T08:00:20Z,,,3,1,scale-down\n"
+	if csv.String() != wantCSV {
+		t.Errorf("CSV\n%s\nwant\n%s", csv.String(), wantCSV)
+	}
+
+	var chart bytes.Buffer
+	Chart(&chart, pts, 21, 4)
+	out := chart.String()
+	events := ""
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "scale events") {
+			events = l
+		}
+	}
+	// Up at the first column, down at the last.
+	if !strings.Contains(events, "|^") || !strings.Contains(events, "v  scale events") {
+		t.Errorf("events row %q\n%s", events, out)
+	}
+	if !strings.Contains(out, "pending (max 30)") || !strings.Contains(out, "#") {
+		t.Errorf("chart:\n%s", out)
+	}
+}
+
+func TestParseBadLine(t *testing.T) {
+	if _, err := Parse(strings.NewReader("{\"a\":1}\nnot json\n"), "x"); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("error %v, want one naming line 2", err)
+	}
+}
+
+func TestJournalArgs(t *testing.T) {
+	got := strings.Join(JournalArgs("email", "-3600s", ""), " ")
+	if got != "--no-pager -o json MESSAGE_ID="+decision+" FLEXIQ_POOL=email --since -3600s" {
+		t.Errorf("args %q", got)
+	}
+}
+
+// The picture has the three series and the events in its legend, and a
+// path per series.
+func TestPictureSVG(t *testing.T) {
+	pts := []Point{
+		{Time: time.Unix(0, 0), Pending: 30, Known: true, Live: 1, Target: 3, Action: "scale-up"},
+		{Time: time.Unix(10, 0), Pending: 5, Known: true, Live: 3, Target: 3, Action: "stable"},
+		{Time: time.Unix(20, 0), Live: 3, Target: 1, Action: "scale-down"},
+	}
+	path := filepath.Join(t.TempDir(), "h.svg")
+	if err := Picture(path, "pool email", pts); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg := string(b)
+	for _, want := range []string{"<svg", "pool email", "pending", "live workers", "target", "scale-up", "scale-down"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("SVG lacks %q", want)
+		}
+	}
+	if n := strings.Count(svg, "<path"); n < 3 {
+		t.Errorf("%d paths, want at least one per series", n)
+	}
+	png := filepath.Join(t.TempDir(), "h.png")
+	if err := Picture(png, "pool email", pts); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(png); !bytes.HasPrefix(b, []byte("\x89PNG")) {
+		t.Error("not a PNG")
+	}
+	if err := Picture(filepath.Join(t.TempDir(), "h.gif"), "x", pts); err == nil {
+		t.Error("a .gif was accepted")
+	}
+}
