@@ -100,6 +100,9 @@ func (d *demo) replay(ctx context.Context, db *sql.DB) (*result, error) {
 
 	res := &result{total: int64(len(plan))}
 	prevArrived, prevAt := int64(0), start
+	// The operator's view at the pool's peak, the most telling moment:
+	// flexiq-scaled status, run inside at each new peak, the last shown.
+	peakShown, peakStatus, peakAt := 0, "", time.Duration(0)
 	for sec := 1; ; sec++ {
 		// Sample on the second, whatever else happens meanwhile.
 		for tick := time.After(time.Until(start.Add(time.Duration(sec) * time.Second))); tick != nil; {
@@ -150,6 +153,12 @@ func (d *demo) replay(ctx context.Context, db *sql.DB) (*result, error) {
 			n-prevArrived, pending, running, done, w.live, d.s.pool.MaxWorkers, bar(w, d.s.pool.MaxWorkers),
 			strings.Join(what, "; "))
 		prevArrived, prevAt = n, now
+		if w.live > peakShown {
+			if out, err := d.sb.Exec(ctx, "flexiq-scaled", "status", poolName); err == nil {
+				peakStatus, peakAt = out, elapsed
+			}
+			peakShown = w.live
+		}
 
 		if elapsed > last && done+failed == res.total && running == 0 &&
 			w.live == d.s.pool.MinWorkers && w.draining == 0 {
@@ -161,6 +170,10 @@ func (d *demo) replay(ctx context.Context, db *sql.DB) (*result, error) {
 		}
 	}
 	fmt.Fprintln(d.out)
+	if peakStatus != "" {
+		d.logf("at the peak, %s into the replay, `flexiq-scaled status %s` said:", clock(peakAt), poolName)
+		fmt.Fprintf(d.out, "\n%s\n", strings.TrimRight(peakStatus, "\n"))
+	}
 
 	if res.waits, err = flexiqdb.Waits(db); err != nil {
 		return res, err
