@@ -16,8 +16,8 @@ type TickReport struct {
 	Live     int
 	Draining int
 	Min, Max int
-	// Mode is "active", "paused", "pinned" or "dry-run" (a dry-run pool
-	// with an override is dry-run: it never acts either way).
+	// Mode is "active", "paused", "pinned" or "dry-run", as status shows
+	// it (a paused or pinned dry-run pool is paused or pinned).
 	Mode string
 	// Counts is the source's reading; CountsValid is false when it failed
 	// (SourceErr) or was not read this tick.
@@ -50,10 +50,10 @@ func (p *Pool) tickReport(d policy.Decision, took time.Duration) TickReport {
 // modeKind is the pool's mode as one word, for the metrics' mode label.
 func (p *Pool) modeKind(now time.Time) string {
 	switch {
-	case p.dryRun():
-		return "dry-run"
 	case p.override.Active(now):
 		return p.override.Kind
+	case p.dryRun():
+		return "dry-run"
 	}
 	return "active"
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/control"
 	"github.com/flexiq/flexiq-scaled/test/sandbox"
 )
 
@@ -99,6 +100,34 @@ func TestMetricsScrape(t *testing.T) {
 			t.Errorf("%s = %v (%v), want %v", q, got, ok, want)
 		}
 	}
+	// The operator's view, status --json, says what Prometheus says; a pin
+	// shows in both.
+	statusJSON := func() (live, max int, pending int64, mode string) {
+		var s control.StatusResponse
+		out := e.sh("flexiq-scaled status scraped --json")
+		if err := json.Unmarshal([]byte(out), &s); err != nil || len(s.Pools) != 1 || s.Pools[0].Queue == nil {
+			e.fatalf("status scraped --json: %v\n%s", err, out)
+		}
+		v := s.Pools[0]
+		return v.Workers.Live, v.Workers.Max, v.Queue.Pending, v.Mode
+	}
+	agree := func(wantMode string) {
+		e.eventually(30*time.Second, "Prometheus agreeing with status --json in mode "+wantMode, func() (bool, string) {
+			live, max, pending, mode := statusJSON()
+			cur, ok1 := promQuery(e, prom, `flexiq_scaled_workers_current{pool="scraped"}`)
+			pmax, ok2 := promQuery(e, prom, `flexiq_scaled_workers_max{pool="scraped"}`)
+			pend, ok3 := promQuery(e, prom, `flexiq_scaled_queue_pending{pool="scraped"}`)
+			pmode, ok4 := promQuery(e, prom, `flexiq_scaled_pool_mode{pool="scraped",mode="`+wantMode+`"}`)
+			ok := ok1 && ok2 && ok3 && ok4 && mode == wantMode && pmode == 1 &&
+				int(cur) == live && int(pmax) == max && int64(pend) == pending
+			return ok, fmt.Sprintf("status --json: %d/%d workers, %d pending, mode %s; Prometheus: %v/%v, %v pending, mode %s = %v",
+				live, max, pending, mode, cur, pmax, pend, wantMode, pmode)
+		})
+	}
+	agree("active")
+	e.sh("flexiq-scaled pin scraped 2")
+	agree("pinned")
+
 	if n, ok := promQuery(e, prom, `flexiq_scaled_tick_duration_seconds_count{pool="scraped"}`); !ok || n < 1 {
 		t.Errorf("tick duration histogram: %v ticks (%v)", n, ok)
 	}
