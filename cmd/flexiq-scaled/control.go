@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/control"
 	"github.com/flexiq/flexiq-scaled/internal/daemon"
 )
 
@@ -142,9 +143,15 @@ one at a time, the new one started and active before the old one is drained,
 as a changed worker definition is rolled out by a reload. Use it after
 deploying new code under an unchanged configuration.
 
+Run as root, it hands the daemon a request file and a signal, and all POOLs
+are checked before any is rolled. Anyone else asks over the control socket,
+one POOL after the other, which needs membership of group
+flexiq-scaled-admin.
+
 The exit status is 0 once the daemon has accepted the rollout (which then
 runs on; its progress and end are in the journal), and 1 if a POOL is not
-configured (nothing is rolled then) or no verdict came within --timeout.`)
+configured (as root nothing is rolled then) or no verdict came within
+--timeout.`)
 	reason := fs.String("reason", "", "why, for the journal (default \"flexiq-scaled roll\")")
 	cf := addControlFlags(fs)
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
@@ -152,6 +159,11 @@ configured (nothing is rolled then) or no verdict came within --timeout.`)
 	}
 	if fs.NArg() == 0 {
 		return usageError(fs, stderr, "no POOL given")
+	}
+	if os.Geteuid() != 0 {
+		// Only root may write the daemon's request file and signal it; the
+		// admin group's members roll over the socket, which checks them.
+		return rollOverSocket(cf, fs.Args(), *reason, stdout, stderr)
 	}
 	c, err := cf.client()
 	if err != nil {
@@ -165,4 +177,22 @@ configured (nothing is rolled then) or no verdict came within --timeout.`)
 		fmt.Fprintf(stderr, "%s roll: refused, nothing rolled:\n", prog)
 	}
 	return report(v, stdout, stderr)
+}
+
+// rollOverSocket asks for each pool's rollout over the control socket in the
+// daemon's runtime directory.
+func rollOverSocket(cf controlFlags, pools []string, reason string, stdout, stderr io.Writer) int {
+	dir := *cf.runtimeDir
+	if dir == "" {
+		dir = daemon.RuntimeDir(*cf.user)
+	}
+	c := &control.Client{Socket: filepath.Join(dir, control.SocketName)}
+	for _, pool := range pools {
+		resp, err := c.Change(pool, "roll", control.ChangeRequest{Reason: reason})
+		if err != nil {
+			return controlFailed(stderr, "roll", err)
+		}
+		fmt.Fprintln(stdout, resp.Message)
+	}
+	return exitOK
 }

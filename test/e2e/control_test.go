@@ -72,6 +72,8 @@ rm -f /var/lib/flexiq-scaled/override-*.json`)
 		{"ctlreader", []string{"pin", "ctl", "2"}, true, "flexiq-scaled-admin"},
 		{"ctladmin", []string{"pause", "ctl", "--for", "1h"}, false, ""},
 		{"ctladmin", []string{"resume", "ctl"}, false, ""},
+		{"ctlreader", []string{"roll", "ctl"}, true, "flexiq-scaled-admin"},
+		{"ctladmin", []string{"roll", "ctl", "--reason", "deploy by ctladmin"}, false, ""},
 	} {
 		out, err := as(c.user, c.args...)
 		switch {
@@ -81,6 +83,11 @@ rm -f /var/lib/flexiq-scaled/override-*.json`)
 			e.errorf("%s %q: %v", c.user, c.args, err)
 		}
 	}
+	// The admin's roll went over the socket: the rollout ran to its end.
+	e.eventually(30*time.Second, "the admin's rollout done", func() (bool, string) {
+		out := e.sh("journalctl -o cat --no-pager MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b0b FLEXIQ_POOL=ctl || true")
+		return strings.Contains(out, "ctl"), out
+	})
 	if out, _ := as("root", "status"); !strings.Contains(out, "● ctl - active") || !strings.Contains(out, "● dry - dry-run") {
 		e.errorf("status:\n%s", out)
 	} else {
