@@ -148,8 +148,13 @@ drain_timeout_sec = %g
 // with no "crash" and no backoff.
 func TestAdminStopCountsAsDraining(t *testing.T) {
 	e := setup(t, "admin-stop-draining")
-	// The policy asks for max(backlog, busy) workers: four 40 s jobs keep
-	// all three of max_workers busy, with one job pending.
+	// The policy asks for max(backlog, busy) workers: five 40 s jobs keep
+	// all three of max_workers busy, with two pending. Five, not four: a
+	// wake-up tick right after the scale-up, before the third worker has
+	// claimed its job, sees 2 running and 3 pending, which still asks for
+	// three (with four it saw 2 and 2, and dropped the third worker at
+	// once: scale_down_window_sec is 0). After the admin's stop the two
+	// live workers run two and two wait: two, no replacement.
 	e.configure(e.jobPool("adm", `min_workers = 1
 max_workers = 3
 target_queue_depth_per_worker = 1
@@ -159,7 +164,7 @@ scale_down_window_sec = 0
 drain_timeout_sec = 60
 `))
 	e.startDaemon()
-	e.enqueue(4, 40*time.Second)
+	e.enqueue(5, 40*time.Second)
 	e.waitLive("adm", 3, 15*time.Second)
 	e.eventually(10*time.Second, "3 jobs running", func() (bool, string) {
 		var n int
