@@ -154,22 +154,23 @@ configured (as root nothing is rolled then) or no verdict came within
 --timeout.`)
 	reason := fs.String("reason", "", "why, for the journal (default \"flexiq-scaled roll\")")
 	cf := addControlFlags(fs)
-	if code, done := parseFlags(fs, args, stdout, stderr); done {
+	pools, code, done := parseArgs(fs, args, stdout, stderr)
+	if done {
 		return code
 	}
-	if fs.NArg() == 0 {
+	if len(pools) == 0 {
 		return usageError(fs, stderr, "no POOL given")
 	}
 	if os.Geteuid() != 0 {
 		// Only root may write the daemon's request file and signal it; the
 		// admin group's members roll over the socket, which checks them.
-		return rollOverSocket(cf, fs.Args(), *reason, stdout, stderr)
+		return rollOverSocket(cf, pools, *reason, stdout, stderr)
 	}
 	c, err := cf.client()
 	if err != nil {
 		return failf(stderr, "roll", "%v", err)
 	}
-	v, err := c.Ask(daemon.Request{Op: daemon.OpRoll, Pools: fs.Args(), Reason: *reason})
+	v, err := c.Ask(daemon.Request{Op: daemon.OpRoll, Pools: pools, Reason: *reason})
 	if err != nil {
 		return failf(stderr, "roll", "%v", err)
 	}
