@@ -29,21 +29,9 @@ Reading the system journal takes root or the systemd-journal or adm group.`)
 	svg := fs.String("svg", "", "draw the series to `FILE` as SVG (gonum/plot)")
 	png := fs.String("png", "", "draw the series to `FILE` as PNG (gonum/plot)")
 	width := fs.Int("width", 72, "the chart's width in `COLUMNS`")
-	name, rest := splitName(args)
-	if code, done := parseFlags(fs, rest, stdout, stderr); done {
+	name, code, done := onePoolName(fs, args, stdout, stderr, "POOL")
+	if done {
 		return code
-	}
-	tail := fs.Args()
-	if name == "" && len(tail) > 0 {
-		name, tail = tail[0], tail[1:]
-	}
-	switch {
-	case name == "":
-		return usageError(fs, stderr, "no POOL given")
-	case len(tail) > 0:
-		return usageError(fs, stderr, "unexpected argument %q", tail[0])
-	case !poolNameRE.MatchString(name):
-		return usageError(fs, stderr, "pool name %q: want 1 to 32 of a-z, 0-9 and _", name)
 	}
 	sinceSpec := *since
 	if d, err := time.ParseDuration(*since); err == nil {

@@ -567,3 +567,24 @@ func TestRulesExamples(t *testing.T) {
 		})
 	}
 }
+
+// The commands whose one argument is a pool name refuse a missing, extra or
+// malformed one with a usage error, before touching anything.
+func TestOnePoolNameArgument(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"history"}, "no POOL given"},
+		{[]string{"history", "a", "b"}, `unexpected argument "b"`},
+		{[]string{"history", "--csv", "Bad-Name"}, `pool name "Bad-Name"`},
+		{[]string{"pool", "rm"}, "no pool NAME given"},
+		{[]string{"pool", "rm", "a", "--no-reload", "b"}, `unexpected argument "b"`},
+		{[]string{"pool", "rm", "../etc"}, `pool name "../etc"`},
+	} {
+		r := invoke(t, tc.args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%q: want exit %d and %q\n%s", tc.args, exitUsage, tc.want, r)
+		}
+	}
+}

@@ -90,6 +90,28 @@ func splitName(args []string) (name string, rest []string) {
 	return "", args
 }
 
+// onePoolName parses the flags of a command whose one argument is a pool
+// name, given before or after them. noun names it in the usage error.
+func onePoolName(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, noun string) (name string, code int, done bool) {
+	name, rest := splitName(args)
+	if code, done := parseFlags(fs, rest, stdout, stderr); done {
+		return "", code, true
+	}
+	tail := fs.Args()
+	if name == "" && len(tail) > 0 {
+		name, tail = tail[0], tail[1:]
+	}
+	switch {
+	case name == "":
+		return "", usageError(fs, stderr, "no %s given", noun), true
+	case len(tail) > 0:
+		return "", usageError(fs, stderr, "unexpected argument %q", tail[0]), true
+	case !poolNameRE.MatchString(name):
+		return "", usageError(fs, stderr, "pool name %q: want 1 to 32 of a-z, 0-9 and _", name), true
+	}
+	return name, exitOK, false
+}
+
 type poolCommon struct {
 	configPath *string
 	noReload   *bool
@@ -285,21 +307,9 @@ Remove conf.d/NAME.toml, written by "pool add", and reload the daemon, which
 drains the pool's workers away. A pool defined in config.toml itself is not
 removed: edit that file.`)
 	common := addPoolCommon(fs)
-	name, rest := splitName(args)
-	if code, done := parseFlags(fs, rest, stdout, stderr); done {
+	name, code, done := onePoolName(fs, args, stdout, stderr, "pool NAME")
+	if done {
 		return code
-	}
-	tail := fs.Args()
-	if name == "" && len(tail) > 0 {
-		name, tail = tail[0], tail[1:]
-	}
-	switch {
-	case name == "":
-		return usageError(fs, stderr, "no pool NAME given")
-	case len(tail) > 0:
-		return usageError(fs, stderr, "unexpected argument %q", tail[0])
-	case !poolNameRE.MatchString(name):
-		return usageError(fs, stderr, "pool name %q: want 1 to 32 of a-z, 0-9 and _", name)
 	}
 	path := filepath.Join(config.DropInDir(*common.configPath), name+".toml")
 	previous, err := os.ReadFile(path)
