@@ -77,27 +77,34 @@ func guardConfig() *config.HostGuard {
 	return &config.HostGuard{GuardParams: policy.DefaultGuardParams(), SampleInterval: time.Second}
 }
 
-func TestHostGuardBlocksThenForcesByPriority(t *testing.T) {
-	host := &fakeHost{}
+// twoGuardedPools starts pools "low" (priority 0) and "high" (priority 5)
+// under one guard, on a host at 0.2 CPU, with hour-long down windows, and
+// ticks them once on backlogs that ask for 4 and 3 workers.
+func twoGuardedPools(t *testing.T) (host *fakeHost, g testGuard, low, high *rig, tickBoth func(time.Duration)) {
+	host = &fakeHost{}
 	host.cpu(0.2)
-	g := newTestGuard(guardConfig(), host)
+	g = newTestGuard(guardConfig(), host)
 	clock := &fakeClock{now: monoTime(1000 * time.Hour)}
 	lowCfg, highCfg := testPool("low"), testPool("high")
 	lowCfg.ScaleDownWindow, highCfg.ScaleDownWindow = time.Hour, time.Hour
 	highCfg.Scaling.Priority = 5
-	low, high := guardedRig(t, lowCfg, g, clock), guardedRig(t, highCfg, g, clock)
+	low, high = guardedRig(t, lowCfg, g, clock), guardedRig(t, highCfg, g, clock)
 	ctx := context.Background()
 	low.start(low.pool)
 	high.start(high.pool)
-	tickBoth := func(after time.Duration) {
+	tickBoth = func(after time.Duration) {
 		clock.advance(after)
 		low.pool.Tick(ctx)
 		high.pool.Tick(ctx)
 	}
-
 	low.src.set(40, 0, nil)
 	high.src.set(30, 0, nil)
 	tickBoth(time.Second)
+	return host, g, low, high, tickBoth
+}
+
+func TestHostGuardBlocksThenForcesByPriority(t *testing.T) {
+	host, g, low, high, tickBoth := twoGuardedPools(t)
 	if a, b := low.sd.count("active"), high.sd.count("active"); a != 4 || b != 3 {
 		t.Fatalf("with headroom: %d and %d workers, want 4 and 3", a, b)
 	}
@@ -274,32 +281,14 @@ func TestRulesPool(t *testing.T) {
 func TestHostGuardEmergencySkipsHeldPools(t *testing.T) {
 	for _, held := range []string{"paused", "dry-run"} {
 		t.Run(held, func(t *testing.T) {
-			host := &fakeHost{}
-			host.cpu(0.2)
-			g := newTestGuard(guardConfig(), host)
-			clock := &fakeClock{now: monoTime(1000 * time.Hour)}
-			lowCfg, highCfg := testPool("low"), testPool("high")
-			lowCfg.ScaleDownWindow, highCfg.ScaleDownWindow = time.Hour, time.Hour
-			highCfg.Scaling.Priority = 5
-			low, high := guardedRig(t, lowCfg, g, clock), guardedRig(t, highCfg, g, clock)
-			ctx := context.Background()
-			low.start(low.pool)
-			high.start(high.pool)
-			tickBoth := func(after time.Duration) {
-				clock.advance(after)
-				low.pool.Tick(ctx)
-				high.pool.Tick(ctx)
-			}
-			low.src.set(40, 0, nil)
-			high.src.set(30, 0, nil)
-			tickBoth(time.Second)
+			host, g, low, high, tickBoth := twoGuardedPools(t)
 			switch held {
 			case "paused":
 				if _, err := low.pool.SetOverride(Override{Kind: OverridePaused, By: "test"}); err != nil {
 					t.Fatal(err)
 				}
 			case "dry-run":
-				c := *lowCfg
+				c := *low.cfg
 				c.Mode = config.ModeDryRun
 				if err := low.pool.Update(&c); err != nil {
 					t.Fatal(err)
