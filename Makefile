@@ -8,7 +8,7 @@ VERSION ?= $(shell cat VERSION)
 LDFLAGS := -X github.com/flexiq/flexiq-scaled/internal/version.Version=$(VERSION)
 export CGO_ENABLED := 0
 
-.PHONY: help deps build test unit e2e faults vet sandbox-bench clean demo deb lint-deb
+.PHONY: help deps build test unit e2e faults vet sandbox-bench bench clean demo deb lint-deb
 .PHONY: fuzz fuzz-short
 
 help:
@@ -19,6 +19,7 @@ help:
 	@echo "make fuzz           fuzz the config loader and check-config, $(FUZZTIME) each (FUZZTIME= to change)"
 	@echo "make build          build bin/ (flexiq-scaled, the sandbox tool, the test worker)"
 	@echo "make sandbox-bench  median sandbox start+stop time"
+	@echo "make bench          issue 11's P1 (reaction), P2 (scale-out) and P3 (tick cost), with their targets (root, ~15 min)"
 	@echo "make deb            dist/flexiq-scaled_$(VERSION)_<arch>.deb (VERSION=, DIST= to change)"
 	@echo "make lint-deb       make deb, then lintian: no error and no warning allowed"
 
@@ -77,6 +78,11 @@ faults: deps
 
 sandbox-bench: build
 	bench/sandbox-start-stop.sh
+
+# Benchmarks, never timed assertions: the figures and their targets are
+# printed, see bench/perf.sh for the settings.
+bench: deps build
+	bench/perf.sh
 
 # The README's first command (test/demo/README.md): the .deb that `make deb`
 # just built, installed in a throwaway systemd, scaling workers for a replayed

@@ -3,32 +3,54 @@ package controller
 import (
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
-// sampleCPU updates each live worker's utilisation over the last tick (at
-// least half a poll interval):
-// Δusage / Δwall / cpu_per_worker. A worker needs two samples of the same
-// invocation, a full tick apart, before it counts.
+// idleCPUWindow is how far apart a worker's CPU samples are when the pool's
+// policy does not scale on them: its utilisation then only picks the
+// idlest workers to stop first and shows in `status`, for which a
+// utilisation over half a minute is the better measure anyway, and a pool
+// of 500 workers saves 500 cgroup reads on most ticks (docs/performance.md).
+const idleCPUWindow = 30 * time.Second
+
+// cpuWindow is the least time between two CPU samples of a worker: half a
+// poll interval for a pool whose policy scales on its workers' CPU
+// (target_cpu_utilisation, or rules, which may use worker_cpu), else
+// idleCPUWindow.
+func (p *Pool) cpuWindow() time.Duration {
+	w := p.cfg.PollInterval / 2
+	if p.cfg.TargetCPUUtilisation > 0 || p.cfg.Scaling.Policy == config.PolicyRules {
+		return w
+	}
+	return max(w, idleCPUWindow)
+}
+
+// sampleCPU updates each live worker's utilisation over the last sampling
+// window (cpuWindow): Δusage / Δwall / cpu_per_worker. A worker needs two
+// samples of the same invocation, a window apart, before it counts; between
+// samples its last utilisation stands.
 func (p *Pool) sampleCPU(now time.Time, listed []units.Worker) {
-	byUnit := map[string]units.Worker{}
-	for _, w := range listed {
-		byUnit[w.Unit] = w
+	window := p.cpuWindow()
+	byUnit := make(map[string]int, len(listed)) // index in listed
+	for i, w := range listed {
+		byUnit[w.Unit] = i
 	}
 	for _, lw := range p.fleet.live {
 		// A tick brought forward by a wake-up comes a fraction of an
 		// interval after the last: a utilisation over a few hundred
 		// milliseconds is noise, so the last one stands.
-		if lw.havePrev && now.Sub(lw.prevAt) < p.cfg.PollInterval/2 {
+		if lw.havePrev && now.Sub(lw.prevAt) < window {
 			continue
 		}
 		lw.util, lw.utilKnown = 0, false
-		w, ok := byUnit[lw.unit]
+		i, ok := byUnit[lw.unit]
 		if !ok {
 			lw.havePrev = false
 			continue
 		}
-		usage, err := p.units.CPUUsage(w)
+		w := &listed[i]
+		usage, err := p.units.CPUUsage(*w)
 		if err != nil {
 			lw.havePrev = false
 			continue

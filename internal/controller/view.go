@@ -89,6 +89,10 @@ type viewState struct {
 	mu   sync.Mutex
 	v    View
 	ring []Explanation // oldest first, at most historyLen
+	// listed holds the workers as the last tick listed them: their memory
+	// is read when the view is asked for, not at every tick, which at 500
+	// workers would be 1,000 file reads per tick for nobody.
+	listed []units.Worker
 }
 
 func (s *viewState) set(v View, e *Explanation) {
@@ -128,12 +132,23 @@ func (p *Pool) View() View {
 	defer p.view.mu.Unlock()
 	v := p.view.v
 	v.WorkerList = slices.Clone(v.WorkerList)
+	mem, _ := p.units.(memoryReader)
+	listed := make(map[string]units.Worker, len(p.view.listed))
+	for _, w := range p.view.listed {
+		listed[w.Unit] = w
+	}
 	// Uptimes are as of the last tick: brought to now.
 	since := p.wallNow().Sub(v.UpdatedAt)
 	for i, w := range v.WorkerList {
 		if w.UptimeSec != nil && !v.UpdatedAt.IsZero() && since > 0 {
 			up := *w.UptimeSec + since.Seconds()
 			v.WorkerList[i].UptimeSec = &up
+		}
+		// Memory as of now, for the live workers the last tick listed.
+		if lw, ok := listed[w.Unit]; ok && mem != nil && w.State == "active" {
+			if b, _, _, err := mem.MemoryUsage(lw); err == nil {
+				v.WorkerList[i].MemoryBytes = &b
+			}
 		}
 	}
 	if v.LastDecision != nil {
@@ -224,11 +239,6 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *Explanation) {
 		}
 		v.Queue = q
 	}
-	byUnit := map[string]units.Worker{}
-	for _, w := range listed {
-		byUnit[w.Unit] = w
-	}
-	mem, _ := p.units.(memoryReader)
 	for _, w := range p.fleet.liveWorkers() {
 		wv := WorkerView{Slot: w.slot, Unit: w.unit, State: "active", Restarts: p.restarts[w.slot]}
 		if !w.since.IsZero() && now.After(w.since) {
@@ -239,11 +249,6 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *Explanation) {
 			pct := w.util * p.cfg.CPUPerWorker * 100
 			wv.CPUPercent = &pct
 		}
-		if lw, ok := byUnit[w.unit]; ok && mem != nil {
-			if b, _, _, err := mem.MemoryUsage(lw); err == nil {
-				wv.MemoryBytes = &b
-			}
-		}
 		v.WorkerList = append(v.WorkerList, wv)
 	}
 	for _, unit := range sortedKeys(p.fleet.draining) {
@@ -251,6 +256,9 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *Explanation) {
 		v.WorkerList = append(v.WorkerList, WorkerView{Slot: d.slot, Unit: unit, State: "draining", Restarts: p.restarts[d.slot]})
 	}
 	p.view.set(v, e)
+	p.view.mu.Lock()
+	p.view.listed = listed
+	p.view.mu.Unlock()
 }
 
 // activeOverride is the override in force at wall-clock now (a zero one if

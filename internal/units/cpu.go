@@ -1,6 +1,7 @@
 package units
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -85,7 +86,11 @@ func (m *Manager) CPUUsage(w Worker) (time.Duration, error) {
 	}
 	var errs []error
 	if m.cpu.v2 != "" {
-		d, err := readCPUStat(filepath.Join(m.cpu.v2, w.ControlGroup, "cpu.stat"))
+		path := filepath.Join(m.cpu.v2, w.ControlGroup, "cpu.stat")
+		d, cached, err := m.running.readCPU(w, path)
+		if !cached {
+			d, err = readCPUStat(path)
+		}
 		if err == nil {
 			return d, nil
 		}
@@ -109,10 +114,30 @@ func readCPUStat(path string) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
-			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-			if err != nil {
+	return parseCPUStat(path, b)
+}
+
+// parseCPUStat finds usage_usec in a cgroup2 cpu.stat. It allocates
+// nothing: it runs for every worker at every tick.
+func parseCPUStat(path string, b []byte) (time.Duration, error) {
+	const key = "usage_usec "
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if v, ok := bytes.CutPrefix(line, []byte(key)); ok {
+			var n uint64
+			v = bytes.TrimSpace(v)
+			for _, c := range v {
+				if c < '0' || c > '9' || n > (1<<63)/10 {
+					return 0, fmt.Errorf("%s: bad usage_usec %q", path, v)
+				}
+				n = n*10 + uint64(c-'0')
+			}
+			if len(v) == 0 {
 				return 0, fmt.Errorf("%s: bad usage_usec %q", path, v)
 			}
 			return time.Duration(n) * time.Microsecond, nil

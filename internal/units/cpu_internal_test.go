@@ -92,3 +92,30 @@ func TestCPUUsageFallback(t *testing.T) {
 		t.Error("no hierarchy at all: no error")
 	}
 }
+
+func TestParseCPUStat(t *testing.T) {
+	for _, c := range []struct {
+		name, in string
+		want     time.Duration
+		err      string
+	}{
+		{"cgroup2 without the cpu controller", "usage_usec 1234\nuser_usec 1000\nsystem_usec 234\n", 1234 * time.Microsecond, ""},
+		{"with the cpu controller", "usage_usec 98765432\nuser_usec 1\nsystem_usec 2\nnr_periods 0\nnr_throttled 0\nthrottled_usec 0\n", 98765432 * time.Microsecond, ""},
+		{"not the first line", "user_usec 1\nusage_usec 7\n", 7 * time.Microsecond, ""},
+		{"no final newline", "usage_usec 42", 42 * time.Microsecond, ""},
+		{"missing", "user_usec 1\nsystem_usec 2\n", 0, "no usage_usec"},
+		{"empty file", "", 0, "no usage_usec"},
+		{"not a number", "usage_usec 12x\n", 0, "bad usage_usec"},
+		{"empty value", "usage_usec \n", 0, "bad usage_usec"},
+		{"overflow", "usage_usec 99999999999999999999999\n", 0, "bad usage_usec"},
+		{"a longer key is not it", "usage_usec_total 5\nusage_usec 6\n", 6 * time.Microsecond, ""},
+	} {
+		got, err := parseCPUStat("/x/cpu.stat", []byte(c.in))
+		switch {
+		case c.err == "" && (err != nil || got != c.want):
+			t.Errorf("%s: %v, %v; want %v", c.name, got, err, c.want)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err) || !strings.Contains(err.Error(), "/x/cpu.stat")):
+			t.Errorf("%s: error %v, want one naming the file and %q", c.name, err, c.err)
+		}
+	}
+}

@@ -2,7 +2,10 @@ package units_test
 
 import (
 	"context"
+	"sync"
+
 	"fmt"
+	"golang.org/x/sys/unix"
 	"os"
 	"strconv"
 	"strings"
@@ -19,13 +22,14 @@ func TestMain(m *testing.M) {
 
 // newManager connects a Manager to the sandbox's systemd, reading cgroups
 // through the sandbox's root as the daemon reads its own host's.
-func newManager(t *testing.T, sb *sandbox.Sandbox) *units.Manager {
+func newManager(t testing.TB, sb *sandbox.Sandbox) *units.Manager {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	m, err := units.Connect(ctx, units.Options{
-		Dial:       sb.Bus,
+		Dial:       sb.BusConn,
 		CgroupRoot: fmt.Sprintf("/proc/%d/root/sys/fs/cgroup", sb.PID),
+		OpenPIDFD:  sandboxPIDFD(sb),
 	})
 	if err != nil {
 		t.Fatalf("Connect: %v", err)
@@ -114,3 +118,25 @@ func listed(t *testing.T, ctx context.Context, m *units.Manager, pool, unit stri
 }
 
 func utoa(n uint32) string { return strconv.FormatUint(uint64(n), 10) }
+
+// sandboxPIDFD opens pidfds for PIDs as the sandbox's systemd numbers them:
+// this process lives in the host's PID namespace, so each PID is mapped to
+// the host's first (the map is read again when a PID is not in it).
+func sandboxPIDFD(sb *sandbox.Sandbox) func(uint32) (int, error) {
+	var (
+		mu    sync.Mutex
+		hosts map[int]int
+	)
+	return func(pid uint32) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		host, ok := hosts[int(pid)]
+		if !ok {
+			hosts = sb.HostPIDs()
+			if host, ok = hosts[int(pid)]; !ok {
+				return -1, fmt.Errorf("sandbox PID %d: no such process", pid)
+			}
+		}
+		return unix.PidfdOpen(host, 0)
+	}
+}

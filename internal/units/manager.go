@@ -1,9 +1,11 @@
 // Package units is the only part of flexiq-scaled that speaks D-Bus to
 // systemd. Workers are transient services, flexiq-<pool>@<slot>.service, in
 // the slice flexiq-<pool>.slice; systemd's own unit list is the daemon's
-// only record of them, so every method here reads state afresh and nothing
+// only record of them, so every listing asks systemd afresh and nothing
 // depends on D-Bus signals arriving (job results aside, whose waits are
-// bounded by the caller's context).
+// bounded by the caller's context). Only the properties of a worker that
+// still runs under the same invocation are kept between listings
+// (cache.go).
 package units
 
 import (
@@ -12,6 +14,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -19,22 +23,30 @@ import (
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
+	"golang.org/x/sys/unix"
 )
 
 // Options configure a Manager.
 type Options struct {
 	// User selects the calling user's service manager instead of the system one.
 	User bool
-	// Dial overrides how to connect (tests dial the sandbox's bus). It is
-	// called again on every reconnect. The context it gets is the Manager's
-	// own, ended by Close: godbus ties a connection's life to the context it
-	// was dialled with, so it must outlive any single call.
-	Dial func(ctx context.Context) (*sddbus.Conn, error)
+	// Dial overrides how to reach the bus (tests dial the sandbox's): it
+	// returns one authenticated connection that has said Hello. It is
+	// called twice per connection to systemd (go-systemd keeps calls and
+	// signals apart), and again on every reconnect. The context it gets is
+	// the Manager's own, ended by Close: godbus ties a connection's life to
+	// the context it was dialled with, so it must outlive any single call.
+	Dial func(ctx context.Context) (*dbus.Conn, error)
 	// CgroupRoot is where unit cgroup paths (ControlGroup) are resolved to
 	// read CPU usage. "" detects it from the mount table: the cgroup2 mount
 	// (/sys/fs/cgroup, or /sys/fs/cgroup/unified on hybrid hosts), and the
 	// cgroup v1 cpuacct hierarchy as a fallback.
 	CgroupRoot string
+	// OpenPIDFD opens a pidfd for a unit's main process, as systemd
+	// numbers it (the cache of running workers watches them, cache.go).
+	// nil is pidfd_open(2); tests whose systemd lives in another PID
+	// namespace map the PID first.
+	OpenPIDFD func(pid uint32) (int, error)
 }
 
 // Reconnect backoff: quick enough to ride out a daemon-reexec (well under a
@@ -46,21 +58,26 @@ const (
 
 // Manager talks to one systemd instance. It is safe for concurrent use.
 type Manager struct {
-	dial func(ctx context.Context) (*sddbus.Conn, error)
+	dial func(ctx context.Context) (*dbus.Conn, error)
 	cpu  cgroupReader
+	// running keeps running workers' properties between listings (cache.go).
+	running runningCache
 
 	// life is the context connections are dialled with; Close cancels it.
 	life   context.Context
 	cancel context.CancelFunc
 
 	mu     sync.Mutex
-	conn   *sddbus.Conn
+	conn   *conn
 	closed bool
 
 	// redial admits one reconnect at a time; a channel rather than a mutex
 	// so that waiting for it is bounded by the caller's context.
 	redial     chan struct{}
 	reconnects atomic.Int64
+	// propertyReads counts the workers whose properties were read, which
+	// running's hits spare.
+	propertyReads atomic.Int64
 }
 
 // Connect dials the service manager and checks that systemd answers. It
@@ -69,11 +86,11 @@ type Manager struct {
 func Connect(ctx context.Context, o Options) (*Manager, error) {
 	dial := o.Dial
 	if dial == nil {
+		bus := dbus.SystemBusPrivate
 		if o.User {
-			dial = sddbus.NewUserConnectionContext
-		} else {
-			dial = sddbus.NewSystemConnectionContext
+			bus = dbus.SessionBusPrivate
 		}
+		dial = func(ctx context.Context) (*dbus.Conn, error) { return helloBus(ctx, bus) }
 	}
 	cpu, err := newCgroupReader(o.CgroupRoot)
 	if err != nil {
@@ -81,6 +98,10 @@ func Connect(ctx context.Context, o Options) (*Manager, error) {
 	}
 	life, cancel := context.WithCancel(context.Background())
 	m := &Manager{dial: dial, cpu: cpu, life: life, cancel: cancel, redial: make(chan struct{}, 1)}
+	m.running.openPIDFD = o.OpenPIDFD
+	if m.running.openPIDFD == nil {
+		m.running.openPIDFD = func(pid uint32) (int, error) { return unix.PidfdOpen(int(pid), 0) }
+	}
 	c, err := m.dialOnce(ctx)
 	if err == nil {
 		err = ping(ctx, c)
@@ -106,6 +127,7 @@ func (m *Manager) Close() {
 	}
 	m.closed = true
 	m.cancel()
+	m.running.closeAll()
 	if m.conn != nil {
 		m.conn.Close()
 		m.conn = nil
@@ -116,9 +138,56 @@ func (m *Manager) Close() {
 // a restart of the D-Bus daemon: worth exporting as a metric.
 func (m *Manager) Reconnects() int64 { return m.reconnects.Load() }
 
+// PropertyReads counts the reads of a worker's whole set of properties that
+// listings made: at a steady state, none per listing (cache.go).
+func (m *Manager) PropertyReads() int64 { return m.propertyReads.Load() }
+
 var errClosed = errors.New("units: manager closed")
 
-func (m *Manager) current() (*sddbus.Conn, error) {
+// conn is go-systemd's connection to systemd, with the bus connection that
+// it makes its calls on: ListWorkers calls systemd on it directly
+// (list.go).
+type conn struct {
+	*sddbus.Conn
+	bus *dbus.Conn
+}
+
+// helloBus opens a private connection to a bus and authenticates as
+// go-systemd's own constructors do: EXTERNAL as our UID, then Hello.
+func helloBus(ctx context.Context, open func(...dbus.ConnOption) (*dbus.Conn, error)) (*dbus.Conn, error) {
+	c, err := open(dbus.WithContext(ctx))
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := c.Hello(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// connect makes one connection to systemd. go-systemd dials the bus twice,
+// for its calls first and then for its signals; the first is kept.
+func connect(ctx context.Context, dial func(context.Context) (*dbus.Conn, error)) (*conn, error) {
+	var calls *dbus.Conn
+	c, err := sddbus.NewConnection(func() (*dbus.Conn, error) {
+		b, err := dial(ctx)
+		if err == nil && calls == nil {
+			calls = b
+		}
+		return b, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &conn{Conn: c, bus: calls}, nil
+}
+
+func (m *Manager) current() (*conn, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -131,7 +200,7 @@ func (m *Manager) current() (*sddbus.Conn, error) {
 // the bus went away, it waits (with backoff, bounded by ctx) until systemd
 // answers again, on the same connection or a new one, and retries fn once.
 // Errors name the operation.
-func (m *Manager) call(ctx context.Context, op string, fn func(*sddbus.Conn) error) error {
+func (m *Manager) call(ctx context.Context, op string, fn func(*conn) error) error {
 	c, err := m.current()
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
@@ -191,7 +260,7 @@ func (m *Manager) reconnect(ctx context.Context) error {
 }
 
 // replace dials a new connection and swaps it in for old.
-func (m *Manager) replace(ctx context.Context, old *sddbus.Conn) (*sddbus.Conn, error) {
+func (m *Manager) replace(ctx context.Context, old *conn) (*conn, error) {
 	c, err := m.dialOnce(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("dialling: %w", err)
@@ -211,14 +280,14 @@ func (m *Manager) replace(ctx context.Context, old *sddbus.Conn) (*sddbus.Conn, 
 // dialOnce calls the dial function with the Manager's life context but
 // gives up waiting when ctx ends; a connection that arrives too late is
 // closed.
-func (m *Manager) dialOnce(ctx context.Context) (*sddbus.Conn, error) {
+func (m *Manager) dialOnce(ctx context.Context) (*conn, error) {
 	type result struct {
-		c   *sddbus.Conn
+		c   *conn
 		err error
 	}
 	ch := make(chan result, 1)
 	go func() {
-		c, err := m.dial(m.life)
+		c, err := connect(m.life, m.dial)
 		ch <- result{c, err}
 	}()
 	select {
@@ -235,14 +304,14 @@ func (m *Manager) dialOnce(ctx context.Context) (*sddbus.Conn, error) {
 }
 
 // ping asks systemd for a trivial property, proving it is on the bus.
-func ping(ctx context.Context, c *sddbus.Conn) error {
+func ping(ctx context.Context, c *conn) error {
 	_, err := c.SystemStateContext(ctx)
 	return err
 }
 
 // transient reports whether err means that systemd or the bus is
 // (temporarily) unreachable rather than that the request was refused.
-func transient(err error, c *sddbus.Conn) bool {
+func transient(err error, c *conn) bool {
 	if !c.Connected() {
 		return true
 	}

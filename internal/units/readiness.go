@@ -66,7 +66,7 @@ func (m *Manager) afterStart(ctx context.Context, s WorkerSpec, unit string) err
 		return nil
 	}
 	var st []sddbus.UnitStatus
-	err := m.call(ctx, "reading "+unit, func(c *sddbus.Conn) error {
+	err := m.call(ctx, "reading "+unit, func(c *conn) error {
 		var err error
 		st, err = c.ListUnitsByNamesContext(ctx, []string{unit})
 		return err
@@ -86,7 +86,7 @@ func (m *Manager) afterStart(ctx context.Context, s WorkerSpec, unit string) err
 // "inactive", as systemd reports it.
 func (m *Manager) UnitStates(ctx context.Context, names []string) (map[string]string, error) {
 	var st []sddbus.UnitStatus
-	err := m.call(ctx, "reading the units workers require", func(c *sddbus.Conn) error {
+	err := m.call(ctx, "reading the units workers require", func(c *conn) error {
 		var err error
 		st, err = c.ListUnitsByNamesContext(ctx, names)
 		return err
@@ -116,7 +116,7 @@ func (m *Manager) UnitStates(ctx context.Context, names []string) (map[string]st
 // the quiet phase of a two-phase drain does: the worker's own children are
 // its business, and the unit stays active.
 func (m *Manager) KillMain(ctx context.Context, unit string, signal int) error {
-	return m.call(ctx, fmt.Sprintf("sending signal %d to %s", signal, unit), func(c *sddbus.Conn) error {
+	return m.call(ctx, fmt.Sprintf("sending signal %d to %s", signal, unit), func(c *conn) error {
 		return c.KillUnitWithTarget(ctx, unit, sddbus.Main, int32(signal))
 	})
 }

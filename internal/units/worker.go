@@ -59,10 +59,12 @@ var ErrUnitExists = errors.New("unit already exists")
 
 const errUnitExists = "org.freedesktop.systemd1.UnitExists"
 
-// properties is the transient unit's definition. Each value's Go type fixes
-// its D-Bus signature, which must be exactly what systemd declares for the
-// property: anything else is refused with "Invalid argument".
-func (s WorkerSpec) properties() ([]sddbus.Property, error) {
+// Properties is the transient unit's definition, exactly as StartWorker
+// sends it (the scale-out benchmark starts the same units without the
+// daemon, for PID 1's own floor). Each value's Go type fixes its D-Bus
+// signature, which must be exactly what systemd declares for the property:
+// anything else is refused with "Invalid argument".
+func (s WorkerSpec) Properties() ([]sddbus.Property, error) {
 	if !poolRE.MatchString(s.Pool) {
 		return nil, fmt.Errorf("invalid pool name %q", s.Pool)
 	}
@@ -210,7 +212,7 @@ func prop(name string, v any) sddbus.Property {
 // UnitExists) is reset and the start retried once.
 func (m *Manager) StartWorker(ctx context.Context, s WorkerSpec) error {
 	unit := UnitName(s.Pool, s.Slot)
-	props, err := s.properties()
+	props, err := s.Properties()
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", unit, err)
 	}
@@ -219,7 +221,7 @@ func (m *Manager) StartWorker(ctx context.Context, s WorkerSpec) error {
 		// Buffered, and one per attempt: go-systemd delivers job results
 		// while holding a lock that every other job waiter needs.
 		result = make(chan string, 1)
-		return m.call(ctx, "starting "+unit, func(c *sddbus.Conn) error {
+		return m.call(ctx, "starting "+unit, func(c *conn) error {
 			_, err := c.StartTransientUnitContext(ctx, unit, "fail", props, result)
 			return err
 		})
@@ -266,7 +268,7 @@ func (m *Manager) startFailure(ctx context.Context, unit, result string) error {
 		return e
 	}
 	var svc map[string]any
-	err := m.call(ctx, "reading "+unit, func(c *sddbus.Conn) error {
+	err := m.call(ctx, "reading "+unit, func(c *conn) error {
 		var err error
 		svc, err = c.GetUnitTypePropertiesContext(ctx, unit, "Service")
 		return err
@@ -281,7 +283,7 @@ func (m *Manager) startFailure(ctx context.Context, unit, result string) error {
 // unitState is "active/running" or the like, for error messages.
 func (m *Manager) unitState(ctx context.Context, unit string) (string, error) {
 	var st []sddbus.UnitStatus
-	err := m.call(ctx, "reading "+unit, func(c *sddbus.Conn) error {
+	err := m.call(ctx, "reading "+unit, func(c *conn) error {
 		var err error
 		st, err = c.ListUnitsByNamesContext(ctx, []string{unit})
 		return err
@@ -299,7 +301,7 @@ func (m *Manager) unitState(ctx context.Context, unit string) (string, error) {
 // and re-list.
 func (m *Manager) StopWorker(ctx context.Context, unit string) (<-chan string, error) {
 	result := make(chan string, 1)
-	err := m.call(ctx, "stopping "+unit, func(c *sddbus.Conn) error {
+	err := m.call(ctx, "stopping "+unit, func(c *conn) error {
 		_, err := c.StopUnitContext(ctx, unit, "replace", result)
 		return err
 	})
@@ -312,7 +314,7 @@ func (m *Manager) StopWorker(ctx context.Context, unit string) (<-chan string, e
 // ResetFailed clears a failed unit's state so that systemd unloads it and
 // its name can be used again.
 func (m *Manager) ResetFailed(ctx context.Context, unit string) error {
-	return m.call(ctx, "resetting failed "+unit, func(c *sddbus.Conn) error {
+	return m.call(ctx, "resetting failed "+unit, func(c *conn) error {
 		return c.ResetFailedUnitContext(ctx, unit)
 	})
 }
@@ -324,7 +326,7 @@ func (m *Manager) ResetFailed(ctx context.Context, unit string) error {
 // half runs, which is exactly when the SIGTERM arrives.)
 func (m *Manager) QueuedJob(ctx context.Context, unit, jobType string) (bool, error) {
 	var jobs []sddbus.JobStatus
-	err := m.call(ctx, "listing jobs", func(c *sddbus.Conn) error {
+	err := m.call(ctx, "listing jobs", func(c *conn) error {
 		var err error
 		jobs, err = c.ListJobsContext(ctx)
 		return err

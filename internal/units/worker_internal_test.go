@@ -84,7 +84,7 @@ func fullSpec(preset string) WorkerSpec {
 
 func TestPropertySignatures(t *testing.T) {
 	for _, preset := range append([]string{""}, HardeningPresets...) {
-		props, err := fullSpec(preset).properties()
+		props, err := fullSpec(preset).Properties()
 		if err != nil {
 			t.Fatalf("preset %q: %v", preset, err)
 		}
@@ -109,7 +109,7 @@ func TestPropertySignatures(t *testing.T) {
 // propMap is props by name, for the assertions below.
 func propMap(t *testing.T, s WorkerSpec) map[string]any {
 	t.Helper()
-	props, err := s.properties()
+	props, err := s.Properties()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestStopTimeoutProperty(t *testing.T) {
 	}
 	s := fullSpec("")
 	s.StopTimeout = -time.Second
-	if _, err := s.properties(); err == nil {
+	if _, err := s.Properties(); err == nil {
 		t.Error("a negative StopTimeout was accepted")
 	}
 }
@@ -156,7 +156,7 @@ func TestEnvironmentFilesProperty(t *testing.T) {
 	}
 	for _, bad := range []string{"app.env", "-app.env", "", "-", "/etc/../etc/app.env", "/etc//app.env", "--/etc/app.env"} {
 		s.EnvironmentFiles = []string{bad}
-		if _, err := s.properties(); err == nil {
+		if _, err := s.Properties(); err == nil {
 			t.Errorf("environment file %q accepted", bad)
 		}
 	}
@@ -217,7 +217,7 @@ func TestHardeningProperties(t *testing.T) {
 		t.Error("strict without a working directory sets ReadWritePaths")
 	}
 	for _, bad := range []string{"Strict", "full", " default"} {
-		if _, err := fullSpec(bad).properties(); err == nil || !strings.Contains(err.Error(), "hardening") {
+		if _, err := fullSpec(bad).Properties(); err == nil || !strings.Contains(err.Error(), "hardening") {
 			t.Errorf("preset %q: %v, want an error", bad, err)
 		}
 	}
@@ -234,7 +234,7 @@ func TestDescriptionRevision(t *testing.T) {
 	}
 	for _, bad := range []string{"a b", "a\nb", "\t", "x\x00", strings.Repeat("a", maxRevision+1), "\xff"} {
 		s.Revision = bad
-		if _, err := s.properties(); err == nil {
+		if _, err := s.Properties(); err == nil {
 			t.Errorf("revision %q accepted", bad)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -330,31 +329,13 @@ func TestBadConfigFailsStart(t *testing.T) {
 
 // hostPID maps a PID inside the sandbox to the host's view, where the test
 // can signal it.
-func hostPID(t *testing.T, e *env, inner int) int {
+func hostPID(t testing.TB, e *env, inner int) int {
 	t.Helper()
-	ents, _ := os.ReadDir("/proc")
-	for _, ent := range ents {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if f, ok := strings.CutPrefix(line, "NSpid:"); ok {
-				ids := strings.Fields(f)
-				if len(ids) == 2 && ids[1] == strconv.Itoa(inner) {
-					if ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid)); ns == sandboxNS(e) {
-						return pid
-					}
-				}
-			}
-		}
+	pid, ok := e.sb.HostPIDs()[inner]
+	if !ok {
+		t.Fatalf("no host PID for sandbox PID %d", inner)
 	}
-	t.Fatalf("no host PID for sandbox PID %d", inner)
-	return 0
+	return pid
 }
 
 func sandboxNS(e *env) string {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -44,4 +46,36 @@ func Eventually(within time.Duration, cond func() (ok bool, state string)) (bool
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// HostPIDs maps the PIDs of the sandbox's processes, as the sandbox numbers
+// them, to the host's, where a test can signal them or open pidfds: from
+// the NSpid lines of the host's /proc/*/status, for the processes in the
+// sandbox's PID namespace.
+func (s *Sandbox) HostPIDs() map[int]int {
+	ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", s.PID))
+	hosts := map[int]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, ent := range ents {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid)); l != ns {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if f, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				ids := strings.Fields(f)
+				if inner, err := strconv.Atoi(ids[len(ids)-1]); err == nil {
+					hosts[inner] = pid
+				}
+			}
+		}
+	}
+	return hosts
 }

@@ -318,21 +318,25 @@ func (s *Sandbox) Exec(ctx context.Context, argv ...string) (string, error) {
 // Bus opens a go-systemd connection to the sandbox's system manager over its
 // system bus, as the daemon under test would on a real host.
 func (s *Sandbox) Bus(ctx context.Context) (*sddbus.Conn, error) {
-	return sddbus.NewConnection(func() (*dbus.Conn, error) {
-		conn, err := dbus.Dial(s.BusAddress, dbus.WithContext(ctx))
-		if err != nil {
-			return nil, err
-		}
-		if err := conn.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
-			conn.Close()
-			return nil, err
-		}
-		if err := conn.Hello(); err != nil {
-			conn.Close()
-			return nil, err
-		}
-		return conn, nil
-	})
+	return sddbus.NewConnection(func() (*dbus.Conn, error) { return s.BusConn(ctx) })
+}
+
+// BusConn opens one authenticated connection to the sandbox's system bus
+// that has said Hello: what units.Options.Dial returns.
+func (s *Sandbox) BusConn(ctx context.Context) (*dbus.Conn, error) {
+	conn, err := dbus.Dial(s.BusAddress, dbus.WithContext(ctx))
+	if err != nil {
+		return nil, err
+	}
+	if err := conn.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if err := conn.Hello(); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
 }
 
 // JournalEntry is one journal record, as `journalctl -o json` prints it.
