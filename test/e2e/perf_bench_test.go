@@ -142,6 +142,18 @@ func BenchmarkTickCost(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	// What the RSS is made of: the daemon's own memory (RssAnon) and the
+	// binary's pages it touched (RssFile, or RssShmem where the binary is
+	// on a tmpfs, as in the sandbox's overlay).
+	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		var parts []string
+		for _, line := range strings.Split(string(st), "\n") {
+			if strings.HasPrefix(line, "Rss") {
+				parts = append(parts, strings.Join(strings.Fields(line), " "))
+			}
+		}
+		b.Logf("daemon memory: %s", strings.Join(parts, ", "))
+	}
 	b.ReportMetric(median(dms), "daemon-ms/tick")
 	b.ReportMetric(median(pms), "pid1-ms/tick")
 	b.ReportMetric(median(rss), "rss-MB")
