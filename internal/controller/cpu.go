@@ -49,8 +49,8 @@ func (p *Pool) sampleCPU(now time.Time, listed []units.Worker) {
 			lw.havePrev = false
 			continue
 		}
-		w := &listed[i]
-		usage, err := p.units.CPUUsage(*w)
+		w := listed[i]
+		usage, err := p.units.CPUUsage(w)
 		if err != nil {
 			lw.havePrev = false
 			continue

@@ -90,7 +90,7 @@ func Connect(ctx context.Context, o Options) (*Manager, error) {
 		if o.User {
 			bus = dbus.SessionBusPrivate
 		}
-		dial = func(ctx context.Context) (*dbus.Conn, error) { return helloBus(ctx, bus) }
+		dial = func(ctx context.Context) (*dbus.Conn, error) { return HelloBus(ctx, bus) }
 	}
 	cpu, err := newCgroupReader(o.CgroupRoot)
 	if err != nil {
@@ -152,9 +152,11 @@ type conn struct {
 	bus *dbus.Conn
 }
 
-// helloBus opens a private connection to a bus and authenticates as
-// go-systemd's own constructors do: EXTERNAL as our UID, then Hello.
-func helloBus(ctx context.Context, open func(...dbus.ConnOption) (*dbus.Conn, error)) (*dbus.Conn, error) {
+// HelloBus opens a private connection to a bus and authenticates as
+// go-systemd's own constructors do: EXTERNAL as our UID, then Hello. open is
+// dbus.SystemBusPrivate, or a dial of another bus's address (the test
+// sandbox's); what it returns is what Options.Dial must.
+func HelloBus(ctx context.Context, open func(...dbus.ConnOption) (*dbus.Conn, error)) (*dbus.Conn, error) {
 	c, err := open(dbus.WithContext(ctx))
 	if err != nil {
 		return nil, err

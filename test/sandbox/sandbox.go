@@ -30,6 +30,8 @@ import (
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
 	"github.com/prometheus/procfs"
+
+	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
 // StateRoot holds one directory per sandbox, named after it.
@@ -324,19 +326,9 @@ func (s *Sandbox) Bus(ctx context.Context) (*sddbus.Conn, error) {
 // BusConn opens one authenticated connection to the sandbox's system bus
 // that has said Hello: what units.Options.Dial returns.
 func (s *Sandbox) BusConn(ctx context.Context) (*dbus.Conn, error) {
-	conn, err := dbus.Dial(s.BusAddress, dbus.WithContext(ctx))
-	if err != nil {
-		return nil, err
-	}
-	if err := conn.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	if err := conn.Hello(); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	return conn, nil
+	return units.HelloBus(ctx, func(opts ...dbus.ConnOption) (*dbus.Conn, error) {
+		return dbus.Dial(s.BusAddress, opts...)
+	})
 }
 
 // JournalEntry is one journal record, as `journalctl -o json` prints it.
