@@ -17,7 +17,7 @@ help:
 	@echo "make unit           unit tests only (no root needed)"
 	@echo "make faults         the fault-injection suite alone (root); its figures on FIGURE lines"
 	@echo "make fuzz           fuzz the config loader and check-config, $(FUZZTIME) each (FUZZTIME= to change)"
-	@echo "make build          build bin/ (flexiq-scaled, the sandbox tool, the test worker)"
+	@echo "make build          build bin/ (flexiq-scaled, its plotting helper, the sandbox tool, the test worker)"
 	@echo "make sandbox-bench  median sandbox start+stop time"
 	@echo "make bench          issue 11's P1 (reaction), P2 (scale-out) and P3 (tick cost), with their targets (root, ~15 min)"
 	@echo "make deb            dist/flexiq-scaled_$(VERSION)_<arch>.deb (VERSION=, DIST= to change)"
@@ -29,6 +29,7 @@ deps:
 build:
 	@mkdir -p bin
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/flexiq-scaled ./cmd/flexiq-scaled
+	$(GO) build -o bin/flexiq-scaled-plot ./cmd/flexiq-scaled-plot
 	$(GO) build -o bin/ ./test/sandbox/cmd/flexiq-sandbox
 	$(GO) build -o bin/flexiq-testworker ./test/worker
 

@@ -2,9 +2,14 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/history"
@@ -51,7 +56,7 @@ Reading the system journal takes root or the systemd-journal or adm group.`)
 		if f == "" {
 			continue
 		}
-		if err := history.Picture(f, "flexiq-scaled pool "+name, pts); err != nil {
+		if err := drawPicture(f, "flexiq-scaled pool "+name, pts); err != nil {
 			return failf(stderr, "history", "%v", err)
 		}
 		fmt.Fprintf(stdout, "wrote %s\n", f)
@@ -68,4 +73,59 @@ Reading the system journal takes root or the systemd-journal or adm group.`)
 	fmt.Fprintf(stdout, "pool %s: %d decisions\n", name, len(pts))
 	history.Chart(stdout, pts, *width, 8)
 	return exitOK
+}
+
+// plotHelper is the name of the binary that draws pictures with gonum/plot.
+// The daemon's binary does not link gonum/plot: its initialisation parses
+// a dozen fonts at every start, which cost the daemon 4.5 MB of memory.
+const plotHelper = "flexiq-scaled-plot"
+
+// plotHelperPaths are where the helper may be, from this binary's own path:
+// beside it (a build in bin/), then in ../libexec/flexiq-scaled/, where the
+// package installs it for /usr/bin/flexiq-scaled.
+func plotHelperPaths(self string) []string {
+	dir := filepath.Dir(self)
+	return []string{
+		filepath.Join(dir, plotHelper),
+		filepath.Join(filepath.Dir(dir), "libexec", "flexiq-scaled", plotHelper),
+	}
+}
+
+// drawPicture has the helper draw pts to path (SVG or PNG by its extension),
+// the series crossing the pipe as history's CSV.
+func drawPicture(path, title string, pts []history.Point) error {
+	self, err := os.Executable()
+	if err == nil {
+		self, err = filepath.EvalSymlinks(self)
+	}
+	if err != nil {
+		return fmt.Errorf("finding %s: %w", plotHelper, err)
+	}
+	helper := ""
+	candidates := plotHelperPaths(self)
+	for _, c := range candidates {
+		if _, err := os.Stat(c); err == nil {
+			helper = c
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("finding %s: %w", plotHelper, err)
+		}
+	}
+	if helper == "" {
+		return fmt.Errorf("drawing needs %s, which is in neither %s (the package installs it; in a checkout, make build)",
+			plotHelper, strings.Join(candidates, " nor "))
+	}
+	var csv, errb bytes.Buffer
+	if err := history.WriteCSV(&csv, pts); err != nil {
+		return err
+	}
+	cmd := exec.Command(helper, "--title", title, path)
+	cmd.Stdin, cmd.Stderr = &csv, &errb
+	if err := cmd.Run(); err != nil {
+		if msg := strings.TrimSpace(strings.TrimPrefix(errb.String(), plotHelper+": ")); msg != "" {
+			return errors.New(msg)
+		}
+		return fmt.Errorf("%s: %w", helper, err)
+	}
+	return nil
 }

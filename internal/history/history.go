@@ -93,7 +93,7 @@ func Parse(r io.Reader, pool string) ([]Point, error) {
 // WriteCSV writes the series, one row a decision, for a spreadsheet.
 func WriteCSV(w io.Writer, pts []Point) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"time", "pending", "running", "live", "target", "action"})
+	cw.Write(csvHeader)
 	for _, p := range pts {
 		pending, running := "", ""
 		if p.Known {
@@ -104,6 +104,57 @@ func WriteCSV(w io.Writer, pts []Point) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// csvHeader is the header row that WriteCSV writes and ReadCSV expects.
+var csvHeader = []string{"time", "pending", "running", "live", "target", "action"}
+
+// ReadCSV reads back what WriteCSV wrote: the series cross a pipe to the
+// plotting helper this way. An error names the row and the column.
+func ReadCSV(r io.Reader) ([]Point, error) {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = len(csvHeader)
+	head, err := cr.Read()
+	if err != nil {
+		return nil, fmt.Errorf("CSV header: %w", err)
+	}
+	if strings.Join(head, ",") != strings.Join(csvHeader, ",") {
+		return nil, fmt.Errorf("CSV header %q, want %q", strings.Join(head, ","), strings.Join(csvHeader, ","))
+	}
+	var pts []Point
+	for row := 2; ; row++ {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			return pts, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("CSV: %w", err)
+		}
+		p := Point{Action: rec[5]}
+		bad := func(col int, err error) error {
+			return fmt.Errorf("CSV row %d, column %s: %q: %w", row, csvHeader[col], rec[col], err)
+		}
+		if p.Time, err = time.Parse(time.RFC3339Nano, rec[0]); err != nil {
+			return nil, bad(0, err)
+		}
+		// The counts are both empty when the source could not be read.
+		if rec[1] != "" || rec[2] != "" {
+			p.Known = true
+			if p.Pending, err = strconv.ParseInt(rec[1], 10, 64); err != nil {
+				return nil, bad(1, err)
+			}
+			if p.Running, err = strconv.ParseInt(rec[2], 10, 64); err != nil {
+				return nil, bad(2, err)
+			}
+		}
+		if p.Live, err = strconv.Atoi(rec[3]); err != nil {
+			return nil, bad(3, err)
+		}
+		if p.Target, err = strconv.Atoi(rec[4]); err != nil {
+			return nil, bad(4, err)
+		}
+		pts = append(pts, p)
+	}
 }
 
 // at is the last point at or before t: the journal writes a decision when

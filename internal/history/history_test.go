@@ -2,8 +2,6 @@ package history
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,6 +53,20 @@ func TestParse(t *testing.T) {
 	if csv.String() != wantCSV {
 		t.Errorf("CSV\n%s\nwant\n%s", csv.String(), wantCSV)
 	}
+	// ReadCSV gives the same points back.
+	back, err := ReadCSV(strings.NewReader(wantCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back) != len(pts) {
+		t.Fatalf("ReadCSV: %d points, want %d", len(back), len(pts))
+	}
+	for i := range pts {
+		if !back[i].Time.Equal(pts[i].Time) || back[i].Pending != pts[i].Pending || back[i].Running != pts[i].Running ||
+			back[i].Known != pts[i].Known || back[i].Live != pts[i].Live || back[i].Target != pts[i].Target || back[i].Action != pts[i].Action {
+			t.Errorf("ReadCSV point %d = %+v, want %+v", i, back[i], pts[i])
+		}
+	}
 
 	var chart bytes.Buffer
 	Chart(&chart, pts, 21, 4)
@@ -87,39 +99,22 @@ func TestJournalArgs(t *testing.T) {
 	}
 }
 
-// The picture has the three series and the events in its legend, and a
-// path per series.
-func TestPictureSVG(t *testing.T) {
-	pts := []Point{
-		{Time: time.Unix(0, 0), Pending: 30, Known: true, Live: 1, Target: 3, Action: "scale-up"},
-		{Time: time.Unix(10, 0), Pending: 5, Known: true, Live: 3, Target: 3, Action: "stable"},
-		{Time: time.Unix(20, 0), Live: 3, Target: 1, Action: "scale-down"},
-	}
-	path := filepath.Join(t.TempDir(), "h.svg")
-	if err := Picture(path, "pool email", pts); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svg := string(b)
-	for _, want := range []string{"<svg", "pool email", "pending", "live workers", "target", "scale-up", "scale-down"} {
-		if !strings.Contains(svg, want) {
-			t.Errorf("SVG lacks %q", want)
+func TestReadCSVErrors(t *testing.T) {
+	const head = "time,pending,running,live,target,action\n"
+	for _, c := range []struct{ in, want string }{
+		{"", "CSV header: EOF"},
+		{"time,pending\n", "wrong number of fields"},
+		{"when,pending,running,live,target,action\n", `CSV header "when,pending,running,live,target,action"`},
+		{head + "yesterday,1,2,3,4,stable\n", `CSV row 2, column time: "yesterday"`},
+		{head + "2027-01-15T08:00:00Z,x,2,3,4,stable\n", `CSV row 2, column pending: "x"`},
+		{head + "2027-01-15T08:00:00Z,1,,3,4,stable\n", `CSV row 2, column running: ""`},
+		{head + "2027-01-15T08:00:00Z,1,2,3,4,stable\n2027-01-15T08:00:01Z,1,2,three,4,stable\n", `CSV row 3, column live: "three"`},
+		{head + "2027-01-15T08:00:00Z,1,2,3,-,stable\n", `CSV row 2, column target: "-"`},
+		{head + "2027-01-15T08:00:00Z,1,2,3\n", "wrong number of fields"},
+	} {
+		_, err := ReadCSV(strings.NewReader(c.in))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ReadCSV(%q) = %v, want an error with %q", c.in, err, c.want)
 		}
-	}
-	if n := strings.Count(svg, "<path"); n < 3 {
-		t.Errorf("%d paths, want at least one per series", n)
-	}
-	png := filepath.Join(t.TempDir(), "h.png")
-	if err := Picture(png, "pool email", pts); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(png); !bytes.HasPrefix(b, []byte("\x89PNG")) {
-		t.Error("not a PNG")
-	}
-	if err := Picture(filepath.Join(t.TempDir(), "h.gif"), "x", pts); err == nil {
-		t.Error("a .gif was accepted")
 	}
 }

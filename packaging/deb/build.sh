@@ -85,6 +85,11 @@ export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(entry_time "$changelog")}
 # user, and the version says what was built.
 CGO_ENABLED=0 GOARCH=$goarch "$GO" -C "$root" build -buildvcs=false \
 	-ldflags "$LDFLAGS -s -w" -o "$stage/usr/bin/flexiq-scaled" ./cmd/flexiq-scaled
+# The helper that draws `flexiq-scaled history --svg/--png` with gonum/plot,
+# kept out of the daemon's binary (its fonts cost the daemon 4.5 MB), where
+# flexiq-scaled looks for it: ../libexec/flexiq-scaled/ from /usr/bin.
+CGO_ENABLED=0 GOARCH=$goarch "$GO" -C "$root" build -buildvcs=false \
+	-ldflags "-s -w" -o "$stage/usr/libexec/flexiq-scaled/flexiq-scaled-plot" ./cmd/flexiq-scaled-plot
 # A package whose binary says another version would defeat the upgrade test.
 if [ "$goarch" = "$("$GO" env GOHOSTARCH)" ]; then
 	says=$("$stage/usr/bin/flexiq-scaled" version)
@@ -121,7 +126,7 @@ if [ -s "$here/lintian-overrides" ]; then
 	install -D -m 0644 "$here/lintian-overrides" "$stage/usr/share/lintian/overrides/flexiq-scaled"
 fi
 find "$stage" -type d -exec chmod 0755 {} +
-find "$stage" -type f ! -path "$stage/usr/bin/*" -exec chmod 0644 {} +
+find "$stage" -type f ! -path "$stage/usr/bin/*" ! -path "$stage/usr/libexec/*" -exec chmod 0644 {} +
 # The configuration may hold credentials (a pool's environment): root only,
 # and the daemon runs as root. The postinst keeps it so on upgrades.
 chmod 0640 "$stage/etc/flexiq-scaled/config.toml"

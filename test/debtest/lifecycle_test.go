@@ -263,6 +263,12 @@ func (e *pkgEnv) decisions() {
 	if want := fmt.Sprintf("-> %d (scale-up:", poolSize); !strings.Contains(text, want) {
 		e.t.Errorf("journalctl -u %s has no %q:\n%s", daemonUnit, want, text)
 	}
+	// The package's plotting helper (/usr/libexec/flexiq-scaled/), which
+	// the daemon's binary does not link, draws that history.
+	e.sh("flexiq-scaled history " + pool + " --since 10m --svg /var/tmp/debtest-history.svg")
+	if svg := e.sh("cat /var/tmp/debtest-history.svg"); !strings.Contains(svg, "<svg") || !strings.Contains(svg, "scale-up") {
+		e.t.Errorf("flexiq-scaled history --svg drew no scale-up:\n%.300s", svg)
+	}
 }
 
 // identity is what must not change about a unit across an upgrade.
@@ -369,7 +375,7 @@ func (e *pkgEnv) purge() {
 	// flexiq file. (Not /var/cache/man: man-db's page cache, which
 	// systemd-analyze verify's man lookup may have filled, is man-db's to
 	// clean.)
-	found := e.sh(`find /etc /lib/systemd /usr/lib/systemd /run/systemd /var/lib/systemd /usr/bin /usr/lib/sysusers.d \
+	found := e.sh(`find /etc /lib/systemd /usr/lib/systemd /run/systemd /var/lib/systemd /usr/bin /usr/libexec /usr/lib/sysusers.d \
 	/usr/share/doc /usr/share/man /usr/share/lintian /var/lib/dpkg/info -name '*flexiq*'`)
 	for _, f := range strings.Fields(found) {
 		// systemd 252 leaves the journal's LogExtraFields= link of every

@@ -234,6 +234,7 @@ func (d *demo) install(ctx context.Context) error {
 		r := d.root
 		_, err := d.sh(ctx, `id flexiq >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin flexiq
 install -m 0755 `+r+`/bin/flexiq-scaled /usr/bin/flexiq-scaled
+install -D -m 0755 `+r+`/bin/flexiq-scaled-plot /usr/libexec/flexiq-scaled/flexiq-scaled-plot
 install -m 0644 `+r+`/systemd/flexiq-scaled.service `+r+`/systemd/flexiq.slice /lib/systemd/system/
 install -d -m 0755 /etc/flexiq-scaled
 install -m 0644 `+r+`/systemd/config.example.toml `+configPath+`

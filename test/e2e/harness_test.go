@@ -43,7 +43,7 @@ func run(m *testing.M) int {
 			return 1
 		}
 		binDir = filepath.Join(root, "bin", "e2e")
-		for pkg, name := range map[string]string{"./cmd/flexiq-scaled": "flexiq-scaled", "./test/worker": "flexiq-testworker"} {
+		for pkg, name := range map[string]string{"./cmd/flexiq-scaled": "flexiq-scaled", "./cmd/flexiq-scaled-plot": "flexiq-scaled-plot", "./test/worker": "flexiq-testworker"} {
 			cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg)
 			cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
 			if out, err := cmd.CombinedOutput(); err != nil {
@@ -99,6 +99,7 @@ func setup(t testing.TB) *env {
 	}
 	e.sh(`id flexiq >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin flexiq
 install -m 0755 ` + binDir + `/flexiq-scaled /usr/bin/flexiq-scaled
+install -D -m 0755 ` + binDir + `/flexiq-scaled-plot /usr/libexec/flexiq-scaled/flexiq-scaled-plot
 install -m 0755 ` + binDir + `/flexiq-testworker /usr/local/bin/flexiq-testworker
 mkdir -p /etc/flexiq-scaled /var/lib/flexiq /etc/systemd/system/flexiq-scaled.service.d
 chown flexiq:flexiq /var/lib/flexiq`)

@@ -59,4 +59,17 @@ func TestHistoryFromJournal(t *testing.T) {
 	if n := strings.Count(svg, "<path"); n < 3 {
 		t.Errorf("SVG has %d paths, want one per series at least", n)
 	}
+
+	// Without its helper, drawing fails with a message that says where the
+	// helper was looked for; the text chart does not need it.
+	helper := "/usr/libexec/flexiq-scaled/flexiq-scaled-plot"
+	e.sh("mv " + helper + " " + helper + ".away")
+	t.Cleanup(func() { e.sh("mv " + helper + ".away " + helper) })
+	out, errs, code = e.run("flexiq-scaled", "history", pool, "--since", "10m", "--png", "/var/tmp/history.png")
+	if code == 0 || !strings.Contains(errs, "drawing needs flexiq-scaled-plot, which is in neither /usr/bin/flexiq-scaled-plot nor "+helper) {
+		t.Errorf("history --png without the helper: exit %d\n%s%s", code, out, errs)
+	}
+	if _, errs, code := e.run("flexiq-scaled", "history", pool, "--since", "10m"); code != 0 {
+		t.Errorf("history without the helper: exit %d\n%s", code, errs)
+	}
 }

@@ -154,6 +154,17 @@ func BenchmarkTickCost(b *testing.B) {
 		}
 		b.Logf("daemon memory: %s", strings.Join(parts, ", "))
 	}
+	if secs, err := residentSections(pid, filepath.Join(binDir, "flexiq-scaled")); err != nil {
+		b.Logf("the binary's resident pages: %v", err)
+	} else {
+		var parts []string
+		for _, s := range secs {
+			if s.resident > 0 {
+				parts = append(parts, fmt.Sprintf("%s %.1f of %.1f MB", s.name, float64(s.resident)/1e6, float64(s.size)/1e6))
+			}
+		}
+		b.Logf("the binary's resident pages by section: %s", strings.Join(parts, ", "))
+	}
 	b.ReportMetric(median(dms), "daemon-ms/tick")
 	b.ReportMetric(median(pms), "pid1-ms/tick")
 	b.ReportMetric(median(rss), "rss-MB")

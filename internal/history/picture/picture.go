@@ -1,4 +1,9 @@
-package history
+// Package picture draws a pool's history with gonum/plot. It is its own
+// package, linked only into the flexiq-scaled-plot helper, because
+// gonum/plot parses a dozen embedded fonts when it is initialised: in the
+// daemon's binary that cost about 4.5 MB of resident memory for a feature
+// the daemon never uses (docs/performance.md).
+package picture
 
 import (
 	"fmt"
@@ -11,13 +16,15 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/flexiq/flexiq-scaled/internal/history"
 )
 
-// Picture draws the series with gonum/plot and saves them to path, as SVG or
+// Draw draws the series with gonum/plot and saves them to path, as SVG or
 // PNG by its extension: pending jobs, live workers and the target as steps
 // over time (seconds since the first decision), scale-ups and scale-downs
 // as triangles on the target.
-func Picture(path, title string, pts []Point) error {
+func Draw(path, title string, pts []history.Point) error {
 	ext := strings.ToLower(filepath.Ext(path))
 	if ext != ".svg" && ext != ".png" {
 		return fmt.Errorf("%s: want a .svg or .png file", path)
@@ -32,7 +39,7 @@ func Picture(path, title string, pts []Point) error {
 	p.Legend.Top = true
 	x := func(t time.Time) float64 { return t.Sub(pts[0].Time).Seconds() }
 	// Steps: each value holds until the next decision.
-	steps := func(v func(Point) (float64, bool)) plotter.XYs {
+	steps := func(v func(history.Point) (float64, bool)) plotter.XYs {
 		var xy plotter.XYs
 		for i, pt := range pts {
 			y, ok := v(pt)
@@ -48,12 +55,12 @@ func Picture(path, title string, pts []Point) error {
 	}
 	series := []struct {
 		name string
-		v    func(Point) (float64, bool)
+		v    func(history.Point) (float64, bool)
 		c    color.RGBA
 	}{
-		{"pending", func(p Point) (float64, bool) { return float64(p.Pending), p.Known }, color.RGBA{R: 0x99, G: 0x99, B: 0x99, A: 0xff}},
-		{"live workers", func(p Point) (float64, bool) { return float64(p.Live), true }, color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}},
-		{"target", func(p Point) (float64, bool) { return float64(p.Target), true }, color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}},
+		{"pending", func(p history.Point) (float64, bool) { return float64(p.Pending), p.Known }, color.RGBA{R: 0x99, G: 0x99, B: 0x99, A: 0xff}},
+		{"live workers", func(p history.Point) (float64, bool) { return float64(p.Live), true }, color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}},
+		{"target", func(p history.Point) (float64, bool) { return float64(p.Target), true }, color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}},
 	}
 	for _, s := range series {
 		xy := steps(s.v)
