@@ -32,10 +32,7 @@ func (p *Pool) cpuWindow() time.Duration {
 // samples its last utilisation stands.
 func (p *Pool) sampleCPU(now time.Time, listed []units.Worker) {
 	window := p.cpuWindow()
-	byUnit := make(map[string]int, len(listed)) // index in listed
-	for i, w := range listed {
-		byUnit[w.Unit] = i
-	}
+	byUnit := indexByUnit(listed)
 	for _, lw := range p.fleet.live {
 		// A tick brought forward by a wake-up comes a fraction of an
 		// interval after the last: a utilisation over a few hundred
@@ -44,12 +41,11 @@ func (p *Pool) sampleCPU(now time.Time, listed []units.Worker) {
 			continue
 		}
 		lw.util, lw.utilKnown = 0, false
-		i, ok := byUnit[lw.unit]
+		w, ok := byUnit.get(lw.unit)
 		if !ok {
 			lw.havePrev = false
 			continue
 		}
-		w := listed[i]
 		usage, err := p.units.CPUUsage(w)
 		if err != nil {
 			lw.havePrev = false

@@ -122,14 +122,11 @@ type reconciled struct {
 // reconcile brings the fleet in line with a listing of the pool's units.
 func (f *fleet) reconcile(now time.Time, listed []units.Worker) reconciled {
 	var r reconciled
-	byUnit := make(map[string]units.Worker, len(listed))
-	for _, w := range listed {
-		byUnit[w.Unit] = w
-	}
+	byUnit := indexByUnit(listed)
 
 	for _, name := range sortedKeys(f.draining) {
 		d := f.draining[name]
-		w, ok := byUnit[name]
+		w, ok := byUnit.get(name)
 		switch st := classify(w, ok); {
 		case st == stateGone:
 			result := "success"
@@ -151,7 +148,7 @@ func (f *fleet) reconcile(now time.Time, listed []units.Worker) reconciled {
 
 	for _, slot := range sortedKeys(f.live) {
 		lw := f.live[slot]
-		w, ok := byUnit[lw.unit]
+		w, ok := byUnit.get(lw.unit)
 		switch st := classify(w, ok); {
 		case st == stateRunning && (lw.invocation == "" || w.InvocationID == "" || w.InvocationID == lw.invocation):
 			if w.InvocationID != "" {
@@ -303,6 +300,30 @@ func (f *fleet) liveWorkers() []*worker {
 		ws = append(ws, f.live[slot])
 	}
 	return ws
+}
+
+// unitIndex finds a listed worker by its unit's name. It keeps positions in
+// the listing, not copies: a map of Worker values built at every tick was
+// 130 KB of garbage per tick at 500 workers.
+type unitIndex struct {
+	listed []units.Worker
+	at     map[string]int
+}
+
+func indexByUnit(listed []units.Worker) unitIndex {
+	at := make(map[string]int, len(listed))
+	for i, w := range listed {
+		at[w.Unit] = i
+	}
+	return unitIndex{listed: listed, at: at}
+}
+
+func (x unitIndex) get(unit string) (units.Worker, bool) {
+	i, ok := x.at[unit]
+	if !ok {
+		return units.Worker{}, false
+	}
+	return x.listed[i], true
 }
 
 func sortedKeys[K int | string, V any](m map[K]V) []K {

@@ -194,12 +194,9 @@ func (p *Pool) restoreQuiet(now time.Time, existing []units.Worker) {
 		p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil), "pool=%s ignoring its quiet workers file %s: %v", p.name, path, err)
 		return
 	}
-	byUnit := make(map[string]units.Worker, len(existing))
-	for _, w := range existing {
-		byUnit[w.Unit] = w
-	}
+	byUnit := indexByUnit(existing)
 	for _, e := range st.Units {
-		w, ok := byUnit[e.Unit]
+		w, ok := byUnit.get(e.Unit)
 		switch {
 		case !ok || classify(w, true) != stateRunning || w.Slot != e.Slot:
 			continue

@@ -228,7 +228,7 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *Explanation) {
 			LastError: p.health.lastError, LastErrorAt: p.health.lastErrorAt,
 		},
 		UpdatedAt:  wall,
-		WorkerList: []WorkerView{},
+		WorkerList: make([]WorkerView, 0, len(p.fleet.live)+len(p.fleet.draining)),
 	}
 	v.Mode, v.Override = viewMode(p.modeString(wall), p.activeOverride(wall))
 	if c := p.health.counts; c != nil {

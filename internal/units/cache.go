@@ -43,6 +43,9 @@ type runningCache struct {
 	ep      int               // epoll; 0 = not yet made, -1 = unavailable
 	// openPIDFD is Options.OpenPIDFD.
 	openPIDFD func(pid uint32) (int, error)
+	// cpuBuf is readCPU's buffer, under mu: a local one escapes to the
+	// heap, 1 KB per worker at every sample.
+	cpuBuf [1024]byte
 }
 
 type cached struct {
@@ -216,9 +219,8 @@ func (c *runningCache) readCPU(w Worker, path string) (d time.Duration, ok bool,
 			return 0, true, err
 		}
 	}
-	var buf [1024]byte
 	// Offset 0 makes the kernel generate the file afresh.
-	n, err := e.cpu.ReadAt(buf[:], 0)
+	n, err := e.cpu.ReadAt(c.cpuBuf[:], 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		// The cgroup is gone (ENODEV): the unit stopped since it was
 		// listed. Close the file; the next listing forgets the rest.
@@ -226,7 +228,7 @@ func (c *runningCache) readCPU(w Worker, path string) (d time.Duration, ok bool,
 		e.cpu = nil
 		return 0, true, err
 	}
-	d, err = parseCPUStat(path, buf[:n])
+	d, err = parseCPUStat(path, c.cpuBuf[:n])
 	return d, true, err
 }
 

@@ -75,6 +75,7 @@ func (m *Manager) ListWorkers(ctx context.Context, pool string) ([]Worker, error
 		sem     = make(chan struct{}, listConcurrency)
 	)
 	m.running.sync()
+	workers = make([]Worker, 0, len(units))
 	listed := make(map[string]bool, len(units))
 	for _, u := range units {
 		p, slot, ok := ParseUnitName(u.Name)
