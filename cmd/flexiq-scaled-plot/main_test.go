@@ -52,3 +52,16 @@ func TestRun(t *testing.T) {
 		})
 	}
 }
+
+// flexiq-scaled history passes the file after "--", so that a file whose
+// name begins with a dash is drawn, not taken for a flag.
+func TestRunDashFile(t *testing.T) {
+	t.Chdir(t.TempDir())
+	var stderr bytes.Buffer
+	if code := run([]string{"--title", "t", "--", "-h.svg"}, strings.NewReader(series), &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if _, err := os.Stat("-h.svg"); err != nil {
+		t.Error(err)
+	}
+}

@@ -77,7 +77,7 @@ Reading the system journal takes root or the systemd-journal or adm group.`)
 
 // plotHelper is the name of the binary that draws pictures with gonum/plot.
 // The daemon's binary does not link gonum/plot: its initialisation parses
-// a dozen fonts at every start, which cost the daemon 4.5 MB of memory.
+// a dozen fonts at every start, which cost the daemon 4 MB of memory.
 const plotHelper = "flexiq-scaled-plot"
 
 // plotHelperPaths are where the helper may be, from this binary's own path:
@@ -119,7 +119,8 @@ func drawPicture(path, title string, pts []history.Point) error {
 	if err := history.WriteCSV(&csv, pts); err != nil {
 		return err
 	}
-	cmd := exec.Command(helper, "--title", title, path)
+	// "--": a path that begins with a dash is still the path.
+	cmd := exec.Command(helper, "--title", title, "--", path)
 	cmd.Stdin, cmd.Stderr = &csv, &errb
 	if err := cmd.Run(); err != nil {
 		if msg := strings.TrimSpace(strings.TrimPrefix(errb.String(), plotHelper+": ")); msg != "" {

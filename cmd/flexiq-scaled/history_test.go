@@ -21,7 +21,7 @@ func TestPlotHelperPaths(t *testing.T) {
 }
 
 // The daemon's binary must not link gonum/plot (and its fonts): their
-// initialisation alone cost the daemon 4.5 MB of memory at every start.
+// initialisation alone cost the daemon 4 MB of memory at every start.
 // Pictures are drawn by the flexiq-scaled-plot helper. This test binary
 // links what the command links, so its build info lists the same modules.
 func TestNoPlottingLinked(t *testing.T) {

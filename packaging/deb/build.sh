@@ -86,7 +86,7 @@ export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(entry_time "$changelog")}
 CGO_ENABLED=0 GOARCH=$goarch "$GO" -C "$root" build -buildvcs=false \
 	-ldflags "$LDFLAGS -s -w" -o "$stage/usr/bin/flexiq-scaled" ./cmd/flexiq-scaled
 # The helper that draws `flexiq-scaled history --svg/--png` with gonum/plot,
-# kept out of the daemon's binary (its fonts cost the daemon 4.5 MB), where
+# kept out of the daemon's binary (its fonts cost the daemon 4 MB), where
 # flexiq-scaled looks for it: ../libexec/flexiq-scaled/ from /usr/bin.
 CGO_ENABLED=0 GOARCH=$goarch "$GO" -C "$root" build -buildvcs=false \
 	-ldflags "-s -w" -o "$stage/usr/libexec/flexiq-scaled/flexiq-scaled-plot" ./cmd/flexiq-scaled-plot

@@ -1,7 +1,7 @@
 // Package picture draws a pool's history with gonum/plot. It is its own
 // package, linked only into the flexiq-scaled-plot helper, because
 // gonum/plot parses a dozen embedded fonts when it is initialised: in the
-// daemon's binary that cost about 4.5 MB of resident memory for a feature
+// daemon's binary that cost about 4 MB of resident memory for a feature
 // the daemon never uses (docs/performance.md).
 package picture
 
