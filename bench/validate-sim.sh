@@ -5,9 +5,9 @@
 # the same settings, and prints both: worker-seconds must agree within 10%,
 # the p95 wait within 20%.
 #
-# Needs root, like `make demo`, and boots a sandbox: with SANDBOX_LOCK set
-# to a lock file, each sandbox run takes it (flock), so that the builds run
-# outside it. RUNS sandbox replays (default 3); the median is compared.
+# Needs root, like `make demo`, and boots a sandbox, which waits for the
+# machine's sandbox lock (test/sandbox/lock.go) while another suite runs; the
+# builds run outside it. RUNS sandbox replays (default 3); the median is compared.
 # STARTUP is the model's worker startup in wall seconds (default 0.2: a test
 # worker's process start, its database open and its first 50 ms poll). The
 # model has the daemon's wake-up on (--wake 0.25): the demo's flexiq-sqlite
@@ -74,9 +74,7 @@ for i in $(seq "$RUNS"); do
 		real+=("$(python3 -c 'import re,sys; m=re.search(r"p95 wait ([0-9.]+)s, ([0-9]+) worker-seconds", sys.argv[1]); print(m.group(2), m.group(1))' "$line")")
 		continue
 	fi
-	lock=()
-	if [[ -n ${SANDBOX_LOCK:-} ]]; then lock=(flock "$SANDBOX_LOCK"); fi
-	"${lock[@]}" bin/flexiq-demo --deb "$deb" >"$out/demo-$i.log" 2>&1 || { tail -n 20 "$out/demo-$i.log"; exit 1; }
+	bin/flexiq-demo --deb "$deb" >"$out/demo-$i.log" 2>&1 || { tail -n 20 "$out/demo-$i.log"; exit 1; }
 	line=$(grep '^summary:' "$out/demo-$i.log")
 	echo "sandbox run $i: $line"
 	real+=("$(python3 -c 'import re,sys; m=re.search(r"p95 wait ([0-9.]+)s, ([0-9]+) worker-seconds", sys.argv[1]); print(m.group(2), m.group(1))' "$line")")

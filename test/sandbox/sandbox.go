@@ -126,6 +126,10 @@ func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 	if opts.StopTimeout == 0 {
 		opts.StopTimeout = 20 * time.Second
 	}
+	lock, err := holdSuiteLock()
+	if err != nil {
+		return nil, err
+	}
 	if err := clearStale(ctx, opts.Name); err != nil {
 		return nil, err
 	}
@@ -154,7 +158,9 @@ func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 		return nil, err
 	}
 	keeper.Stdout, keeper.Stderr = logf, logf
-	keeper.ExtraFiles = []*os.File{w}
+	// fd 3 is the readiness pipe; fd 4 keeps the suite lock held for as
+	// long as the keeper lives.
+	keeper.ExtraFiles = []*os.File{w, lock}
 	keeper.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := keeper.Start(); err != nil {
 		w.Close()
