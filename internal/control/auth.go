@@ -1,24 +1,25 @@
 // Package control is the daemon's control interface: JSON over HTTP on a
 // Unix socket (/run/flexiq-scaled/control.sock), which `flexiq-scaled
 // status`, `explain`, `pause`, `resume`, `pin`, `unpin` and `roll` speak,
-// and so can `curl --unix-socket`. Every request is authorised by the
-// peer's credentials as the kernel reports them (SO_PEERCRED), never by
-// anything the client says.
+// and so can `curl --unix-socket`. Every connection is judged by its peer's
+// credentials and groups as the kernel recorded them at connect(2)
+// (SO_PEERCRED, SO_PEERGROUPS), never by anything the client says, and a
+// peer in neither group is closed before a byte of its request is read
+// (package sockguard).
 package control
 
 import (
-	"bufio"
 	"fmt"
-	"os"
 	"os/user"
-	"slices"
 	"strconv"
-	"strings"
+
+	"github.com/flexiq/flexiq-scaled/internal/sockguard"
 )
 
 // The groups that the package creates (sysusers.d): members of ReadGroup
 // may read (status, explain), members of AdminGroup may also change
-// (pause, resume, pin, unpin, roll). Root may do everything.
+// (pause, resume, pin, unpin, roll). Root may do everything. ReadGroup is
+// also metrics.sock's group.
 const (
 	ReadGroup  = "flexiq-scaled"
 	AdminGroup = "flexiq-scaled-admin"
@@ -33,55 +34,50 @@ const (
 	ChangeAccess
 )
 
-// Peer is the process at the other end of a connection, from SO_PEERCRED.
-type Peer struct {
-	PID      int32
-	UID, GID uint32
-}
-
-// String names the peer for the journal: "uid 1000 (alice), pid 4242".
-func (p Peer) String() string {
-	name := ""
-	if u, err := user.LookupId(strconv.FormatUint(uint64(p.UID), 10)); err == nil {
-		name = " (" + u.Username + ")"
-	}
-	return fmt.Sprintf("uid %d%s, pid %d", p.UID, name, p.PID)
-}
+// Peer is the process at the other end of a connection.
+type Peer = sockguard.Peer
 
 // Authorizer decides a peer's access from its groups.
 type Authorizer struct {
-	// GroupID looks a group up by name; nil is NSS (os/user).
+	// GroupID looks a group up by name; nil is NSS (os/user). Only the
+	// groups' ids come from NSS: who is a member comes from the kernel.
 	GroupID func(name string) (uint32, error)
-	// Groups lists the groups of a peer: its primary group, and its
-	// supplementary groups. nil is peerGroups.
-	Groups func(p Peer) ([]uint32, error)
+	// Owner may do everything, as root may: the daemon's own uid, which
+	// is root's (0, the zero value) but for a daemon of a user's service
+	// manager, whose user owns it anyway.
+	Owner uint32
 }
 
-// Access is what p may do. A group that does not exist grants nothing; a
-// failing lookup grants nothing either (and says why).
-func (a Authorizer) Access(p Peer) (Access, error) {
-	if p.UID == 0 {
-		return ChangeAccess, nil
+// Access is what p may do, from its primary and supplementary groups as
+// the kernel gave them at connect(2). A user's groups are never looked up
+// in NSS (/etc/group): the process that connected may have dropped a
+// group, or be in a mount namespace with an /etc/group of its own making,
+// and a process that handed the socket on and exited is judged by what it
+// was. A group that does not exist grants nothing.
+func (a Authorizer) Access(p Peer) Access {
+	if p.UID == 0 || p.UID == a.Owner {
+		return ChangeAccess
 	}
-	groupID, groups := a.GroupID, a.Groups
+	groupID := a.GroupID
 	if groupID == nil {
 		groupID = lookupGroupID
 	}
-	if groups == nil {
-		groups = peerGroups
+	if gid, err := groupID(AdminGroup); err == nil && p.InGroup(gid) {
+		return ChangeAccess
 	}
-	gids, err := groups(p)
-	if err != nil {
-		return NoAccess, err
+	if gid, err := groupID(ReadGroup); err == nil && p.InGroup(gid) {
+		return ReadAccess
 	}
-	gids = append(gids, p.GID)
-	if gid, err := groupID(AdminGroup); err == nil && slices.Contains(gids, gid) {
-		return ChangeAccess, nil
+	return NoAccess
+}
+
+// Admit refuses a peer that may do nothing, at accept: the control
+// socket's and metrics.sock's sockguard.Config.Admit.
+func (a Authorizer) Admit(p Peer) error {
+	if a.Access(p) == NoAccess {
+		return fmt.Errorf("permission denied: reading the daemon's state needs root or membership of group %s, changing a pool membership of group %s (uid %d is in neither)", ReadGroup, AdminGroup, p.UID)
 	}
-	if gid, err := groupID(ReadGroup); err == nil && slices.Contains(gids, gid) {
-		return ReadAccess, nil
-	}
-	return NoAccess, nil
+	return nil
 }
 
 func lookupGroupID(name string) (uint32, error) {
@@ -91,64 +87,4 @@ func lookupGroupID(name string) (uint32, error) {
 	}
 	n, err := strconv.ParseUint(g.Gid, 10, 32)
 	return uint32(n), err
-}
-
-// peerGroups lists a peer's groups: the process's own, from the Groups: line
-// of /proc/PID/status, where the daemon can see it (it reflects setgroups,
-// newgrp and setpriv, as the kernel checks them); else, as under the shipped
-// unit's ProtectProc=invisible, which hides other users' processes, the
-// user's groups from NSS (/etc/group), as at login.
-func peerGroups(p Peer) ([]uint32, error) {
-	if gids, ok := procGroups(fmt.Sprintf("/proc/%d/status", p.PID), p.UID); ok {
-		return gids, nil
-	}
-	u, err := user.LookupId(strconv.FormatUint(uint64(p.UID), 10))
-	if err != nil {
-		// A uid with no passwd entry has only the groups SO_PEERCRED
-		// named.
-		return nil, nil
-	}
-	ids, err := u.GroupIds()
-	if err != nil {
-		return nil, fmt.Errorf("groups of %s: %w", u.Username, err)
-	}
-	var gids []uint32
-	for _, s := range ids {
-		if n, err := strconv.ParseUint(s, 10, 32); err == nil {
-			gids = append(gids, uint32(n))
-		}
-	}
-	return gids, nil
-}
-
-// procGroups reads the Groups: line of a /proc/PID/status, if the file is
-// the peer's still (same real uid: the PID may have been reused).
-func procGroups(path string, uid uint32) ([]uint32, bool) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, false
-	}
-	defer f.Close()
-	var gids []uint32
-	sameUID, seen := false, false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(v)
-		switch k {
-		case "Uid":
-			sameUID = len(fields) > 0 && fields[0] == strconv.FormatUint(uint64(uid), 10)
-		case "Groups":
-			seen = true
-			for _, s := range fields {
-				if n, err := strconv.ParseUint(s, 10, 32); err == nil {
-					gids = append(gids, uint32(n))
-				}
-			}
-		}
-	}
-	return gids, seen && sameUID
 }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"syscall"
 	"time"
 )
@@ -47,8 +48,7 @@ func (c *Client) http() *http.Client {
 		Timeout: timeout,
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, "unix", c.Socket)
+				return dial(ctx, c.Socket)
 			},
 			DisableKeepAlives: true,
 		},
@@ -102,6 +102,11 @@ func (c *Client) do(method, path string, in, out any) error {
 		if errors.Is(err, syscall.EACCES) {
 			return &Error{Status: http.StatusForbidden, Message: fmt.Sprintf("permission denied: cannot connect to %s", c.Socket)}
 		}
+		// The daemon closes a connection from a peer in neither group
+		// at once; its 403 may be lost if this side was still writing.
+		if denied := selfDenied(); denied != nil {
+			return denied
+		}
 		return fmt.Errorf("talking to the daemon on %s: %w", c.Socket, err)
 	}
 	defer resp.Body.Close()
@@ -118,6 +123,44 @@ func (c *Client) do(method, path string, in, out any) error {
 	}
 	if err := json.Unmarshal(b, out); err != nil {
 		return fmt.Errorf("the daemon's answer is not what this command understands (%v): is it the same version?", err)
+	}
+	return nil
+}
+
+// dial connects to the socket, again while its backlog is full: a
+// non-blocking connect(2) to a Unix socket fails with EAGAIN then rather
+// than wait, which a flood of other users' connections could otherwise
+// turn into a refusal of root's.
+func dial(ctx context.Context, path string) (net.Conn, error) {
+	var d net.Dialer
+	wait := 5 * time.Millisecond
+	for {
+		c, err := d.DialContext(ctx, "unix", path)
+		if !errors.Is(err, syscall.EAGAIN) {
+			return c, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+	}
+}
+
+// selfDenied is the daemon's refusal of this process, said here: nil for
+// root and for a member of either group.
+func selfDenied() error {
+	if os.Geteuid() == 0 {
+		return nil
+	}
+	groups, _ := os.Getgroups()
+	p := Peer{UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())}
+	for _, g := range groups {
+		p.Groups = append(p.Groups, uint32(g))
+	}
+	if err := (Authorizer{}).Admit(p); err != nil {
+		return &Error{Status: http.StatusForbidden, Message: err.Error()}
 	}
 	return nil
 }

@@ -6,16 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
+	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/flexiq/flexiq-scaled/internal/controller"
+	"github.com/flexiq/flexiq-scaled/internal/sockguard"
 )
 
 // SocketName is the control socket's name in the daemon's runtime directory.
@@ -50,7 +48,8 @@ type ExplainResponse struct {
 
 // ChangeRequest is the body of POST /v1/pools/POOL/{pause,pin,roll}.
 type ChangeRequest struct {
-	// ForSec bounds a pause or pin, in seconds; 0 is until resumed.
+	// ForSec bounds a pause or pin, in seconds; 0 is until resumed. At
+	// most MaxForSec.
 	ForSec  float64 `json:"for_sec,omitempty"`
 	Workers *int    `json:"workers,omitempty"` // pin
 	Reason  string  `json:"reason,omitempty"`  // roll
@@ -62,6 +61,13 @@ type ChangeResponse struct {
 	Override *controller.Override `json:"override"`
 	Message  string               `json:"message"`
 }
+
+// MaxForSec is the longest pause or pin with a deadline: a year. Longer
+// ones would overflow a time.Duration, and are no deadline a person means.
+const MaxForSec = 365 * 24 * 3600
+
+// maxReason bounds a roll's reason, which goes into the journal.
+const maxReason = 200
 
 // ErrorResponse is the body of every 4xx and 5xx answer.
 type ErrorResponse struct {
@@ -76,12 +82,13 @@ type Server struct {
 	Logf func(format string, args ...any)
 	// Now is the wall clock for --for deadlines; nil is time.Now.
 	Now func() time.Time
+	// Limits bound the socket's connections; zero is
+	// sockguard.DefaultLimits.
+	Limits sockguard.Limits
 }
 
-type peerKey struct{}
-
 // Handler is the API, for a listener whose connections carry a Peer in
-// their context (see Serve), or for tests that put one there.
+// their context (see Guard), or for tests that put one there.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", s.read(s.status))
@@ -96,19 +103,16 @@ func (s *Server) Handler() http.Handler {
 
 // WithPeer returns ctx carrying the peer, as Serve's ConnContext does.
 func WithPeer(ctx context.Context, p Peer) context.Context {
-	return context.WithValue(ctx, peerKey{}, p)
+	return sockguard.WithPeer(ctx, p)
 }
 
 func (s *Server) authorise(w http.ResponseWriter, r *http.Request, need Access) (Peer, bool) {
-	p, ok := r.Context().Value(peerKey{}).(Peer)
+	p, ok := sockguard.PeerFrom(r.Context())
 	if !ok {
 		writeError(w, http.StatusForbidden, "permission denied: the peer's credentials are unknown")
 		return p, false
 	}
-	got, err := s.Auth.Access(p)
-	if err != nil {
-		s.logf("control: cannot tell the groups of %s: %v", p, err)
-	}
+	got := s.Auth.Access(p)
 	if got >= need {
 		return p, true
 	}
@@ -116,7 +120,9 @@ func (s *Server) authorise(w http.ResponseWriter, r *http.Request, need Access) 
 	if need == ChangeAccess {
 		group, what = AdminGroup, "changing a pool"
 		if got == ReadAccess {
-			s.logf("control: refused %s %s to %s: not a member of %s", r.Method, r.URL.Path, p, AdminGroup)
+			// The path is the peer's: quoted, so that it cannot
+			// write lines of its own into the journal.
+			s.logf("control: refused %q %q to %s: not a member of %s", r.Method, r.URL.Path, p, AdminGroup)
 		}
 	}
 	writeError(w, http.StatusForbidden, fmt.Sprintf("permission denied: %s needs root or membership of group %s (uid %d is neither)", what, group, p.UID))
@@ -143,13 +149,32 @@ func (s *Server) change(h func(http.ResponseWriter, *http.Request, Peer, ChangeR
 			writeError(w, http.StatusBadRequest, "bad request body: "+err.Error())
 			return
 		}
-		if req.ForSec < 0 {
-			writeError(w, http.StatusBadRequest, "for_sec must not be negative")
+		if err := req.check(); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
 		h(w, r, p, req)
 	}
 }
+
+// check refuses what the handlers cannot take: a deadline beyond a year
+// (which would overflow into the past), and a reason that would put
+// control characters or pages into the journal.
+func (req ChangeRequest) check() error {
+	switch {
+	case req.ForSec < 0:
+		return errors.New("for_sec must not be negative")
+	case req.ForSec > MaxForSec:
+		return fmt.Errorf("for_sec: %g s is longer than a year (at most %d s); leave it out to hold until resumed", req.ForSec, MaxForSec)
+	case len(req.Reason) > maxReason:
+		return fmt.Errorf("reason: %d bytes, at most %d", len(req.Reason), maxReason)
+	case strings.ContainsFunc(req.Reason, isControl):
+		return fmt.Errorf("reason: %q has control characters (a newline?): one line of text, please", req.Reason)
+	}
+	return nil
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	vs, err := s.Backend.Views(r.URL.Query().Get("pool"))
@@ -296,81 +321,30 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 // Listen opens the control socket at path, replacing a stale one that a
-// killed daemon left behind, world-writable (every request is authorised by
-// its peer's credentials instead: see Authorizer).
+// killed daemon left behind. It is world-writable because it serves two
+// groups (a file has one): every connection is judged at accept by its
+// peer's credentials (see Guard), and one from a peer in neither group is
+// closed before a byte of it is read.
 func Listen(path string) (net.Listener, error) {
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode()&fs.ModeSocket == 0 {
-			return nil, fmt.Errorf("%s exists and is not a socket", path)
-		}
-		os.Remove(path)
-	}
-	l, err := net.Listen("unix", path)
+	l, err := sockguard.Listen(path, 0o666, -1)
 	if err != nil {
-		return nil, fmt.Errorf("control socket: %w", err)
-	}
-	// The daemon's UMask=0077 made it 0600: only root could connect.
-	if err := os.Chmod(path, 0o666); err != nil {
-		l.Close()
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
 	return l, nil
 }
 
+// Guard is how the socket is served: peers that may do nothing are refused
+// at accept, and every peer's connections are capped (s.Limits).
+func (s *Server) Guard() sockguard.Config {
+	lim := s.Limits
+	if lim == (sockguard.Limits{}) {
+		lim = sockguard.DefaultLimits
+	}
+	return sockguard.Config{Name: "control socket", Limits: lim, Admit: s.Auth.Admit, Logf: s.Logf}
+}
+
 // Serve serves the API on l until ctx ends, then closes it (waiting at most
 // a few seconds for requests under way).
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	srv := &http.Server{
-		Handler:           s.Handler(),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      10 * time.Second,
-		IdleTimeout:       30 * time.Second,
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if p, err := peerOf(c); err == nil {
-				return WithPeer(ctx, p)
-			}
-			return ctx // no peer: every request is refused
-		},
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		if srv.Shutdown(sctx) != nil {
-			srv.Close()
-		}
-	}()
-	err := srv.Serve(l)
-	<-done
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
-}
-
-// peerOf reads SO_PEERCRED: the credentials of the process that connected,
-// as the kernel recorded them at connect(2).
-func peerOf(c net.Conn) (Peer, error) {
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return Peer{}, errors.New("not a Unix socket")
-	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return Peer{}, err
-	}
-	var cred *unix.Ucred
-	var serr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return Peer{}, err
-	}
-	if serr != nil {
-		return Peer{}, serr
-	}
-	return Peer{PID: cred.Pid, UID: cred.Uid, GID: cred.Gid}, nil
+	return s.Guard().Serve(ctx, l, s.Handler())
 }
