@@ -32,7 +32,7 @@ func (d *daemon) serveControl(ctx context.Context) {
 		d.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "%v: flexiq-scaled status, explain, pause and pin will not work", err)
 		return
 	}
-	srv := &api.Server{Backend: d, Logf: func(format string, args ...any) {
+	srv := &api.Server{Backend: d, Auth: api.Authorizer{Owner: uint32(os.Geteuid())}, Logf: func(format string, args ...any) {
 		d.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, format, args...)
 	}}
 	go func() {

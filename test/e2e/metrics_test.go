@@ -18,9 +18,12 @@ import (
 const metricsPort = 9958
 
 // installMetricsUnits installs flexiq-scaled-metrics.socket and .service as
-// the package ships them, and starts the socket.
+// the package ships them, and starts the socket. The group of the daemon's
+// metrics.sock, which the proxy joins, is the package's (sysusers.d); the
+// daemon sets it when it starts, so call this before startDaemon.
 func installMetricsUnits(e *env) {
 	e.t.Helper()
+	e.sh("getent group flexiq-scaled >/dev/null || groupadd --system flexiq-scaled")
 	root, _ := sandbox.ModuleRoot()
 	for _, u := range []string{"flexiq-scaled-metrics.socket", "flexiq-scaled-metrics.service"} {
 		b, err := os.ReadFile(filepath.Join(root, "systemd", u))
