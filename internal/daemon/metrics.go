@@ -29,14 +29,14 @@ func startMetrics(ctx context.Context, o Options, log *eventlog.Logger, mgr *uni
 	met := metrics.New(mgr.Reconnects, mgr)
 	log.SetTap(met.Event)
 	path := filepath.Join(o.RuntimeDir, metrics.SocketName)
-	gid := 0
-	if g, err := lookupGroup(api.ReadGroup); err == nil {
-		gid = g
-	} else if os.Geteuid() == 0 {
-		log.Event(eventlog.Lifecycle, eventlog.Warning, nil,
-			"metrics socket %s: no group %s (%v): only root may read it, and flexiq-scaled-metrics.service cannot start", path, api.ReadGroup, err)
-	} else {
-		gid = -1 // the user's own daemon: the socket stays its user's
+	gid := -1 // the daemon of a user's service manager: the socket stays its user's
+	if os.Geteuid() == 0 {
+		var err error
+		if gid, err = lookupGroup(api.ReadGroup); err != nil {
+			gid = 0
+			log.Event(eventlog.Lifecycle, eventlog.Warning, nil,
+				"metrics socket %s: no group %s (%v): only root may read it, and flexiq-scaled-metrics.service cannot start", path, api.ReadGroup, err)
+		}
 	}
 	l, err := sockguard.Listen(path, 0o660, gid)
 	if err != nil {
