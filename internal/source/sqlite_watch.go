@@ -90,7 +90,7 @@ func watchSQLite(ctx context.Context, kind, path string, wake func()) (string, e
 		defer func() {
 			if v := recover(); v != nil {
 				err := recoverIn(ctx, kind, "the inotify watch", v)
-				if ev := watchEventsOf(ctx); ev.Lost != nil {
+				if ev := WatchEventsOf(ctx); ev.Lost != nil {
 					ev.Lost(err)
 				}
 			}

@@ -24,7 +24,8 @@ func WithWatchEvents(ctx context.Context, ev WatchEvents) context.Context {
 	return context.WithValue(ctx, watchEventsKey{}, ev)
 }
 
-func watchEventsOf(ctx context.Context) WatchEvents {
+// WatchEventsOf returns the WatchEvents in ctx, or none.
+func WatchEventsOf(ctx context.Context) WatchEvents {
 	ev, _ := ctx.Value(watchEventsKey{}).(WatchEvents)
 	return ev
 }
@@ -32,7 +33,8 @@ func watchEventsOf(ctx context.Context) WatchEvents {
 // Bounds of a watcher's retries: 1 s doubling to 30 s, so that a server
 // that is down is not hammered; a rearm (a successful read by the source's
 // Observe after a failure) cuts a wait short, since the server is back.
-const (
+// Variables, for the tests.
+var (
 	watchBackoffMin = time.Second
 	watchBackoffMax = 30 * time.Second
 )
@@ -72,7 +74,7 @@ func (r *rearm) ok() {
 // success is reported too. how describes the watch, for the report.
 func watchLoop(ctx context.Context, typ string, r *rearm, lost bool, how func() string,
 	session func(ctx context.Context, active func()) error) {
-	ev := watchEventsOf(ctx)
+	ev := WatchEventsOf(ctx)
 	backoff := watchBackoffMin
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
