@@ -173,7 +173,7 @@ func countKeys(ctx context.Context, c *redis.Client, keys []redisCount) ([]int64
 type wrongTypeError struct{ key, typ, want string }
 
 func (e *wrongTypeError) Error() string {
-	return fmt.Sprintf("WRONGTYPE: key %q is a %s, want %s", e.key, e.typ, e.want)
+	return fmt.Sprintf("WRONGTYPE: key %q is a %.64s, want %s", e.key, e.typ, e.want)
 }
 
 // redisConn is a source's pooled connection to its server, for every
