@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"syscall"
 )
 
 // go-redis allocates what a reply's header announces before a byte of the
@@ -51,9 +52,24 @@ type respLimiter struct {
 	respParser
 }
 
-func newRespLimiter(c net.Conn, budget int64) *respLimiter {
-	return &respLimiter{Conn: c, budget: budget, respParser: respParser{budget: budget}}
+func newRespLimiter(c net.Conn, budget int64) net.Conn {
+	l := &respLimiter{Conn: c, budget: budget, respParser: respParser{budget: budget}}
+	if sc, ok := c.(syscall.Conn); ok {
+		return sysRespLimiter{l, sc}
+	}
+	return l
 }
+
+// sysRespLimiter is a respLimiter over a plain socket, which lets go-redis's
+// pool peek at an idle connection (MSG_PEEK, which consumes nothing, so the
+// parser misses no byte) to find one the server closed, as it does without
+// the limiter.
+type sysRespLimiter struct {
+	*respLimiter
+	sc syscall.Conn
+}
+
+func (s sysRespLimiter) SyscallConn() (syscall.RawConn, error) { return s.sc.SyscallConn() }
 
 func (l *respLimiter) Read(p []byte) (int, error) {
 	l.mu.Lock()
