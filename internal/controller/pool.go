@@ -115,7 +115,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 	if opts.NewSource == nil {
 		opts.NewSource = source.New
 	}
-	src, err := opts.NewSource(cfg.Source)
+	src, err := openSource(opts.NewSource, cfg, log)
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %w", cfg.Name, err)
 	}
@@ -235,7 +235,7 @@ func (p *Pool) Update(cfg *config.Pool) error {
 		return err
 	}
 	if !reflect.DeepEqual(p.cfg.Source, cfg.Source) {
-		src, err := p.opts.NewSource(cfg.Source)
+		src, err := openSource(p.opts.NewSource, cfg, p.log)
 		if err != nil {
 			return fmt.Errorf("pool %s: %w", cfg.Name, err)
 		}

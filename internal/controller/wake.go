@@ -60,6 +60,7 @@ func (p *Pool) rewatch(ctx context.Context) {
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	p.watch.cancel = cancel
+	wctx = source.WithWatchEvents(wctx, p.watchEvents(poll))
 	events := make(chan struct{}, 1)
 	wake := func() {
 		select {

@@ -70,25 +70,47 @@ func (s *celery) observe(ctx context.Context, c *redis.Client, _ time.Time) (Cou
 	if _, err := countKeys(ctx, c, []redisCount{{key: unacked}}); err != nil {
 		return out, err // names the key when it is not a hash
 	}
-	// HSCAN, not HVALS: the hash holds every worker's prefetched
-	// messages, and one call must not block the server on it.
+	size, err := c.HLen(ctx, unacked).Result()
+	if err != nil {
+		return out, fmt.Errorf("%s: %w", unacked, err)
+	}
+	// HSCAN, not HVALS: the hash holds every worker's prefetched messages,
+	// whole; one reply must stay within its budget (redis_limit.go) and
+	// one call must not block the server. Small pages: a message carries
+	// its task's arguments. At most celeryUnackedPage entries are read; of
+	// a larger hash, the share of the pool's queues in the entries read
+	// stands for the whole hash.
+	var running, read int64
 	var cursor uint64
 	for {
-		kv, next, err := c.HScan(ctx, unacked, cursor, "", 500).Result()
+		kv, next, err := c.HScan(ctx, unacked, cursor, "", celeryScanCount).Result()
 		if err != nil {
 			return out, fmt.Errorf("%s: %w", unacked, err)
 		}
-		for i := 1; i < len(kv); i += 2 {
+		for i := 1; i < len(kv) && read < celeryUnackedPage; i += 2 {
+			read++
 			if q, ok := celeryRoutingKey(kv[i]); ok && slices.Contains(s.queues, q) {
-				out.Running++
+				running++
 			}
 		}
-		if cursor = next; cursor == 0 {
+		if cursor = next; cursor == 0 || read >= celeryUnackedPage {
 			break
 		}
 	}
+	if size > read {
+		running = scaleUp(running, read, size)
+	}
+	out.Running += running
 	return out, nil
 }
+
+// celeryScanCount is the HSCAN page of the unacked hash: at a few KiB a
+// message, a page is far within one reply's budget; celeryUnackedPage
+// bounds the entries one observation reads.
+const (
+	celeryScanCount   = 20
+	celeryUnackedPage = 10000
+)
 
 // celeryRoutingKey is the routing key of an unacked entry, which for
 // Celery's default direct exchanges is the queue's name.

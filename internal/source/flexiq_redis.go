@@ -7,7 +7,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -40,10 +39,7 @@ func init() {
 type flexiqRedis struct {
 	spec   config.Source
 	prefix string
-
-	mu     sync.Mutex
-	client *redis.Client
-	srv    string
+	conn   *redisConn
 }
 
 func newFlexiqRedis(spec config.Source) (*flexiqRedis, error) {
@@ -54,7 +50,7 @@ func newFlexiqRedis(spec config.Source) (*flexiqRedis, error) {
 	if prefix == "" {
 		prefix = config.DefaultFlexiqKeyPrefix
 	}
-	return &flexiqRedis{spec: spec, prefix: prefix}, nil
+	return &flexiqRedis{spec: spec, prefix: prefix, conn: newRedisConn(spec)}, nil
 }
 
 // Priority bands of the pending score, as dequeue_score clamps priority.
@@ -126,46 +122,12 @@ func (s *flexiqRedis) pausedKey() string {
 	return s.key("queues", "paused", namespaceSegment(s.spec.Namespace))
 }
 
-// connect returns the client, making it on first use. go-redis keeps a pool
-// of connections and redials after a failure; the password is re-read at
-// every new connection (CredentialsProvider).
-func (s *flexiqRedis) connect() (*redis.Client, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.client != nil {
-		return s.client, nil
-	}
-	u, err := connURL(s.spec.Conn)
-	if err != nil {
-		return nil, fmt.Errorf("%s source: %w", TypeFlexiqRedis, err)
-	}
-	s.srv = redacted(u)
-	opts, err := redis.ParseURL(u.String())
-	if err != nil {
-		return nil, fmt.Errorf("%s source %s: bad URL: %s", TypeFlexiqRedis, s.srv, redactErr(err, u.String()))
-	}
-	opts.PoolSize = 2
-	opts.MaxRetries = 1
-	opts.DialTimeout = 5 * time.Second
-	opts.ReadTimeout = 5 * time.Second
-	opts.WriteTimeout = 5 * time.Second
-	opts.Protocol = 2 // plain RESP2: no HELLO, which older servers lack
-	opts.DisableIdentity = true
-	opts.CredentialsProvider = func() (string, string) {
-		u, err := connURL(s.spec.Conn)
-		if err != nil || u.User == nil {
-			return opts.Username, opts.Password
-		}
-		p, _ := u.User.Password()
-		return u.User.Username(), p
-	}
-	s.client = redis.NewClient(opts)
-	return s.client, nil
-}
-
 func (s *flexiqRedis) fail(what string, err error) error {
 	msg := err.Error()
+	var big *ReplyTooLargeError
 	switch {
+	case errors.As(err, &big):
+		msg = "reply too large: " + msg
 	case strings.Contains(msg, "WRONGPASS"), strings.Contains(msg, "NOAUTH"),
 		strings.Contains(msg, "AUTH") && strings.Contains(msg, "without any password"):
 		msg = "authentication failed: " + msg
@@ -174,7 +136,7 @@ func (s *flexiqRedis) fail(what string, err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		msg = "timed out: " + msg
 	}
-	return fmt.Errorf("%s source %s: %s: %s", TypeFlexiqRedis, s.srv, what, msg)
+	return fmt.Errorf("%s source %s: %s: %s", TypeFlexiqRedis, s.conn.serverName(), what, msg)
 }
 
 // Observe reads every count in one MULTI/EXEC, so they are of one moment:
@@ -183,10 +145,19 @@ func (s *flexiqRedis) fail(what string, err error) error {
 // the paused set. That is about 2,000 cheap commands per queue, in one
 // round trip. With a namespace, observeNamespace reads instead.
 func (s *flexiqRedis) Observe(ctx context.Context, now time.Time) (Counts, error) {
-	client, err := s.connect()
-	if err != nil {
-		return Counts{}, err
+	client, err := s.conn.client()
+	if err == nil {
+		var c Counts
+		if c, err = s.observe(ctx, client, now); err == nil {
+			s.conn.rearm.ok()
+			return c, nil
+		}
 	}
+	s.conn.rearm.failed()
+	return Counts{}, err
+}
+
+func (s *flexiqRedis) observe(ctx context.Context, client *redis.Client, now time.Time) (Counts, error) {
 	if s.spec.Namespace != "" {
 		return s.observeNamespace(ctx, client, now)
 	}
@@ -198,8 +169,8 @@ func (s *flexiqRedis) Observe(ctx context.Context, now time.Time) (Counts, error
 		running *redis.IntCmd
 	}
 	cmds := make([]queueCmds, len(s.spec.Queues))
-	var paused *redis.StringSliceCmd
-	_, err = client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	var paused *redis.BoolSliceCmd
+	_, err := client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		running := s.key("jobs", "status", "1")
 		for i, q := range s.spec.Queues {
 			pending := s.key("queue", q, "pending")
@@ -211,13 +182,13 @@ func (s *flexiqRedis) Observe(ctx context.Context, now time.Time) (Counts, error
 			}
 			cmds[i].running = p.SInterCard(ctx, 0, running, s.key("jobs", "by_queue", q))
 		}
-		paused = p.SMembers(ctx, s.pausedKey())
+		paused = s.pausedOf(ctx, p)
 		return nil
 	})
 	if err != nil {
 		return Counts{}, s.fail("reading queues "+strings.Join(s.spec.Queues, ", "), err)
 	}
-	isPaused := setOf(paused.Val())
+	isPaused := s.pausedSet(paused)
 	var c Counts
 	oldest := int64(math.MaxInt64)
 	for i, q := range s.spec.Queues {
@@ -240,10 +211,19 @@ func (s *flexiqRedis) Observe(ctx context.Context, now time.Time) (Counts, error
 	return c, nil
 }
 
-func setOf(xs []string) map[string]bool {
-	m := make(map[string]bool, len(xs))
-	for _, x := range xs {
-		m[x] = true
+// pausedOf asks which of the pool's queues are paused: SMISMEMBER, whose
+// reply is as long as the pool's queue list, where SMEMBERS would return
+// every paused queue of the server.
+func (s *flexiqRedis) pausedOf(ctx context.Context, p redis.Pipeliner) *redis.BoolSliceCmd {
+	return p.SMIsMember(ctx, s.pausedKey(), toAny(s.spec.Queues)...)
+}
+
+func (s *flexiqRedis) pausedSet(cmd *redis.BoolSliceCmd) map[string]bool {
+	m := make(map[string]bool, len(s.spec.Queues))
+	for i, in := range cmd.Val() {
+		if in && i < len(s.spec.Queues) {
+			m[s.spec.Queues[i]] = true
+		}
 	}
 	return m
 }
@@ -255,43 +235,73 @@ func (c *Counts) setOldest(nowMs, oldest int64) {
 	}
 }
 
+// flexiqNamespacePage bounds the due ids observeNamespace reads per queue:
+// about 300 KB of ids and scores, well within one reply's budget.
+const flexiqNamespacePage = 4096
+
 // observeNamespace reads a namespace's counts. flexiq's pending sets hold
 // every namespace's jobs, and only the set jobs:by_ns:<segment>
-// (helpers.rs) says whose a job is: so the due ids are read (one ZRANGE per
-// band, in one MULTI with the running count, which SINTERCARD takes over
-// the namespace's set too, and the paused set), and then checked against
-// the namespace's set in a second round trip. It costs what the due jobs
-// weigh, where the count without a namespace costs nothing per job.
+// (helpers.rs) says whose a job is. So it counts each band's due jobs
+// (ZCOUNT, in one MULTI with the running count, which SINTERCARD takes over
+// the namespace's set too, and the paused queues), reads the due ids of a
+// bounded page, the next flexiqNamespacePage jobs in dequeue order
+// (ZRANGEBYSCORE ... LIMIT), and checks them against the namespace's set
+// (SMISMEMBER). When a queue has more due jobs than the page, the
+// namespace's share of the page stands for its share of the rest: its
+// count is then an estimate, exact when the namespaces' jobs are mixed
+// evenly, and the oldest age is that of the oldest job of the page. Reading
+// every due id instead would cost what the queue weighs, without bound.
 func (s *flexiqRedis) observeNamespace(ctx context.Context, client *redis.Client, now time.Time) (Counts, error) {
 	nowMs := now.UnixMilli()
 	ranges := dueRanges(nowMs)
 	byNS := s.key("jobs", "by_ns", namespaceSegment(s.spec.Namespace))
-	due := make([][]*redis.ZSliceCmd, len(s.spec.Queues))
+	dueCounts := make([][]*redis.IntCmd, len(s.spec.Queues))
 	running := make([]*redis.IntCmd, len(s.spec.Queues))
-	var paused *redis.StringSliceCmd
+	var paused *redis.BoolSliceCmd
 	_, err := client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		for i, q := range s.spec.Queues {
 			pending := s.key("queue", q, "pending")
 			for _, r := range ranges {
-				due[i] = append(due[i], p.ZRangeByScoreWithScores(ctx, pending,
-					&redis.ZRangeBy{Min: fmtScore(r.min), Max: fmtScore(r.max)}))
+				dueCounts[i] = append(dueCounts[i], p.ZCount(ctx, pending, fmtScore(r.min), fmtScore(r.max)))
 			}
 			running[i] = p.SInterCard(ctx, 0, s.key("jobs", "status", "1"), s.key("jobs", "by_queue", q), byNS)
 		}
-		paused = p.SMembers(ctx, s.pausedKey())
+		paused = s.pausedOf(ctx, p)
 		return nil
 	})
 	if err != nil {
 		return Counts{}, s.fail("reading queues "+strings.Join(s.spec.Queues, ", "), err)
 	}
-	isPaused := setOf(paused.Val())
+	isPaused := s.pausedSet(paused)
 	var c Counts
 	oldest := int64(math.MaxInt64)
 	for i, q := range s.spec.Queues {
 		c.Running += running[i].Val()
+		// The page: the bands in dequeue order, each read up to what is
+		// left of the page.
+		var total int64
+		var page []*redis.ZSliceCmd
+		left := int64(flexiqNamespacePage)
+		_, err := client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for b, cmd := range dueCounts[i] {
+				n := cmd.Val()
+				total += n
+				if n == 0 || left == 0 {
+					continue
+				}
+				take := min(n, left)
+				left -= take
+				page = append(page, p.ZRangeByScoreWithScores(ctx, s.key("queue", q, "pending"),
+					&redis.ZRangeBy{Min: fmtScore(ranges[b].min), Max: fmtScore(ranges[b].max), Count: take}))
+			}
+			return nil
+		})
+		if err != nil {
+			return Counts{}, s.fail("reading queue "+q, err)
+		}
 		var ids []string
 		var scores []float64
-		for _, cmd := range due[i] {
+		for _, cmd := range page {
 			for _, z := range cmd.Val() {
 				id, _ := z.Member.(string)
 				ids, scores = append(ids, id), append(scores, z.Score)
@@ -304,19 +314,35 @@ func (s *flexiqRedis) observeNamespace(ctx context.Context, client *redis.Client
 		if err != nil {
 			return Counts{}, s.fail("reading namespace "+s.spec.Namespace, err)
 		}
+		var n int64
 		for j, in := range mine {
-			switch {
-			case !in:
-			case isPaused[q]:
-				c.Paused++
-			default:
-				c.Pending++
-				oldest = min(oldest, scheduledAt(scores[j]))
+			if in {
+				n++
+				if !isPaused[q] {
+					oldest = min(oldest, scheduledAt(scores[j]))
+				}
 			}
+		}
+		if read := int64(len(ids)); total > read {
+			n = scaleUp(n, read, total)
+		}
+		if isPaused[q] {
+			c.Paused += n
+		} else {
+			c.Pending += n
 		}
 	}
 	c.setOldest(nowMs, oldest)
 	return c, nil
+}
+
+// scaleUp is n of read, as a share of total, rounded up: a namespace seen
+// in a page is never estimated at zero in the whole.
+func scaleUp(n, read, total int64) int64 {
+	if read <= 0 || n == 0 {
+		return n
+	}
+	return int64(math.Ceil(float64(n) * float64(total) / float64(read)))
 }
 
 func toAny(xs []string) []any {
@@ -327,15 +353,23 @@ func toAny(xs []string) []any {
 	return out
 }
 
-// Threads reads the worker registry (workers.rs): SMEMBERS workers:all, then
-// each worker's hash in one pipeline. A hash without a namespace field was
-// registered before flexiq's #836: the default namespace's.
+// flexiqWorkersPage bounds the workers Threads reads. A registry larger than
+// this (dead workers that were never removed, or a huge fleet) is read in
+// part: the threads are then picked from the workers read, and if none of
+// them serves the pool, the pool keeps its fallback (ok false), as when no
+// worker says.
+const flexiqWorkersPage = 2048
+
+// Threads reads the worker registry (workers.rs): the ids in workers:all
+// (SSCAN, up to flexiqWorkersPage), then each worker's hash in one
+// pipeline. A hash without a namespace field was registered before
+// flexiq's #836: the default namespace's.
 func (s *flexiqRedis) Threads(ctx context.Context, now time.Time) (int, bool, error) {
-	client, err := s.connect()
+	client, err := s.conn.client()
 	if err != nil {
 		return 0, false, err
 	}
-	ids, err := client.SMembers(ctx, s.key("workers", "all")).Result()
+	ids, err := scanSet(ctx, client, s.key("workers", "all"), flexiqWorkersPage)
 	if err != nil {
 		return 0, false, s.fail("reading workers", err)
 	}
@@ -369,13 +403,4 @@ func (s *flexiqRedis) Threads(ctx context.Context, now time.Time) (int, bool, er
 	return n, ok, nil
 }
 
-func (s *flexiqRedis) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.client != nil {
-		err := s.client.Close()
-		s.client = nil
-		return err
-	}
-	return nil
-}
+func (s *flexiqRedis) Close() error { return s.conn.close() }

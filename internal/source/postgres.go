@@ -35,6 +35,8 @@ const pgDefaultTimeout = 10 * time.Second
 type pgDB struct {
 	typ  string
 	conn config.Conn
+	// rearm tells the LISTEN watcher that the server answers again.
+	rearm *rearm
 
 	mu     sync.Mutex
 	pool   *pgxpool.Pool
@@ -42,7 +44,7 @@ type pgDB struct {
 }
 
 func newPgDB(spec config.Source) *pgDB {
-	d := &pgDB{typ: spec.Type, conn: spec.Conn}
+	d := &pgDB{typ: spec.Type, conn: spec.Conn, rearm: newRearm()}
 	d.server = spec.Conn.URL
 	if u, err := url.Parse(spec.Conn.URL); err == nil {
 		d.server = redacted(u)
@@ -96,7 +98,8 @@ func (d *pgDB) reset(p *pgxpool.Pool) {
 	defer d.mu.Unlock()
 	if d.pool == p {
 		d.pool = nil
-		go p.Close() // Close waits for connections in use; never block a tick on it
+		// Close waits for connections in use; never block a tick on it.
+		goGuarded(context.Background(), d.typ, "closing a connection pool", p.Close)
 	}
 }
 
@@ -121,15 +124,18 @@ func (d *pgDB) read(ctx context.Context, sql string, args ...any) (Counts, error
 	}
 	pool, err := d.get()
 	if err != nil {
+		d.rearm.failed()
 		return Counts{}, err
 	}
 	c, stage, err := d.readTx(ctx, pool, sql, args...)
 	if err != nil {
+		d.rearm.failed()
 		if isConnFailure(err) {
 			d.reset(pool)
 		}
 		return Counts{}, fmt.Errorf("%s source %s: %s", d.typ, d.server, describePgError(ctx, stage, err))
 	}
+	d.rearm.ok()
 	return c, nil
 }
 
@@ -329,52 +335,52 @@ func pgNumber(name string, v any) (float64, error) {
 
 // listen implements Watcher for the presets whose system notifies its
 // inserts: a connection of its own LISTENs on channel and wakes the pool on
-// every notification. It reconnects after a failure (1 s doubling to 30 s),
-// and wakes the pool on each (re)connection, since anything may have
-// arrived while it was not listening; polling covers the gap.
+// every notification. It reconnects after a failure (watchLoop: 1 s
+// doubling to 30 s, at once when the source's reads succeed again after
+// failing), and wakes the pool on each (re)connection, since anything may
+// have arrived while it was not listening; polling covers the gap.
 func (d *pgDB) listen(ctx context.Context, channel string, wake func()) (string, error) {
-	go func() {
-		backoff := time.Second
-		for ctx.Err() == nil {
-			if d.listenOnce(ctx, channel, wake) {
-				backoff = time.Second
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 30*time.Second)
-		}
-	}()
-	return fmt.Sprintf("LISTEN %q on %s", channel, d.server), nil
+	how := func() string { return fmt.Sprintf("LISTEN %q on %s", channel, d.serverName()) }
+	goGuarded(ctx, d.typ, "the wake-up's goroutine", func() {
+		watchLoop(ctx, d.typ, d.rearm, false, how, func(ctx context.Context, active func()) error {
+			return d.listenOnce(ctx, channel, wake, active)
+		})
+	})
+	return how(), nil
 }
 
-// listenOnce listens until the connection fails or ctx ends, and reports
-// whether it got as far as listening.
-func (d *pgDB) listenOnce(ctx context.Context, channel string, wake func()) bool {
+func (d *pgDB) serverName() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.server
+}
+
+// listenOnce listens until the connection fails or ctx ends, calls active
+// once it listens, and returns why it ended.
+func (d *pgDB) listenOnce(ctx context.Context, channel string, wake, active func()) error {
 	u, err := connURL(d.conn)
 	if err != nil {
-		return false
+		return fmt.Errorf("%s source %s: %w", d.typ, d.serverName(), err)
 	}
 	cfg, err := pgx.ParseConfig(u.String())
 	if err != nil {
-		return false
+		return fmt.Errorf("%s source %s: not a valid PostgreSQL URL", d.typ, d.serverName())
 	}
 	cctx, cancel := context.WithTimeout(ctx, pgDefaultTimeout)
 	conn, err := pgx.ConnectConfig(cctx, cfg)
 	cancel()
 	if err != nil {
-		return false
+		return fmt.Errorf("%s source %s: LISTEN: %s", d.typ, d.serverName(), describePgError(ctx, "connect", err))
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
-		return false
+		return fmt.Errorf("%s source %s: LISTEN: %s", d.typ, d.serverName(), describePgError(ctx, "LISTEN", err))
 	}
+	active()
 	wake()
 	for {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return true
+			return fmt.Errorf("%s source %s: LISTEN: %s", d.typ, d.serverName(), describePgError(ctx, "wait", err))
 		}
 		wake()
 	}

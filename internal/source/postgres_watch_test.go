@@ -31,7 +31,7 @@ func TestPostgresWatchInserts(t *testing.T) {
 			}
 			defer src.Close()
 			if typ == config.SourceRiver {
-				src.(*pgListeningPreset).channel = "river.river_insert" // the e2e test's River lives in schema river
+				unguard(src).(*pgListeningPreset).channel = "river.river_insert" // the e2e test's River lives in schema river
 			}
 			w, ok := src.(Watcher)
 			if !ok {

@@ -59,30 +59,28 @@ type redisKeys struct {
 }
 
 func (s *redisKeys) Observe(ctx context.Context, now time.Time) (Counts, error) {
-	c, err := s.conn.client()
-	if err != nil {
-		return Counts{}, err
-	}
-	counts := make([]redisCount, len(s.keys))
-	for i, k := range s.keys {
-		counts[i] = redisCount{key: k.key}
-		if k.ranged {
-			counts[i].zrange = &[2]string{scoreArg(k.min, now), scoreArg(k.max, now)}
+	return s.conn.observe(ctx, now, func(ctx context.Context, c *redis.Client, now time.Time) (Counts, error) {
+		counts := make([]redisCount, len(s.keys))
+		for i, k := range s.keys {
+			counts[i] = redisCount{key: k.key}
+			if k.ranged {
+				counts[i].zrange = &[2]string{scoreArg(k.min, now), scoreArg(k.max, now)}
+			}
 		}
-	}
-	n, err := countKeys(ctx, c, counts)
-	if err != nil {
-		return Counts{}, s.conn.fail(err)
-	}
-	var out Counts
-	for i, k := range s.keys {
-		if k.running {
-			out.Running += n[i]
-		} else {
-			out.Pending += n[i]
+		n, err := countKeys(ctx, c, counts)
+		if err != nil {
+			return Counts{}, err
 		}
-	}
-	return out, nil
+		var out Counts
+		for i, k := range s.keys {
+			if k.running {
+				out.Running += n[i]
+			} else {
+				out.Pending += n[i]
+			}
+		}
+		return out, nil
+	})
 }
 
 func (s *redisKeys) Close() error { return s.conn.close() }
@@ -175,16 +173,23 @@ func countKeys(ctx context.Context, c *redis.Client, keys []redisCount) ([]int64
 type wrongTypeError struct{ key, typ, want string }
 
 func (e *wrongTypeError) Error() string {
-	return fmt.Sprintf("WRONGTYPE: key %q is a %s, want %s", e.key, e.typ, e.want)
+	return fmt.Sprintf("WRONGTYPE: key %q is a %.64s, want %s", e.key, e.typ, e.want)
 }
 
-// redisConn is a source's pooled connection to its server. go-redis keeps
-// the pool and redials after a failure; the URL (with its password) is
-// read again at each observation, so that a rotated password or URL file
-// takes effect without a reload: a change replaces the client.
+// redisConn is a source's pooled connection to its server, for every
+// Redis source type (flexiq-redis included). go-redis keeps the pool and
+// redials after a failure; the URL (with its password) is read again at
+// each observation, so that a rotated password or URL file takes effect
+// without a reload: a change replaces the client. Every connection the
+// client makes, the wake-up's pub/sub one included, reads through a
+// respLimiter.
 type redisConn struct {
 	typ  string
 	conn config.Conn
+	// rearm tells the wake-up that the server answers again.
+	rearm *rearm
+	// replyBudget bounds one reply (respLimiter); tests lower it.
+	replyBudget int64
 
 	mu     sync.Mutex
 	url    string // the URL the client was made for, password included
@@ -193,7 +198,7 @@ type redisConn struct {
 }
 
 func newRedisConn(spec config.Source) *redisConn {
-	r := &redisConn{typ: spec.Type, conn: spec.Conn}
+	r := &redisConn{typ: spec.Type, conn: spec.Conn, rearm: newRearm(), replyBudget: redisReplyBudget}
 	if u, err := url.Parse(spec.Conn.URL); err == nil && spec.Conn.URL != "" {
 		r.server = redacted(u)
 	}
@@ -228,9 +233,21 @@ func (r *redisConn) client() (*redis.Client, error) {
 	// tick tries again.
 	opts.MaxRetries = 1
 	opts.DialerRetries = 1
+	// Plain RESP2: no HELLO, which older servers lack, and none of RESP3's
+	// maps and attributes, which nothing here reads.
+	opts.Protocol = 2
 	// The client's own identification (CLIENT SETINFO) fails on older
 	// servers; it is of no use here.
 	opts.DisableIdentity = true
+	// Every connection reads through a limiter: see redis_limit.go.
+	dial, budget := redis.NewDialer(opts), r.replyBudget
+	opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return newRespLimiter(c, budget), nil
+	}
 	if r.c != nil {
 		r.c.Close()
 	}
@@ -258,12 +275,15 @@ func (r *redisConn) serverName() string {
 func (r *redisConn) observe(ctx context.Context, now time.Time, fn func(context.Context, *redis.Client, time.Time) (Counts, error)) (Counts, error) {
 	c, err := r.client()
 	if err != nil {
+		r.rearm.failed()
 		return Counts{}, err
 	}
 	out, err := fn(ctx, c, now)
 	if err != nil {
+		r.rearm.failed()
 		return Counts{}, r.fail(err)
 	}
+	r.rearm.ok()
 	return out, nil
 }
 
@@ -274,7 +294,10 @@ func (r *redisConn) fail(err error) error {
 	msg := err.Error()
 	var ne net.Error
 	var wt *wrongTypeError
+	var big *ReplyTooLargeError
 	switch {
+	case errors.As(err, &big):
+		what = "reply too large"
 	case errors.As(err, &wt):
 		what = "wrong key type"
 	case strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "NOAUTH"),
@@ -303,4 +326,33 @@ func (r *redisConn) close() error {
 	err := r.c.Close()
 	r.c = nil
 	return err
+}
+
+// redisScanCount is the COUNT hint of the SSCAN and HSCAN pages: Redis
+// returns about that many entries per call, so one reply stays small.
+const redisScanCount = 100
+
+// scanSet reads up to limit members of a set, by SSCAN pages, where
+// SMEMBERS would return the whole set in one reply, whatever its size. A
+// member may come twice (SSCAN's guarantee is at least once): duplicates
+// are dropped.
+func scanSet(ctx context.Context, c *redis.Client, key string, limit int) ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	var cursor uint64
+	for {
+		page, next, err := c.SScan(ctx, key, cursor, "", redisScanCount).Result()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+		for _, m := range page {
+			if !seen[m] && len(out) < limit {
+				seen[m] = true
+				out = append(out, m)
+			}
+		}
+		if cursor = next; cursor == 0 || len(out) >= limit {
+			return out, nil
+		}
+	}
 }

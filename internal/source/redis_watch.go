@@ -39,6 +39,8 @@ type redisWatch struct {
 	// keys lists the keys to watch; the generic source asks the server for
 	// their types.
 	keys func(ctx context.Context, c *redis.Client) ([]watchKey, error)
+	// rearm is signalled by the source's reads: the server is back.
+	rearm *rearm
 }
 
 // Bounds of the watcher's round trips. redisProbeTimeout bounds CONFIG GET
@@ -48,7 +50,6 @@ type redisWatch struct {
 const (
 	redisProbeTimeout   = 5 * time.Second
 	redisReceiveTimeout = 15 * time.Second
-	redisBackoffMax     = 30 * time.Second
 )
 
 // The keyspace event classes of notify-keyspace-events (Redis's
@@ -186,7 +187,8 @@ func (w *redisWatch) notCovered(p redisProbe) error {
 // the pool polls only. Otherwise (or when it cannot tell: CONFIG GET
 // refused, or the server not reachable yet) a goroutine subscribes to the
 // keys' keyspace channels, wakes the pool on every event and after every
-// (re)subscription, and reconnects after a failure (1 s doubling to 30 s),
+// (re)subscription, and reconnects after a failure (watchLoop: 1 s doubling
+// to 30 s, at once when the source's reads succeed again after failing),
 // reading the setting again each time, until ctx ends.
 func (w *redisWatch) watch(ctx context.Context, wake func()) (string, error) {
 	c, err := w.client()
@@ -209,41 +211,35 @@ func (w *redisWatch) watch(ctx context.Context, wake func()) (string, error) {
 		how = fmt.Sprintf("keyspace notifications on %s db %d (%d keys); CONFIG GET is refused (%s), so it cannot tell whether the server sends them: they need notify-keyspace-events to hold at least %q",
 			w.server(), p.db, len(p.keys), redisErrText(p.refused), leastFlags(p.keys))
 	}
-	go func() {
-		backoff := time.Second
-		for ctx.Err() == nil {
-			if w.session(ctx, wake) {
-				backoff = time.Second
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, redisBackoffMax)
-		}
-	}()
+	unreachable := err != nil
+	goGuarded(ctx, w.typ, "the wake-up's goroutine", func() {
+		watchLoop(ctx, w.typ, w.rearm, unreachable, func() string {
+			return fmt.Sprintf("keyspace notifications on %s", w.server())
+		}, func(ctx context.Context, active func()) error {
+			return w.session(ctx, wake, active)
+		})
+	})
 	return how, nil
 }
 
 // session subscribes and relays events until the connection fails or ctx
-// ends, and reports whether it got as far as subscribing. Nothing in it
-// waits without a bound: every receive has a timeout, and ctx's end closes
-// the connection, in a goroutine of its own, so that a close waiting for
-// go-redis's lock (which a reconnect may hold for a dial) never holds up
-// the watcher, or the daemon's stop.
-func (w *redisWatch) session(ctx context.Context, wake func()) bool {
+// ends, calls active once subscribed, and returns why it ended. Nothing in
+// it waits without a bound: every receive has a timeout, and ctx's end
+// closes the connection, in a goroutine of its own, so that a close waiting
+// for go-redis's lock (which a reconnect may hold for a dial) never holds
+// up the watcher, or the daemon's stop.
+func (w *redisWatch) session(ctx context.Context, wake, active func()) error {
 	c, err := w.client()
 	if err != nil {
-		return false
+		return err
 	}
 	p, err := w.probe(ctx, c)
 	if err != nil {
-		return false
+		return err
 	}
 	if p.flags != nil {
 		if ok, _ := p.flags.covers(p.keys); !ok {
-			return false // set off since: poll, and look again after the backoff
+			return w.notCovered(p) // set off since: poll, and look again after the backoff
 		}
 	}
 	channels := make([]string, len(p.keys))
@@ -251,17 +247,18 @@ func (w *redisWatch) session(ctx context.Context, wake func()) bool {
 		channels[i] = fmt.Sprintf("__keyspace@%d__:%s", p.db, k.key)
 	}
 	ps := c.Subscribe(ctx) // no channels yet: no connection, no error hidden
-	stop := context.AfterFunc(ctx, func() { go ps.Close() })
+	closePS := func() { goGuarded(ctx, w.typ, "closing the wake-up's connection", func() { ps.Close() }) }
+	stop := context.AfterFunc(ctx, closePS)
 	defer func() {
 		if stop() { // ctx has not closed it: close it here, without waiting
-			go ps.Close()
+			closePS()
 		}
 	}()
 	sctx, cancel := context.WithTimeout(ctx, redisProbeTimeout)
 	err = ps.Subscribe(sctx, channels...)
 	cancel()
 	if err != nil {
-		return false
+		return err
 	}
 	confirmed, pinged := 0, false
 	for ctx.Err() == nil {
@@ -269,14 +266,14 @@ func (w *redisWatch) session(ctx context.Context, wake func()) bool {
 		if err != nil {
 			var ne net.Error
 			if !errors.As(err, &ne) || !ne.Timeout() || pinged {
-				return confirmed == len(channels)
+				return fmt.Errorf("%s source %s: keyspace notifications: %s", w.typ, w.server(), redisErrText(err))
 			}
 			// Quiet for a while: make sure the server is still there.
 			pctx, cancel := context.WithTimeout(ctx, redisProbeTimeout)
 			err = ps.Ping(pctx)
 			cancel()
 			if err != nil {
-				return confirmed == len(channels)
+				return fmt.Errorf("%s source %s: keyspace notifications: no answer to a ping: %s", w.typ, w.server(), redisErrText(err))
 			}
 			pinged = true
 			continue
@@ -288,6 +285,7 @@ func (w *redisWatch) session(ctx context.Context, wake func()) bool {
 				if confirmed++; confirmed == len(channels) {
 					// Subscribed: anything that arrived before is
 					// read by the tick this causes.
+					active()
 					wake()
 				}
 			}
@@ -295,7 +293,7 @@ func (w *redisWatch) session(ctx context.Context, wake func()) bool {
 			wake()
 		}
 	}
-	return confirmed == len(channels)
+	return ctx.Err()
 }
 
 // redisErrText is a Redis error for a message, on one line.
@@ -396,17 +394,7 @@ func (s *flexiqRedis) Watch(ctx context.Context, wake func()) (string, error) {
 	for _, q := range s.spec.Queues {
 		keys = append(keys, watchKey{key: s.key("queue", q, "pending"), classes: "z"})
 	}
-	w := &redisWatch{
-		typ:    TypeFlexiqRedis,
-		client: s.connect,
-		server: func() string {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return s.srv
-		},
-		keys: staticKeys(keys),
-	}
-	return w.watch(ctx, wake)
+	return s.conn.watcher(staticKeys(keys)).watch(ctx, wake)
 }
 
 func staticKeys(keys []watchKey) func(context.Context, *redis.Client) ([]watchKey, error) {
@@ -415,7 +403,7 @@ func staticKeys(keys []watchKey) func(context.Context, *redis.Client) ([]watchKe
 
 // watcher is the redisWatch of a source on this connection.
 func (r *redisConn) watcher(keys func(context.Context, *redis.Client) ([]watchKey, error)) *redisWatch {
-	return &redisWatch{typ: r.typ, client: r.client, server: r.serverName, keys: keys}
+	return &redisWatch{typ: r.typ, client: r.client, server: r.serverName, keys: keys, rearm: r.rearm}
 }
 
 var (

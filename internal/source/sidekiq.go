@@ -72,10 +72,11 @@ func (s *sidekiq) observe(ctx context.Context, c *redis.Client, now time.Time) (
 			}
 		}
 	}
-	if _, err := countKeys(ctx, c, []redisCount{{key: "processes"}}); err != nil {
+	nprocs, err := countKeys(ctx, c, []redisCount{{key: "processes"}})
+	if err != nil {
 		return out, err
 	}
-	procs, err := c.SMembers(ctx, "processes").Result()
+	procs, err := scanSet(ctx, c, "processes", sidekiqProcessPage)
 	if err != nil {
 		return out, fmt.Errorf("processes: %w", err)
 	}
@@ -83,31 +84,74 @@ func (s *sidekiq) observe(ctx context.Context, c *redis.Client, now time.Time) (
 		return out, nil
 	}
 	alive := make([]*redis.IntCmd, len(procs))
-	work := make([]*redis.MapStringStringCmd, len(procs))
+	size := make([]*redis.IntCmd, len(procs))
 	_, err = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range procs {
 			alive[i] = p.Exists(ctx, id)
-			work[i] = p.HGetAll(ctx, id+":work")
+			size[i] = p.HLen(ctx, id+":work")
 		}
 		return nil
 	})
 	if err != nil {
 		return out, fmt.Errorf("the processes' work: %w", err)
 	}
-	for i := range procs {
-		if alive[i].Val() == 0 {
-			continue // dead: its heartbeat expired, Sidekiq prunes it
+	var running int64
+	for i, id := range procs {
+		if alive[i].Val() == 0 || size[i].Val() == 0 {
+			continue // dead (its heartbeat expired, Sidekiq prunes it), or idle
 		}
-		for _, w := range work[i].Val() {
+		n, err := s.running(ctx, c, id+":work", size[i].Val())
+		if err != nil {
+			return out, fmt.Errorf("the processes' work: %w", err)
+		}
+		running += n
+	}
+	if read := int64(len(procs)); nprocs[0] > read {
+		running = scaleUp(running, read, nprocs[0])
+	}
+	out.Running += running
+	return out, nil
+}
+
+// Bounds of what one observation reads of Sidekiq's process registry: the
+// processes (a larger registry is read in part, and the running count of
+// the processes read stands for all of them, in proportion), and the work
+// entries of one process (as many as its concurrency; a hash larger than
+// the bound is read in part, its share of the pool's queues standing for
+// the whole hash).
+const (
+	sidekiqProcessPage = 1024
+	sidekiqWorkPage    = 1024
+)
+
+// running counts the entries of a process's work hash (size entries) that
+// run one of the pool's queues, reading it by HSCAN pages, up to
+// sidekiqWorkPage entries.
+func (s *sidekiq) running(ctx context.Context, c *redis.Client, key string, size int64) (int64, error) {
+	var n, read int64
+	var cursor uint64
+	for {
+		kv, next, err := c.HScan(ctx, key, cursor, "", redisScanCount).Result()
+		if err != nil {
+			return 0, err
+		}
+		for i := 1; i < len(kv) && read < sidekiqWorkPage; i += 2 {
+			read++
 			var entry struct {
 				Queue string `json:"queue"`
 			}
-			if json.Unmarshal([]byte(w), &entry) == nil && slices.Contains(s.queues, entry.Queue) {
-				out.Running++
+			if json.Unmarshal([]byte(kv[i]), &entry) == nil && slices.Contains(s.queues, entry.Queue) {
+				n++
 			}
 		}
+		if cursor = next; cursor == 0 || read >= sidekiqWorkPage {
+			break
+		}
 	}
-	return out, nil
+	if size > read {
+		n = scaleUp(n, read, size)
+	}
+	return n, nil
 }
 
 // sidekiqEnqueuedAt reads a job's enqueued_at: epoch milliseconds since

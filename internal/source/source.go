@@ -85,13 +85,18 @@ func init() {
 	})
 }
 
-// New returns the source spec describes. It does not touch the database or
-// the server: one that is not there yet is an Observe error, not a New
-// error, so the daemon can start before the queue has.
+// New returns the source spec describes, guarded (Guard: a panic in it is
+// an error, not the daemon's end). It does not touch the database or the
+// server: one that is not there yet is an Observe error, not a New error,
+// so the daemon can start before the queue has.
 func New(spec config.Source) (Source, error) {
 	open, ok := openers[spec.Type]
 	if !ok {
 		return nil, fmt.Errorf("unknown source type %q", spec.Type)
 	}
-	return open(spec)
+	src, err := open(spec)
+	if err != nil {
+		return nil, err
+	}
+	return Guard(src, spec.Type, nil), nil
 }

@@ -85,6 +85,16 @@ func watchSQLite(ctx context.Context, kind, path string, wake func()) (string, e
 	}()
 	go func() {
 		defer closeFile()
+		// A panic in the event parsing ends this watch, not the daemon:
+		// the pool polls, and the journal says why.
+		defer func() {
+			if v := recover(); v != nil {
+				err := recoverIn(ctx, kind, "the inotify watch", v)
+				if ev := WatchEventsOf(ctx); ev.Lost != nil {
+					ev.Lost(err)
+				}
+			}
+		}()
 		w.run(f, wake)
 	}()
 	return fmt.Sprintf("inotify on %s, %s-wal and directory %s", path, path, dir), nil

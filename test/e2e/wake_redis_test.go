@@ -153,3 +153,49 @@ func sortFlags(s string) string {
 	}
 	return s[:i+len(mark)] + string(flags) + rest[j:]
 }
+
+// Issue 17, item 16: after its server's outage, a pool's wake-up is active
+// again at the pool's first good read once the server is back, not when the
+// subscription's doubling backoff runs out (after a 16 s outage, its next
+// retry was up to 16 s away), and the journal says when it was lost and
+// when it is active again.
+func TestRedisWakeUpAfterOutage(t *testing.T) {
+	e := setup(t)
+	servers.Redis(t, e.sb)
+	e.redis("FLUSHALL")
+	e.redisNotify("Klzs")
+	e.configure(wakePools(2))
+	e.startDaemon()
+	e.waitWorkers("fq", 1, 15*time.Second)
+	line := func(sub string) func() (bool, string) {
+		return func() (bool, string) {
+			for _, en := range e.entries("FLEXIQ_POOL=fq", lifecycleID, fmt.Sprintf("_PID=%d", e.daemonPID())) {
+				if strings.Contains(en.Field("MESSAGE"), sub) {
+					return true, ""
+				}
+			}
+			return false, ""
+		}
+	}
+	e.eventually(15*time.Second, "wake-up active", line("pool=fq wake-up is active: keyspace notifications"))
+
+	e.sh("systemctl stop redis-server.service")
+	e.eventually(15*time.Second, "a journal line saying wake-up is lost", line("pool=fq wake-up is lost, polling every 2s until it is back: flexiq-redis source redis://127.0.0.1:6379"))
+	time.Sleep(16 * time.Second) // the retries back off: 1, 2, 4, 8, then 16 s
+	servers.Redis(t, e.sb)
+	back := time.Now()
+	// A restart forgets CONFIG SET: the operator sets it again at once.
+	e.redis("CONFIG", "SET", "notify-keyspace-events", "Klzs")
+	e.eventually(30*time.Second, "a journal line saying wake-up is active again", line("pool=fq wake-up is active again: keyspace notifications on redis://127.0.0.1:6379"))
+	took := time.Since(back)
+	if took > 8*time.Second {
+		e.errorf("wake-up active again %s after the server came back; want it at the pool's first good read (poll_interval_sec = 2), not at the backoff's next retry", took)
+	}
+	t.Logf("server back → wake-up active again in %s (poll_interval_sec = 2; the backoff alone was up to 16 s)", took.Round(10*time.Millisecond))
+	// The pool reads the server again.
+	e.redisJobs(20, "default", 0, 0, time.Now().UnixMilli(), "")
+	e.eventually(10*time.Second, "a second worker after the outage", func() (bool, string) {
+		ws := e.workers("fq", "active")
+		return len(ws) >= 2, fmt.Sprintf("active: %v", ws)
+	})
+}

@@ -1,0 +1,42 @@
+package controller
+
+import (
+	"fmt"
+
+	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+	"github.com/flexiq/flexiq-scaled/internal/source"
+)
+
+// openSource opens a pool's source, guarded whatever opened it (source.New
+// guards its own; a test's fake is guarded here): a panic in the source is
+// an error of that pool alone, which holds as for any outage, and the
+// first one is logged with its stack, once for this source, so that the
+// journal has what a bug report needs without a stack at every tick.
+func openSource(open func(config.Source) (source.Source, error), cfg *config.Pool, log *eventlog.Logger) (source.Source, error) {
+	src, err := open(cfg.Source)
+	if err != nil {
+		return nil, err
+	}
+	pool := cfg.Name
+	return source.Guard(src, cfg.Source.Type, func(pe *source.PanicError) {
+		log.Event(eventlog.SourceError, eventlog.Err,
+			eventlog.Fields{"FLEXIQ_POOL": pool, "FLEXIQ_ERROR": pe.Error(), "FLEXIQ_STACK": string(pe.Stack)},
+			"pool=%s %v; the pool holds as for any source error (the stack, logged once for this source, follows)\n%s", pool, pe, pe.Stack)
+	}), nil
+}
+
+// watchEvents reports, to the journal, what the source's watcher learns
+// after Watch returned: its connection lost, and wake-up active again.
+func (p *Pool) watchEvents(poll fmt.Stringer) source.WatchEvents {
+	return source.WatchEvents{
+		Lost: func(err error) {
+			p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil),
+				"pool=%s wake-up is lost, polling every %s until it is back: %v", p.name, poll, err)
+		},
+		Restored: func(how string) {
+			p.log.Event(eventlog.Lifecycle, eventlog.Info, p.fields(nil),
+				"pool=%s wake-up is active again: %s", p.name, how)
+		},
+	}
+}
