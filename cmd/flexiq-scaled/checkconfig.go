@@ -18,8 +18,9 @@ naming both files); that the workers' users and groups exist on this system
 (through NSS, as systemd looks them up); that each pool's command is where
 systemd will look for it (an absolute path, or a name in systemd's fixed
 search path) and executable; that no source path leads into a directory the
-daemon's sandbox hides; and, when run as root, that only root can write the
-file.
+daemon's sandbox hides; that each password_file and url_file exists, is a
+regular file and not a symbolic link, is owned by root and gives group and
+others no access; and, when run as root, that only root can write the file.
 
 Warnings go to stderr as "warning: FILE: KEY: MESSAGE". Problems go to stderr
 one per line as "FILE: KEY: MESSAGE", and the exit status is 1. A valid file
@@ -65,7 +66,11 @@ status is 0.`)
 		for _, w := range capWarnings {
 			fmt.Fprintln(stderr, "warning: "+w.String())
 		}
-		for _, check := range [][]config.Problem{userProblems, config.CheckExecutables(cfg), config.CheckPaths(cfg), capProblems} {
+		credProblems, credWarnings := config.CheckCredentials(cfg)
+		for _, w := range credWarnings {
+			fmt.Fprintln(stderr, "warning: "+w.String())
+		}
+		for _, check := range [][]config.Problem{userProblems, config.CheckExecutables(cfg), config.CheckPaths(cfg), capProblems, credProblems} {
 			for _, p := range check {
 				problems = append(problems, p.String())
 			}

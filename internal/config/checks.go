@@ -52,10 +52,13 @@ func CheckUsersDetail(c *Config) (problems, warnings []Problem) {
 // into a directory the daemon's sandbox hides); warnings are logged (names
 // NSS could not answer for, commands systemd would not find or could not
 // execute, which may be deployed after the file). check-config treats the
-// commands as problems. A min_workers the host cannot hold is a problem.
+// commands as problems. A min_workers the host cannot hold is a problem, as
+// is a credential file that is missing or unsafe (CheckCredentials).
 func CheckMachine(c *Config) (problems, warnings []Problem) {
 	problems, warnings = CheckUsersDetail(c)
 	problems = append(problems, CheckPaths(c)...)
+	credProblems, credWarnings := CheckCredentials(c)
+	problems, warnings = append(problems, credProblems...), append(warnings, credWarnings...)
 	warnings = append(warnings, CheckExecutables(c)...)
 	// Capped max_workers are the daemon's to log, as capacity-capped
 	// events (ApplyCapacity); check-config prints them as warnings.

@@ -30,10 +30,11 @@ func (s Source) effectiveConn() effectiveConn { return effectiveConn(s.Conn) }
 
 // conn checks a network source's connection keys: exactly one of url,
 // url_file and url_credential, with a scheme from schemes when the URL is
-// written out, no password in it (password_file or password_credential
-// carry that), and absolute paths. The files themselves are read, and
-// their modes checked, when the source connects: they may be deployed after
-// the configuration.
+// written out, no credential in it (CheckConnURL: password_file or
+// password_credential carry the password), and absolute paths. The files
+// themselves are judged by CheckCredentials when the daemon loads or
+// reloads the configuration, and by check-config: a missing or unsafe one
+// refuses the configuration before the running one is dropped.
 func (l *loader) conn(s *Source, r *rawSource, key func(string) string, schemes ...string) {
 	c := &s.Conn
 	n := 0
@@ -42,14 +43,13 @@ func (l *loader) conn(s *Source, r *rawSource, key func(string) string, schemes 
 		u, err := url.Parse(c.URL)
 		switch {
 		case err != nil:
-			l.add(key("url"), "not a URL: %v", err)
+			// url.Parse's error quotes the URL, password and all.
+			l.add(key("url"), "not a URL: %s", urlParseError(err))
 		case !slices.Contains(schemes, u.Scheme):
 			l.add(key("url"), "scheme %q: want one of %v", u.Scheme, schemes)
-		case u.User != nil:
-			if _, has := u.User.Password(); has {
-				l.add(key("url"), "carries a password: the configuration must not hold credentials in clear; "+
-					"put the password in password_file (readable by root only) or a systemd credential (password_credential), "+
-					"or the whole URL in url_file")
+		default:
+			if err := CheckConnURL(u, false); err != nil {
+				l.add(key("url"), "%v", err)
 			}
 		}
 	}

@@ -3,10 +3,7 @@ package source
 import (
 	"fmt"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
 )
@@ -32,6 +29,11 @@ func connURL(c config.Conn) (*url.URL, error) {
 	if err != nil {
 		// url.Parse quotes the input, which may hold a password.
 		return nil, fmt.Errorf("the URL from %s is not a URL", secretOrigin(c))
+	}
+	// Checked at load too (a written URL's password as well); a file may
+	// have changed since.
+	if err := config.CheckConnURL(u, true); err != nil {
+		return nil, fmt.Errorf("the URL from %s %w", secretOrigin(c), err)
 	}
 	password, havePassword := "", false
 	switch {
@@ -65,42 +67,16 @@ func secretOrigin(c config.Conn) string {
 	return "the configuration"
 }
 
-// readSecret reads a credential file, which must not be readable by group or
-// others when the daemon runs as root: a secret anyone can read is no secret,
-// and the configuration promised to keep it out of reach.
-func readSecret(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", fmt.Errorf("reading credential file: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", fmt.Errorf("reading credential file %s: %w", path, err)
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 && fi.Mode().Perm()&0o044 != 0 {
-		return "", fmt.Errorf("credential file %s is readable by group or others (mode %04o, uid %d): chmod 0600 it", path, fi.Mode().Perm(), st.Uid)
-	}
-	b := make([]byte, 64<<10)
-	n, err := f.Read(b)
-	if err != nil && n == 0 {
-		return "", fmt.Errorf("reading credential file %s: %w", path, err)
-	}
-	return strings.TrimRight(string(b[:n]), "\r\n"), nil
-}
+// readSecret reads a credential file: config.ReadSecretFile, the same rules
+// (not a link, a regular file, root's, no access for group or others) that
+// CheckCredentials applied when the configuration was loaded, since the
+// file may have changed since.
+func readSecret(path string) (string, error) { return config.ReadSecretFile(path) }
 
 // readCredential reads a systemd credential passed to the daemon's unit.
-func readCredential(name string) (string, error) {
-	dir := os.Getenv("CREDENTIALS_DIRECTORY")
-	if dir == "" {
-		return "", fmt.Errorf("credential %s: $CREDENTIALS_DIRECTORY is not set: add LoadCredential=%s:/path/to/secret to the daemon's unit (systemctl edit flexiq-scaled)", name, name)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, name))
-	if err != nil {
-		return "", fmt.Errorf("credential %s: %w", name, err)
-	}
-	return strings.TrimRight(string(b), "\r\n"), nil
-}
+func readCredential(name string) (string, error) { return config.ReadCredential(name) }
 
-// redacted is u for messages: the password replaced by "xxxxx".
-func redacted(u *url.URL) string { return u.Redacted() }
+// redacted is u for messages: config.RedactURL, which hides the password
+// and every query value. Every message that shows a source's URL goes
+// through it.
+func redacted(u *url.URL) string { return config.RedactURL(u) }

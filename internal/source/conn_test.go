@@ -22,6 +22,12 @@ func TestConnURL(t *testing.T) {
 	pw := write("pw", "s3cret\n", 0o600)
 	urlFile := write("url", "postgres://app:filepw@db:5432/q\n", 0o600)
 	open := write("open", "s3cret", 0o644)
+	groupWritable := write("622", "s3cret", 0o622)
+	queryURL := write("query.url", "postgres://app@db/q?password=s3cret\n", 0o600)
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(pw, link); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("CREDENTIALS_DIRECTORY", dir)
 
 	cases := []struct {
@@ -35,15 +41,20 @@ func TestConnURL(t *testing.T) {
 		{"url file and password file", config.Conn{URLFile: urlFile, PasswordFile: pw}, "postgres://app:s3cret@db:5432/q"},
 		{"password credential", config.Conn{URL: "redis://:@r:6379", PasswordCredential: "pw"}, "redis://:s3cret@r:6379"},
 		{"url credential", config.Conn{URLCredential: "url"}, "postgres://app:filepw@db:5432/q"},
-		{"missing file", config.Conn{URL: "redis://r", PasswordFile: filepath.Join(dir, "nope")}, "error: no such file"},
+		{"missing file", config.Conn{URL: "redis://r", PasswordFile: filepath.Join(dir, "nope")}, "error: does not exist"},
 		{"missing credential", config.Conn{URL: "redis://r", PasswordCredential: "nope"}, "error: credential nope"},
+		// The connect-time read applies the load-time rules: the file
+		// may have changed since.
+		{"symlinked password file", config.Conn{URL: "redis://r", PasswordFile: link}, "error: is a symbolic link"},
+		{"group-writable password file", config.Conn{URL: "redis://r", PasswordFile: groupWritable}, "error: mode 0622"},
+		{"password in the url file's query", config.Conn{URLFile: queryURL}, `error: carries the query parameter "password"`},
 	}
 	if os.Geteuid() == 0 {
 		cases = append(cases, struct {
 			name string
 			conn config.Conn
 			want string
-		}{"world-readable password file", config.Conn{URL: "redis://r", PasswordFile: open}, "error: readable by group or others"})
+		}{"world-readable password file", config.Conn{URL: "redis://r", PasswordFile: open}, "error: gives group or others access"})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -74,4 +85,20 @@ func TestConnURL(t *testing.T) {
 			t.Errorf("err = %v, want advice on LoadCredential=", err)
 		}
 	})
+}
+
+// Every message shows a source's URL through redacted: no password, and no
+// query value, whatever the parameter.
+func TestRedactedHidesQuery(t *testing.T) {
+	u, err := connURL(config.Conn{URL: "postgres://app@db/q?sslrootcert=/etc/s3cret.pem&application_name=s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := redacted(u); strings.Contains(got, "s3cret") || got != "postgres://app@db/q?application_name=xxxxx&sslrootcert=xxxxx" && got != "postgres://app@db/q?sslrootcert=xxxxx&application_name=xxxxx" {
+		t.Errorf("redacted = %q", got)
+	}
+	s := newPgDB(config.Source{Type: config.SourceRiver, Conn: config.Conn{URL: "postgres://app@db/q?sslrootcert=s3cret"}})
+	if strings.Contains(s.server, "s3cret") {
+		t.Errorf("the PostgreSQL source shows %q", s.server)
+	}
 }

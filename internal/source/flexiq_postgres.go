@@ -133,9 +133,9 @@ func (s *flexiqPostgres) connect() (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("%s source: %w", TypeFlexiqPostgres, err)
 	}
 	s.srv = redacted(u)
-	cfg, err := pgxpool.ParseConfig(u.String())
+	cfg, err := pgPoolConfig(u)
 	if err != nil {
-		return nil, fmt.Errorf("%s source %s: bad URL: %v", TypeFlexiqPostgres, s.srv, redactErr(err, u.String()))
+		return nil, fmt.Errorf("%s source %s: bad URL: %v", TypeFlexiqPostgres, s.srv, pgParseError(err))
 	}
 	cfg.MaxConns = 2
 	cfg.MinConns = 0

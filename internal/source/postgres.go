@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -45,9 +44,8 @@ type pgDB struct {
 
 func newPgDB(spec config.Source) *pgDB {
 	d := &pgDB{typ: spec.Type, conn: spec.Conn, rearm: newRearm()}
-	d.server = spec.Conn.URL
-	if u, err := url.Parse(spec.Conn.URL); err == nil {
-		d.server = redacted(u)
+	if spec.Conn.URL != "" {
+		d.server = config.RedactURLString(spec.Conn.URL)
 	}
 	if d.server == "" {
 		d.server = secretOrigin(spec.Conn) // the URL is a secret until read
@@ -67,7 +65,7 @@ func (d *pgDB) get() (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("%s source %s: %w", d.typ, d.server, err)
 	}
 	d.server = redacted(u)
-	cfg, err := pgxpool.ParseConfig(u.String())
+	cfg, err := pgPoolConfig(u)
 	if err != nil {
 		// pgx quotes the connection string, password included.
 		return nil, fmt.Errorf("%s source %s: not a valid PostgreSQL URL", d.typ, d.server)
@@ -362,7 +360,7 @@ func (d *pgDB) listenOnce(ctx context.Context, channel string, wake, active func
 	if err != nil {
 		return fmt.Errorf("%s source %s: %w", d.typ, d.serverName(), err)
 	}
-	cfg, err := pgx.ParseConfig(u.String())
+	cfg, err := pgConnConfig(u)
 	if err != nil {
 		return fmt.Errorf("%s source %s: not a valid PostgreSQL URL", d.typ, d.serverName())
 	}

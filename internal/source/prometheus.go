@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"strings"
@@ -70,15 +71,18 @@ func (s *prometheusSource) api() (promv1.API, string, error) {
 		return nil, "", fmt.Errorf("%s source: %w", TypePrometheus, err)
 	}
 	server := redacted(u)
-	var rt http.RoundTripper = s.transport
+	var rt http.RoundTripper = limitBody{next: s.transport, limit: promMaxBody}
 	if u.User != nil {
 		// As HTTP basic authentication rather than in the URL, so that no
-		// error message can carry it.
+		// error message can carry it, and to the configured server only.
 		pw, _ := u.User.Password()
-		rt = basicAuth{next: s.transport, user: u.User.Username(), password: pw}
+		rt = basicAuth{next: rt, scheme: u.Scheme, host: u.Host, user: u.User.Username(), password: pw}
 		u.User = nil
 	}
-	client, err := api.NewClient(api.Config{Address: u.String(), RoundTripper: rt})
+	client, err := api.NewClient(api.Config{
+		Address: u.String(),
+		Client:  &http.Client{Transport: rt, CheckRedirect: sameServer},
+	})
 	if err != nil {
 		return nil, "", fmt.Errorf("%s source %s: %w", TypePrometheus, server, err)
 	}
@@ -236,14 +240,95 @@ func (s *prometheusSource) Close() error {
 	return nil
 }
 
-// basicAuth sends HTTP basic authentication with every request.
+// basicAuth sends HTTP basic authentication with every request to the
+// configured server (scheme and host:port), and with no other: whatever
+// the client is made to follow, the credentials go nowhere else.
 type basicAuth struct {
 	next           http.RoundTripper
+	scheme, host   string
 	user, password string
 }
 
 func (b basicAuth) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme != b.scheme || r.URL.Host != b.host {
+		return b.next.RoundTrip(r)
+	}
 	r = r.Clone(r.Context())
 	r.SetBasicAuth(b.user, b.password)
 	return b.next.RoundTrip(r)
 }
+
+// sameServer is the client's redirect policy: a redirect on the configured
+// server (a path prefix added by a proxy, say) is followed, as net/http
+// does, up to 10; one to another host, port or scheme is refused. A
+// Prometheus API has no reason to send its clients elsewhere, and a
+// server that does may be handing them to someone who wants the
+// credentials or who would answer with counts of their choosing.
+func sameServer(req *http.Request, via []*http.Request) error {
+	first := via[0].URL
+	switch {
+	case req.URL.Scheme != first.Scheme || req.URL.Host != first.Host:
+		return fmt.Errorf("refusing a redirect from %s://%s to another server (%s://%s)", first.Scheme, first.Host, req.URL.Scheme, req.URL.Host)
+	case len(via) >= 10:
+		return errors.New("stopped after 10 redirects")
+	}
+	return nil
+}
+
+// promMaxBody bounds one response from the server. client_golang reads a
+// whole body into memory, and a hostile or broken server can send any
+// amount: 512 MiB made the daemon allocate 2 GiB. An instant query that
+// returns a single sample (a count) is a few hundred bytes; a promql()
+// condition of a trigger rule may return many series, and 1 MiB still
+// holds some thousands of them. A condition that needs more should
+// aggregate (count(...), max(...)) in the query.
+const promMaxBody = 1 << 20
+
+// limitBody fails a response whose body is larger than limit, rather than
+// cutting it short: a truncated answer could parse as a smaller one.
+type limitBody struct {
+	next  http.RoundTripper
+	limit int64
+}
+
+func (l limitBody) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := l.next.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	if resp.ContentLength > l.limit {
+		resp.Body.Close()
+		return nil, fmt.Errorf("the server announces a response of %d bytes, over the limit of %d", resp.ContentLength, l.limit)
+	}
+	resp.Body = &limitedBody{rc: resp.Body, left: l.limit}
+	return resp, nil
+}
+
+// errBodyTooLarge is a response over promMaxBody.
+var errBodyTooLarge = fmt.Errorf("the response is over the limit of %d bytes", promMaxBody)
+
+// limitedBody reads at most left bytes of rc and fails at the first byte
+// beyond.
+type limitedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, errBodyTooLarge
+	}
+	// One byte more than is left, to tell a body of exactly the limit
+	// from a longer one.
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return n - int(-b.left), errBodyTooLarge
+	}
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.rc.Close() }

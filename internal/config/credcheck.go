@@ -1,0 +1,90 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+)
+
+// CheckCredentials checks every network source's credentials against this
+// machine, as the daemon does at start and at reload and as check-config
+// does: each password_file and url_file must pass OpenSecretFile, and the
+// URL a url_file holds must carry no credential in its query
+// (CheckConnURL). systemd credentials are checked only where they exist, in
+// the daemon's unit ($CREDENTIALS_DIRECTORY set). A problem refuses the
+// configuration, so that a reload keeps the running one. The warnings are
+// connWarnings, for the written URL and for the one read from a file.
+func CheckCredentials(c *Config) (problems, warnings []Problem) {
+	for _, p := range sortedPools(c) {
+		conn := p.Source.Conn
+		file := c.FileOf(p.Name)
+		add := func(list *[]Problem, key, msg string) {
+			*list = append(*list, Problem{File: file, Key: poolKey(p, "source", key), Msg: msg})
+		}
+		credDir := os.Getenv("CREDENTIALS_DIRECTORY") != ""
+		hasPassword := conn.PasswordFile != "" || conn.PasswordCredential != ""
+		if conn.PasswordFile != "" {
+			if f, err := OpenSecretFile(conn.PasswordFile); err != nil {
+				add(&problems, "password_file", err.Error())
+			} else {
+				f.Close()
+			}
+		}
+		if conn.PasswordCredential != "" && credDir {
+			if _, err := ReadCredential(conn.PasswordCredential); err != nil {
+				add(&problems, "password_credential", err.Error())
+			}
+		}
+		var u *url.URL
+		urlKey := "url"
+		switch {
+		case conn.URL != "":
+			u, _ = url.Parse(conn.URL) // Load refused one that does not parse
+		case conn.URLFile != "" || (conn.URLCredential != "" && credDir):
+			urlKey = "url_file"
+			raw, err := "", error(nil)
+			if conn.URLFile != "" {
+				raw, err = ReadSecretFile(conn.URLFile)
+			} else {
+				urlKey = "url_credential"
+				raw, err = ReadCredential(conn.URLCredential)
+			}
+			if err != nil {
+				add(&problems, urlKey, err.Error())
+				break
+			}
+			if u, err = url.Parse(strings.TrimSpace(raw)); err != nil {
+				add(&problems, urlKey, fmt.Sprintf("what %s holds is not a URL (%s)", secretWhere(conn), urlParseError(err)))
+				u = nil
+				break
+			}
+			if err := CheckConnURL(u, true); err != nil {
+				add(&problems, urlKey, fmt.Sprintf("the URL %s holds %v", secretWhere(conn), err))
+				u = nil
+				break
+			}
+			if pw, has := u.User.Password(); has && pw != "" {
+				hasPassword = true
+			}
+		}
+		if u == nil {
+			continue
+		}
+		for _, w := range connWarnings(u, hasPassword) {
+			add(&warnings, urlKey, w)
+		}
+	}
+	return problems, warnings
+}
+
+// secretWhere names where a source's URL comes from, for messages.
+func secretWhere(c Conn) string {
+	switch {
+	case c.URLFile != "":
+		return c.URLFile
+	case c.URLCredential != "":
+		return "credential " + c.URLCredential
+	}
+	return "the configuration"
+}
