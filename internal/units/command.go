@@ -340,6 +340,9 @@ func commandExitError(result, code, status any) error {
 	switch {
 	case c == 1 && s == 0 && result == "success":
 		return nil
+	case c == 1 && s == 0:
+		// Exited 0, yet the unit failed: RuntimeMaxSec= (a "timeout").
+		return fmt.Errorf("unit result %v", result)
 	case c == 1 && s == 203:
 		return fmt.Errorf("systemd could not execute it (status 203/EXEC; unit result %v)", result)
 	case c == 1:
