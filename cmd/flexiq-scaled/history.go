@@ -18,7 +18,8 @@ import (
 func cmdHistory(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("history", "POOL [--since DURATION|TIME] [--until TIME] [--csv | --svg FILE | --png FILE] [--width N]", `
 Show what POOL did: its decision entries in the journal (read with
-journalctl -o json, MESSAGE_ID of a decision and FLEXIQ_POOL=POOL) as a text
+journalctl -o json, MESSAGE_ID of a decision and FLEXIQ_POOL=POOL, written
+by flexiq-scaled.service as root: other users' entries are ignored) as a text
 chart of the live workers and the target over time, the scale events (^ up,
 v down) and the pending jobs; or, with --csv, as the series, one row a
 decision (time,pending,running,live,target,action), for a spreadsheet;
@@ -42,15 +43,33 @@ Reading the system journal takes root or the systemd-journal or adm group.`)
 	if d, err := time.ParseDuration(*since); err == nil {
 		sinceSpec = fmt.Sprintf("-%ds", int64(d.Seconds()))
 	}
-	var out, errb bytes.Buffer
+	// Read as journalctl writes, not gathered first: the output is as
+	// long as the journal is, and a line may be very long.
+	var errb bytes.Buffer
 	cmd := exec.Command("journalctl", history.JournalArgs(name, sinceSpec, *until)...)
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
+	cmd.Stderr = &errb
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return failf(stderr, "history", "journalctl: %v", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return failf(stderr, "history", "journalctl: %v", err)
+	}
+	pts, skipped, perr := history.Parse(out, name)
+	if perr != nil {
+		cmd.Process.Kill()
+	}
+	if err := cmd.Wait(); err != nil && perr == nil {
 		return failf(stderr, "history", "journalctl: %v: %s", err, bytes.TrimSpace(errb.Bytes()))
 	}
-	pts, err := history.Parse(&out, name)
-	if err != nil {
-		return failf(stderr, "history", "%v", err)
+	if perr != nil {
+		return failf(stderr, "history", "%v", perr)
+	}
+	if skipped.Foreign > 0 {
+		fmt.Fprintf(stderr, "%s history: skipped %d entries for pool %s not written by %s as root\n", prog, skipped.Foreign, name, history.DaemonUnit)
+	}
+	if skipped.Long > 0 {
+		fmt.Fprintf(stderr, "%s history: skipped %d journal lines longer than %d bytes\n", prog, skipped.Long, history.MaxLine)
 	}
 	for _, f := range []string{*svg, *png} {
 		if f == "" {

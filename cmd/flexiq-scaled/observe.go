@@ -29,7 +29,9 @@ saw as one line of JSON: {"pending": N, "running": M, "paused": P,
 "oldest_age_sec": S}. oldest_age_sec is left out when the source cannot tell.
 A source that cannot be read (a server down, wrong credentials, a missing
 database) prints its error, naming the source and what failed, and exits 1:
-the daemon would hold the pool on that tick.`)
+the daemon would hold the pool on that tick. A command source's program runs
+as a child of observe, in a process group of its own, as the user who runs
+observe; the daemon runs it as a transient unit of its own.`)
 	configPath := fs.String("config", config.DefaultPath, "the configuration `file`")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {

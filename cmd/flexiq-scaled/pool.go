@@ -267,7 +267,13 @@ pool starts with the daemon.`)
 		return failf(stderr, "pool add", "%v", err)
 	}
 	path := filepath.Join(dir, name+".toml")
-	previous, err := os.ReadFile(path)
+	// A link or anything else that is not a regular file is refused, not
+	// followed: its target would be read as "previous" and written back
+	// into conf.d by undo, a copy of whatever the link points at.
+	if err := config.CheckDropInFile(path); err != nil {
+		return failf(stderr, "pool add", "%v", err)
+	}
+	previous, err := config.ReadDropIn(path)
 	switch {
 	case err == nil && !*force:
 		return failf(stderr, "pool add", "%s exists: remove the pool first (pool rm %s), or replace it with --force", path, name)
@@ -312,7 +318,10 @@ removed: edit that file.`)
 		return code
 	}
 	path := filepath.Join(config.DropInDir(*common.configPath), name+".toml")
-	previous, err := os.ReadFile(path)
+	if err := config.CheckDropInFile(path); err != nil {
+		return failf(stderr, "pool rm", "%v", err)
+	}
+	previous, err := config.ReadDropIn(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return failf(stderr, "pool rm", "%s does not exist: pool %s was not added with pool add (see check-config for where it is defined)", path, name)
 	}

@@ -148,3 +148,52 @@ func TestCheckConfigDropIns(t *testing.T) {
 		t.Errorf("want exit 1 and %q: %v", want, r)
 	}
 }
+
+// A drop-in that is a symbolic link (here to a root-only secret) is
+// refused by pool add --force and pool rm, naming it; neither the link nor
+// its target is read, copied or changed.
+func TestPoolDropInSymlink(t *testing.T) {
+	userName, _ := identity(t)
+	cfg := writeFile(t, "config.toml", "")
+	dir := filepath.Join(filepath.Dir(cfg), "conf.d")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(t.TempDir(), "secret")
+	const secretText = "password = \"hunter2\"\n"
+	if err := os.WriteFile(secret, []byte(secretText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "email.toml")
+	if err := os.Symlink(secret, path); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, r result) {
+		t.Helper()
+		if r.code == 0 || !strings.Contains(r.stderr, path+" is a symbolic link") {
+			t.Errorf("%s: want a refusal naming %s as a symbolic link: %v", what, path, r)
+		}
+		if strings.Contains(r.stderr+r.stdout, "hunter2") {
+			t.Errorf("%s: the secret was read: %v", what, r)
+		}
+		if target, err := os.Readlink(path); err != nil || target != secret {
+			t.Errorf("%s: the link was changed: %q, %v", what, target, err)
+		}
+		if fi, err := os.Stat(secret); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: the secret was changed: %v, %v", what, fi, err)
+		}
+		if b, _ := os.ReadFile(secret); string(b) != secretText {
+			t.Errorf("%s: the secret now reads %q", what, b)
+		}
+	}
+	// A pool that does not check, so that --force's undo would run.
+	check("pool add --force", invoke(t, "pool", "add", "email", "--config", cfg, "--no-reload", "--force",
+		"--db", "/var/lib/flexiq/flexiq.db", "--worker-user", userName, "--min-workers", "5", "--max-workers", "2", "--", "/bin/true"))
+	check("pool add --force (good pool)", invoke(t, "pool", "add", "email", "--config", cfg, "--no-reload", "--force",
+		"--db", "/var/lib/flexiq/flexiq.db", "--worker-user", userName, "--", "/bin/true"))
+	check("pool rm", invoke(t, "pool", "rm", "email", "--config", cfg, "--no-reload"))
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("conf.d holds %d entries, want the link only", len(entries))
+	}
+}

@@ -71,20 +71,21 @@ func checkUsers(c *Config, lookup lookupFunc) (problems, warnings []Problem) {
 	// Pools mostly share their users, and each lookup runs getent: ask
 	// once per name.
 	type answer struct {
-		found bool
-		err   error
+		a   account
+		err error
 	}
 	answers := map[string]answer{}
-	lookupOnce := func(db, name string) (bool, error) {
+	lookupOnce := func(db, name string) (account, error) {
 		k := db + ":" + name
 		a, ok := answers[k]
 		if !ok {
-			a.found, a.err = lookup(db, name)
+			a.a, a.err = lookup(db, name)
 			answers[k] = a
 		}
-		return a.found, a.err
+		return a.a, a.err
 	}
 	for _, p := range sortedPools(c) {
+		var userAccount account
 		for _, id := range []struct{ field, db, name string }{
 			{"user", dbPasswd, p.User},
 			// An empty group is the user's primary group, which
@@ -94,19 +95,70 @@ func checkUsers(c *Config, lookup lookupFunc) (problems, warnings []Problem) {
 			if id.name == "" {
 				continue // a user manager's workers run as its own user
 			}
-			found, err := lookupOnce(id.db, id.name)
+			a, err := lookupOnce(id.db, id.name)
 			pr := Problem{File: c.FileOf(p.Name), Key: poolKey(p, id.field)}
 			switch {
 			case err != nil:
 				pr.Msg = fmt.Sprintf("cannot check that %s %q exists (%v); systemd will judge at each worker start", id.field, id.name, err)
 				warnings = append(warnings, pr)
-			case !found:
+			case !a.found:
 				pr.Msg = fmt.Sprintf("%s %q does not exist on this system (looked up through NSS, as systemd does)", id.field, id.name)
 				problems = append(problems, pr)
 			}
+			if id.db == dbPasswd {
+				userAccount = a
+			}
+			rp, rw := checkRootID(p, id.field, id.name, a)
+			if rp != "" {
+				pr.Msg = rp
+				problems = append(problems, pr)
+			}
+			if rw != "" {
+				pr.Msg = rw
+				warnings = append(warnings, pr)
+			}
+		}
+		// Group unset: the workers take the user's primary group, which
+		// may be root's although the user is not.
+		if p.Group == "" && p.User != "" && userAccount.found && userAccount.known &&
+			userAccount.gid == 0 && userAccount.id != 0 && !isRootSpelling(p.User) {
+			warnings = append(warnings, Problem{File: c.FileOf(p.Name), Key: poolKey(p, "user"),
+				Msg: fmt.Sprintf("the primary group of user %q is gid 0 (root): workers run with group root; set group to another", p.User)})
 		}
 	}
 	return problems, warnings
+}
+
+// checkRootID applies the rule on root to one user or group name as it
+// resolves: workers get uid 0 or gid 0 only when it is written out, and
+// are warned about then. A name that is root's by its spelling ("root",
+// "0") is warned about by Warnings, which needs no NSS; here are the names
+// that resolve to 0 through NSS (an alias such as "toor"), and a default
+// user that does, which is refused. A numeric name is its ID, as systemd
+// reads it, whatever NSS says.
+func checkRootID(p *Pool, field, name string, a account) (problem, warning string) {
+	id, numeric := numericID(name)
+	switch {
+	case numeric:
+	case a.found && a.known:
+		id = a.id
+	default:
+		return "", ""
+	}
+	if id != 0 {
+		return "", ""
+	}
+	what := "uid 0 (root): workers run as root"
+	if field == "group" {
+		what = "gid 0 (root): workers run with group root"
+	}
+	switch {
+	case field == "user" && !p.UserExplicit:
+		return fmt.Sprintf("the default user %q is %s, which only a user written out in the file may be", name, what), ""
+	case isRootSpelling(name):
+		return "", ""
+	}
+	return "", fmt.Sprintf("%s %q is %s", field, name, what)
 }
 
 // CheckFileSafety refuses, when running as root, a configuration file that
@@ -154,8 +206,13 @@ func Warnings(c *Config) []string {
 		if _, err := os.Stat(p.Source.Path); p.Source.Path != "" && errors.Is(err, fs.ErrNotExist) {
 			add(poolKey(p, "source", "path"), "%s does not exist yet; the pool holds at its current size until it appears", p.Source.Path)
 		}
-		if p.User == "root" {
-			add(poolKey(p, "user"), "workers run as root")
+		// Root's in any spelling ("root", "0"); names that resolve to 0
+		// through NSS are checkUsers' to warn about.
+		if p.User != "" && isRootSpelling(p.User) {
+			add(poolKey(p, "user"), "workers run as root (uid 0)")
+		}
+		if p.Group != "" && isRootSpelling(p.Group) {
+			add(poolKey(p, "group"), "workers run with group root (gid 0)")
 		}
 		if p.DrainTimeout == 0 {
 			add(poolKey(p, "drain_timeout_sec"), "0 means no stop timeout: systemd never kills a worker that does not drain")

@@ -3,12 +3,14 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/BurntSushi/toml"
 )
@@ -72,13 +74,63 @@ func readDropIns(dir string) ([]dropIn, error) {
 	}
 	var out []dropIn
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := ReadDropIn(f)
 		if err != nil {
-			return nil, fmt.Errorf("read config drop-in: %w", err)
+			return nil, err
 		}
 		out = append(out, dropIn{path: f, data: data})
 	}
 	return out, nil
+}
+
+// ReadDropIn reads one drop-in, which must be a regular file. A symbolic
+// link is refused rather than followed: conf.d is where `pool add` copies
+// and restores files, and a link there to a root-only secret would have its
+// target read, parsed (and quoted in errors) and copied as a drop-in.
+// O_NOFOLLOW closes the window between the check and the read.
+func ReadDropIn(path string) ([]byte, error) {
+	if err := CheckDropInFile(path); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("read config drop-in %s: it is a symbolic link; drop-ins must be regular files", path)
+		}
+		return nil, fmt.Errorf("read config drop-in: %w", err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("read config drop-in %s: not a regular file; drop-ins must be regular files", path)
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("read config drop-in: %w", err)
+	}
+	return data, nil
+}
+
+// CheckDropInFile refuses a drop-in path that exists and is not a regular
+// file (a symbolic link, a directory, a FIFO, a device), naming it and what
+// it is. A path that does not exist passes: the caller decides about that.
+func CheckDropInFile(path string) error {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("config drop-in: %w", err)
+	case fi.Mode().IsRegular():
+		return nil
+	}
+	what := "not a regular file"
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		what = "a symbolic link"
+	case fi.IsDir():
+		what = "a directory"
+	}
+	return fmt.Errorf("config drop-in %s is %s: drop-ins must be regular files", path, what)
 }
 
 // mergeDropIns decodes each drop-in and adds its pools to raw, reporting

@@ -167,3 +167,50 @@ func TestDropInSecretWarning(t *testing.T) {
 		t.Errorf("warnings %v, want one for %s", w, f)
 	}
 }
+
+// A drop-in that is not a regular file is refused by name, never followed:
+// a link to a root-only secret must not be read as configuration.
+func TestDropInNotRegular(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		make func(t *testing.T, path, secret string)
+		want string
+	}{
+		{"symlink to a secret", func(t *testing.T, path, secret string) {
+			if err := os.Symlink(secret, path); err != nil {
+				t.Fatal(err)
+			}
+		}, "is a symbolic link: drop-ins must be regular files"},
+		{"dangling symlink", func(t *testing.T, path, _ string) {
+			if err := os.Symlink("/nonexistent/x.toml", path); err != nil {
+				t.Fatal(err)
+			}
+		}, "is a symbolic link: drop-ins must be regular files"},
+		{"directory", func(t *testing.T, path, _ string) {
+			if err := os.Mkdir(path, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, "is a directory: drop-ins must be regular files"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeConfig(t, "")
+			dir := DropInDir(path)
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			secret := filepath.Join(t.TempDir(), "secret.toml")
+			if err := os.WriteFile(secret, []byte("[pools.web]\napp = \"hunter2:x\"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			link := filepath.Join(dir, "web.toml")
+			tt.make(t, link, secret)
+			_, err := Load(path)
+			if err == nil || !strings.Contains(err.Error(), link+" "+tt.want) {
+				t.Fatalf("Load: %v, want an error naming %s: %q", err, link, tt.want)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("the link's target was read: %v", err)
+			}
+		})
+	}
+}

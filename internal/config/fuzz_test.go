@@ -61,7 +61,7 @@ func FuzzParse(f *testing.F) {
 	for _, s := range seedConfigs(f) {
 		f.Add(s)
 	}
-	noNSS := func(string, string) (bool, error) { return true, nil }
+	noNSS := func(string, string) (account, error) { return account{found: true}, nil }
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := parse("fuzz.toml", data)
 		if err != nil {

@@ -12,17 +12,27 @@ import (
 // fakeNSS answers lookups from a table and records them.
 type fakeNSS struct {
 	known map[string]bool // "passwd:nobody"
+	// ids are the uid and primary gid (passwd) or the gid (group) of
+	// known names; a known name not here resolves to 1000.
+	ids   map[string][2]uint32
 	fail  map[string]bool // lookups that cannot be answered
 	asked []string
 }
 
-func (f *fakeNSS) lookup(db, name string) (bool, error) {
+func (f *fakeNSS) lookup(db, name string) (account, error) {
 	k := db + ":" + name
 	f.asked = append(f.asked, k)
 	if f.fail[k] {
-		return false, os.ErrDeadlineExceeded
+		return account{}, os.ErrDeadlineExceeded
 	}
-	return f.known[k], nil
+	if !f.known[k] {
+		return account{}, nil
+	}
+	ids, ok := f.ids[k]
+	if !ok {
+		ids = [2]uint32{1000, 1000}
+	}
+	return account{found: true, id: ids[0], gid: ids[1], known: true}, nil
 }
 
 func TestCheckUsersNSS(t *testing.T) {
@@ -153,9 +163,13 @@ func TestNSSLookup(t *testing.T) {
 			{dbPasswd, "-no-such-option", false}, // a name, not an option
 			{dbPasswd, "3999999999", false},
 		} {
-			found, err := lookup(tc.db, tc.name)
-			if err != nil || found != tc.want {
-				t.Errorf("%s: %s %q = %v, %v; want %v", name, tc.db, tc.name, found, err, tc.want)
+			a, err := lookup(tc.db, tc.name)
+			if err != nil || a.found != tc.want {
+				t.Errorf("%s: %s %q = %v, %v; want %v", name, tc.db, tc.name, a.found, err, tc.want)
+			}
+			// root and 0 resolve to uid 0 and gid 0 in both.
+			if a.found && (!a.known || a.id != 0 || a.gid != 0) {
+				t.Errorf("%s: %s %q = %+v; want id 0, gid 0", name, tc.db, tc.name, a)
 			}
 		}
 	}
@@ -506,5 +520,91 @@ path = "/var/lib/flexiq/b.db"
 	}
 	if got := keys(warnings); !slices.Equal(got, []string{"pools.a.exec"}) {
 		t.Errorf("warnings %v", warnings)
+	}
+}
+
+// Root's identity, uid 0 or gid 0, in every spelling: written out it is
+// warned about (by Warnings when the spelling says so, by checkUsers when
+// NSS does), and a default user that resolves to it is refused.
+func TestRootInEverySpelling(t *testing.T) {
+	root := [2]uint32{0, 0}
+	for _, tc := range []struct {
+		name     string
+		extra    string
+		nss      fakeNSS
+		warnings []string // "KEY: text" substrings, from Warnings and checkUsers
+		problems []string
+	}{
+		{name: "user root", extra: `user = "root"`,
+			nss:      fakeNSS{known: map[string]bool{"passwd:root": true}, ids: map[string][2]uint32{"passwd:root": root}},
+			warnings: []string{"pools.email.user: workers run as root (uid 0)"}},
+		{name: "user 0", extra: `user = "0"`,
+			nss:      fakeNSS{known: map[string]bool{"passwd:0": true}, ids: map[string][2]uint32{"passwd:0": root}},
+			warnings: []string{"pools.email.user: workers run as root (uid 0)"}},
+		{name: "user 00, NSS down", extra: `user = "00"`,
+			nss:      fakeNSS{fail: map[string]bool{"passwd:00": true}},
+			warnings: []string{"pools.email.user: workers run as root (uid 0)", "pools.email.user: cannot check"}},
+		{name: "user toor, uid 0 through NSS", extra: `user = "toor"`,
+			nss:      fakeNSS{known: map[string]bool{"passwd:toor": true}, ids: map[string][2]uint32{"passwd:toor": root}},
+			warnings: []string{`pools.email.user: user "toor" is uid 0 (root): workers run as root`}},
+		{name: "group root", extra: "user = \"app\"\ngroup = \"root\"",
+			nss:      fakeNSS{known: map[string]bool{"passwd:app": true, "group:root": true}, ids: map[string][2]uint32{"group:root": root}},
+			warnings: []string{"pools.email.group: workers run with group root (gid 0)"}},
+		{name: "group 0", extra: "user = \"app\"\ngroup = \"0\"",
+			nss:      fakeNSS{known: map[string]bool{"passwd:app": true, "group:0": true}, ids: map[string][2]uint32{"group:0": root}},
+			warnings: []string{"pools.email.group: workers run with group root (gid 0)"}},
+		{name: "group wheel, gid 0 through NSS", extra: "user = \"app\"\ngroup = \"wheel\"",
+			nss:      fakeNSS{known: map[string]bool{"passwd:app": true, "group:wheel": true}, ids: map[string][2]uint32{"group:wheel": root}},
+			warnings: []string{`pools.email.group: group "wheel" is gid 0 (root): workers run with group root`}},
+		{name: "group unset, primary group 0", extra: `user = "app"`,
+			nss:      fakeNSS{known: map[string]bool{"passwd:app": true}, ids: map[string][2]uint32{"passwd:app": {1000, 0}}},
+			warnings: []string{`pools.email.user: the primary group of user "app" is gid 0 (root)`}},
+		{name: "primary group 0, group written", extra: "user = \"app\"\ngroup = \"app\"",
+			nss: fakeNSS{known: map[string]bool{"passwd:app": true, "group:app": true}, ids: map[string][2]uint32{"passwd:app": {1000, 0}}}},
+		{name: "default user resolves to uid 0", extra: ``,
+			nss:      fakeNSS{known: map[string]bool{"passwd:flexiq": true}, ids: map[string][2]uint32{"passwd:flexiq": root}},
+			problems: []string{`pools.email.user: the default user "flexiq" is uid 0 (root)`}},
+		{name: "an ordinary user", extra: "user = \"app\"\ngroup = \"app\"",
+			nss: fakeNSS{known: map[string]bool{"passwd:app": true, "group:app": true}}},
+		{name: "numeric, not 0", extra: "user = \"4711\"\ngroup = \"4712\"",
+			nss: fakeNSS{known: map[string]bool{"passwd:4711": true, "group:4712": true}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := load(t, pool(tc.extra))
+			if err != nil {
+				t.Fatal(err)
+			}
+			problems, warnings := checkUsers(c, tc.nss.lookup)
+			got := Warnings(c)
+			for _, w := range warnings {
+				got = append(got, w.String())
+			}
+			check := func(what string, got, want []string) {
+				t.Helper()
+				var root []string
+				for _, g := range got {
+					// The temporary directory's name holds the test's.
+					_, g, _ = strings.Cut(g, "config.toml: ")
+					if strings.Contains(g, "root") || strings.Contains(g, "cannot check") {
+						root = append(root, g)
+					}
+				}
+				if len(root) != len(want) {
+					t.Errorf("%s %q, want %q", what, root, want)
+					return
+				}
+				for _, w := range want {
+					if !slices.ContainsFunc(root, func(g string) bool { return strings.Contains(g, w) }) {
+						t.Errorf("%s %q lack %q", what, root, w)
+					}
+				}
+			}
+			check("warnings", got, tc.warnings)
+			var ps []string
+			for _, p := range problems {
+				ps = append(ps, p.String())
+			}
+			check("problems", ps, tc.problems)
+		})
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/controller"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/metrics"
+	"github.com/flexiq/flexiq-scaled/internal/source"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
@@ -312,6 +313,9 @@ func (d *daemon) newPool(pc *config.Pool) (*runningPool, error) {
 		Ledger:      d.ledger,
 		OverrideDir: d.opts.StateDir,
 		OnTick:      d.metrics.Tick,
+		// A command source runs its program as a transient unit of its
+		// own, so that stopping it kills everything it started.
+		NewSource: source.NewWithCommandRunner(d.units.CommandRunner(pc.Name)),
 	})
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ package history
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -31,10 +32,20 @@ type Point struct {
 	Action       string // scale-up, scale-down, stable
 }
 
+// The daemon's own entries: written by its unit, as root. Anyone on the
+// host may write an entry with any MESSAGE_ID and FLEXIQ_* fields (logger
+// --journald), but not these trusted fields, which journald sets itself.
+const (
+	DaemonUnit = "flexiq-scaled.service"
+	daemonUID  = "0"
+)
+
 // JournalArgs are journalctl's arguments for pool's decisions between since
-// and until (systemd.time(7) specifications; "" for no bound).
+// and until (systemd.time(7) specifications; "" for no bound). Only the
+// daemon's own entries match.
 func JournalArgs(pool, since, until string) []string {
-	args := []string{"--no-pager", "-o", "json", "MESSAGE_ID=" + string(eventlog.Decision), "FLEXIQ_POOL=" + pool}
+	args := []string{"--no-pager", "-o", "json", "MESSAGE_ID=" + string(eventlog.Decision), "FLEXIQ_POOL=" + pool,
+		"_SYSTEMD_UNIT=" + DaemonUnit, "_UID=" + daemonUID}
 	if since != "" {
 		args = append(args, "--since", since)
 	}
@@ -44,50 +55,112 @@ func JournalArgs(pool, since, until string) []string {
 	return args
 }
 
+// MaxLine is the longest journal line Parse reads. A decision entry is a
+// kilobyte or two; a longer line is someone else's entry, skipped without
+// being held in memory.
+const MaxLine = 1 << 20
+
+// Skipped counts the entries Parse left out of the series.
+type Skipped struct {
+	// Foreign are decision entries for the pool that the daemon did not
+	// write: another unit or another user wrote them.
+	Foreign int
+	// Long are lines over MaxLine.
+	Long int
+}
+
 // Parse reads journalctl -o json output (one JSON object a line) and
 // returns pool's decision entries in order. Other entries are skipped, so
-// that a wider query does no harm; a line that is not JSON is an error
-// naming it.
-func Parse(r io.Reader, pool string) ([]Point, error) {
-	var pts []Point
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Bytes()
-		if len(strings.TrimSpace(string(line))) == 0 {
-			continue
+// that a wider query does no harm: those of other pools and messages, those
+// not written by the daemon's unit as root (counted as Foreign: the
+// journalctl matches already leave them out, this is the second check), and
+// lines too long to be a decision (counted as Long). A line that is not
+// JSON is an error naming it.
+func Parse(r io.Reader, pool string) ([]Point, Skipped, error) {
+	var (
+		pts  []Point
+		skip Skipped
+	)
+	br := bufio.NewReaderSize(r, 64<<10)
+	for n := 1; ; n++ {
+		line, long, err := readLine(br, MaxLine)
+		if err != nil && err != io.EOF {
+			return nil, skip, fmt.Errorf("journal line %d: %w", n, err)
 		}
-		var raw map[string]json.RawMessage
-		if err := json.Unmarshal(line, &raw); err != nil {
-			return nil, fmt.Errorf("journal line %d: %w", n, err)
-		}
-		// A field is a string, or (binary, repeated) something else,
-		// which no field read here ever is.
-		field := func(k string) string {
-			var s string
-			if json.Unmarshal(raw[k], &s) != nil {
-				return ""
+		if long {
+			skip.Long++
+		} else if len(bytes.TrimSpace(line)) > 0 {
+			p, ok, foreign, perr := parseEntry(line, pool)
+			switch {
+			case perr != nil:
+				return nil, skip, fmt.Errorf("journal line %d: %w", n, perr)
+			case foreign:
+				skip.Foreign++
+			case ok:
+				pts = append(pts, p)
 			}
-			return s
 		}
-		if field("MESSAGE_ID") != string(eventlog.Decision) || field("FLEXIQ_POOL") != pool {
+		if err == io.EOF {
+			return pts, skip, nil
+		}
+	}
+}
+
+// readLine reads one line (without its newline) of at most max bytes; a
+// longer one is read to its end and dropped, and long is true.
+func readLine(br *bufio.Reader, max int) (line []byte, long bool, err error) {
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if !long {
+			if len(line)+len(chunk) > max+1 {
+				long, line = true, nil
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		if err == bufio.ErrBufferFull {
 			continue
 		}
-		us, err := strconv.ParseInt(field("__REALTIME_TIMESTAMP"), 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("journal line %d: __REALTIME_TIMESTAMP: %w", n, err)
-		}
-		p := Point{Time: time.UnixMicro(us), Action: field("FLEXIQ_ACTION")}
-		p.Live, _ = strconv.Atoi(field("FLEXIQ_CURRENT"))
-		p.Target, _ = strconv.Atoi(field("FLEXIQ_DESIRED"))
-		if s := field("FLEXIQ_PENDING"); s != "" {
-			p.Pending, _ = strconv.ParseInt(s, 10, 64)
-			p.Running, _ = strconv.ParseInt(field("FLEXIQ_RUNNING"), 10, 64)
-			p.Known = true
-		}
-		pts = append(pts, p)
+		return bytes.TrimSuffix(line, []byte("\n")), long, err
 	}
-	return pts, sc.Err()
+}
+
+// parseEntry reads one journal entry: ok when it is one of pool's
+// decisions by the daemon, foreign when it looks like one but another unit
+// or user wrote it.
+func parseEntry(line []byte, pool string) (p Point, ok, foreign bool, err error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(line, &raw); err != nil {
+		return Point{}, false, false, err
+	}
+	// A field is a string, or (binary, repeated) something else,
+	// which no field read here ever is.
+	field := func(k string) string {
+		var s string
+		if json.Unmarshal(raw[k], &s) != nil {
+			return ""
+		}
+		return s
+	}
+	if field("MESSAGE_ID") != string(eventlog.Decision) || field("FLEXIQ_POOL") != pool {
+		return Point{}, false, false, nil
+	}
+	if field("_SYSTEMD_UNIT") != DaemonUnit || field("_UID") != daemonUID {
+		return Point{}, false, true, nil
+	}
+	us, err := strconv.ParseInt(field("__REALTIME_TIMESTAMP"), 10, 64)
+	if err != nil {
+		return Point{}, false, false, fmt.Errorf("__REALTIME_TIMESTAMP: %w", err)
+	}
+	p = Point{Time: time.UnixMicro(us), Action: field("FLEXIQ_ACTION")}
+	p.Live, _ = strconv.Atoi(field("FLEXIQ_CURRENT"))
+	p.Target, _ = strconv.Atoi(field("FLEXIQ_DESIRED"))
+	if s := field("FLEXIQ_PENDING"); s != "" {
+		p.Pending, _ = strconv.ParseInt(s, 10, 64)
+		p.Running, _ = strconv.ParseInt(field("FLEXIQ_RUNNING"), 10, 64)
+		p.Known = true
+	}
+	return p, true, false, nil
 }
 
 // WriteCSV writes the series, one row a decision, for a spreadsheet.

@@ -12,8 +12,11 @@ const decision = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b01"
 
 func ts(t int) string { return strconv.FormatInt(int64(1_800_000_000+t)*1_000_000, 10) }
 
+// daemon is the trusted fields journald gives the daemon's entries.
+const daemon = `,"_SYSTEMD_UNIT":"flexiq-scaled.service","_UID":"0"`
+
 func line(pool string, t int, fields string) string {
-	return `{"__REALTIME_TIMESTAMP":"` + ts(t) + `","MESSAGE_ID":"` + decision + `","FLEXIQ_POOL":"` + pool + `"` + fields + "}\n"
+	return `{"__REALTIME_TIMESTAMP":"` + ts(t) + `","MESSAGE_ID":"` + decision + `","FLEXIQ_POOL":"` + pool + `"` + daemon + fields + "}\n"
 }
 
 func TestParse(t *testing.T) {
@@ -23,7 +26,7 @@ func TestParse(t *testing.T) {
 		line("email", 10, `,"FLEXIQ_ACTION":"stable","FLEXIQ_CURRENT":"3","FLEXIQ_DESIRED":"3","FLEXIQ_PENDING":"5","FLEXIQ_RUNNING":"6","MESSAGE":[1,2]`) +
 		"\n" +
 		line("email", 20, `,"FLEXIQ_ACTION":"scale-down","FLEXIQ_CURRENT":"3","FLEXIQ_DESIRED":"1"`)
-	pts, err := Parse(strings.NewReader(in), "email")
+	pts, _, err := Parse(strings.NewReader(in), "email")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,14 +90,14 @@ func TestParse(t *testing.T) {
 }
 
 func TestParseBadLine(t *testing.T) {
-	if _, err := Parse(strings.NewReader("{\"a\":1}\nnot json\n"), "x"); err == nil || !strings.Contains(err.Error(), "line 2") {
+	if _, _, err := Parse(strings.NewReader("{\"a\":1}\nnot json\n"), "x"); err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("error %v, want one naming line 2", err)
 	}
 }
 
 func TestJournalArgs(t *testing.T) {
 	got := strings.Join(JournalArgs("email", "-3600s", ""), " ")
-	if got != "--no-pager -o json MESSAGE_ID="+decision+" FLEXIQ_POOL=email --since -3600s" {
+	if got != "--no-pager -o json MESSAGE_ID="+decision+" FLEXIQ_POOL=email _SYSTEMD_UNIT=flexiq-scaled.service _UID=0 --since -3600s" {
 		t.Errorf("args %q", got)
 	}
 }
@@ -116,5 +119,59 @@ func TestReadCSVErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("ReadCSV(%q) = %v, want an error with %q", c.in, err, c.want)
 		}
+	}
+}
+
+// Only the daemon's own entries are charted: one forged by another user
+// (logger --journald as uid 1000) or another unit is skipped and counted,
+// whatever it claims; a line too long to be a decision is skipped without
+// ending the read.
+func TestParseForeignAndLong(t *testing.T) {
+	forged := func(trusted string) string {
+		return `{"__REALTIME_TIMESTAMP":"` + ts(5) + `","MESSAGE_ID":"` + decision + `","FLEXIQ_POOL":"email"` + trusted +
+			`,"FLEXIQ_ACTION":"scale-up","FLEXIQ_CURRENT":"1","FLEXIQ_DESIRED":"500","FLEXIQ_PENDING":"9999","FLEXIQ_RUNNING":"0"}` + "\n"
+	}
+	long := `{"__REALTIME_TIMESTAMP":"` + ts(6) + `","MESSAGE_ID":"` + decision + `","FLEXIQ_POOL":"email"` + daemon +
+		`,"MESSAGE":"` + strings.Repeat("x", 5<<20) + `"}` + "\n"
+	for _, tc := range []struct {
+		name          string
+		in            string
+		foreign, lang int
+	}{
+		{"uid 1000 in a session", forged(`,"_UID":"1000","_SYSTEMD_UNIT":"session-3.scope"`), 1, 0},
+		{"uid 1000 claiming the unit as a plain field", forged(`,"_UID":"1000","SYSTEMD_UNIT":"flexiq-scaled.service"`), 1, 0},
+		{"root in another unit", forged(`,"_UID":"0","_SYSTEMD_UNIT":"cron.service"`), 1, 0},
+		{"the daemon's unit, not as root", forged(`,"_UID":"1000","_SYSTEMD_UNIT":"flexiq-scaled.service"`), 1, 0},
+		{"no trusted fields", forged(``), 1, 0},
+		{"a line over 4 MiB", long, 0, 1},
+		{"a line over 4 MiB, last, no newline", strings.TrimSuffix(long, "\n"), 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := line("email", 0, `,"FLEXIQ_ACTION":"stable","FLEXIQ_CURRENT":"2","FLEXIQ_DESIRED":"2"`) + tc.in +
+				line("email", 10, `,"FLEXIQ_ACTION":"scale-down","FLEXIQ_CURRENT":"2","FLEXIQ_DESIRED":"1"`)
+			if strings.HasSuffix(tc.name, "no newline") {
+				in = line("email", 0, `,"FLEXIQ_ACTION":"stable","FLEXIQ_CURRENT":"2","FLEXIQ_DESIRED":"2"`) + tc.in
+			}
+			pts, skipped, err := Parse(strings.NewReader(in), "email")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range pts {
+				if p.Target == 500 || p.Pending == 9999 {
+					t.Errorf("forged point charted: %+v", p)
+				}
+			}
+			if want := 2; strings.HasSuffix(tc.name, "no newline") {
+				want = 1
+				if len(pts) != want {
+					t.Errorf("%d points, want %d", len(pts), want)
+				}
+			} else if len(pts) != want {
+				t.Errorf("%d points, want %d", len(pts), want)
+			}
+			if skipped.Foreign != tc.foreign || skipped.Long != tc.lang {
+				t.Errorf("skipped %+v, want %d foreign, %d long", skipped, tc.foreign, tc.lang)
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -21,20 +22,48 @@ import (
 const TypeCommand = config.SourceCommand
 
 func init() {
-	register(TypeCommand, func(spec config.Source) (Source, error) { return newCommand(spec) })
+	register(TypeCommand, func(spec config.Source) (Source, error) { return newCommand(spec, nil) })
+}
+
+// CommandRunner runs a command source's program. The daemon's runs each
+// command in a transient service unit of its own (internal/units), so that
+// stopping the unit kills everything the command started, a setsid child
+// too; ProcessGroupRunner is the fallback where there is no service
+// manager to ask (the observe command, unit tests).
+type CommandRunner interface {
+	// RunCommand runs argv with env, in /, copying its standard output
+	// and error into stdout and stderr, and returns once it has exited and
+	// nothing it started is left. A write to stdout or stderr that fails
+	// stops the command at once, and RunCommand returns that error. When
+	// ctx ends the command is stopped likewise, and the error (returned
+	// whatever the command did) says how it was stopped. A command that
+	// exits other than with 0 is an error saying how it ended.
+	RunCommand(ctx context.Context, argv, env []string, stdout, stderr io.Writer) error
+}
+
+// NewWithCommandRunner is New, but a command source runs its program with
+// run: the daemon gives each pool a runner that starts transient units.
+func NewWithCommandRunner(run CommandRunner) func(config.Source) (Source, error) {
+	return func(spec config.Source) (Source, error) {
+		if spec.Type == TypeCommand {
+			return newCommand(spec, run)
+		}
+		return New(spec)
+	}
 }
 
 // commandSource runs a program at every tick, without a shell, and reads
 // {"pending": N, "running": M, "paused": P, "oldest_age_sec": S} from its
-// standard output. It runs as the daemon does (root, in the daemon's
-// unit's sandbox), in its own process group, which is killed whole at the
-// timeout and after every run, so that nothing it started outlives it.
+// standard output. It runs as the daemon does (root), through a
+// CommandRunner that leaves nothing it started behind, at the timeout and
+// after every run.
 type commandSource struct {
 	argv    []string
 	timeout time.Duration
+	run     CommandRunner
 }
 
-func newCommand(spec config.Source) (*commandSource, error) {
+func newCommand(spec config.Source, run CommandRunner) (*commandSource, error) {
 	argv := spec.Command.Command
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, fmt.Errorf("%s source: command is empty", TypeCommand)
@@ -43,11 +72,15 @@ func newCommand(spec config.Source) (*commandSource, error) {
 	if timeout <= 0 {
 		timeout = config.DefaultCommandTimeoutSec * time.Second
 	}
-	return &commandSource{argv: argv, timeout: timeout}, nil
+	if run == nil {
+		run = ProcessGroupRunner{}
+	}
+	return &commandSource{argv: argv, timeout: timeout, run: run}, nil
 }
 
 // What is kept of the command's output: its JSON is one short line, and
-// its standard error goes into an error message.
+// its standard error goes into an error message. Output past the limit of
+// stdout stops the command (no answer is that long); stderr's is dropped.
 const (
 	maxCommandStdout = 64 << 10
 	maxCommandStderr = 4 << 10
@@ -59,27 +92,18 @@ func (s *commandSource) Observe(ctx context.Context, _ time.Time) (Counts, error
 	// its pool's next tick.
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	var stdout, stderr capped
-	stdout.max, stderr.max = maxCommandStdout, maxCommandStderr
-	cmd := exec.CommandContext(ctx, s.argv[0], s.argv[1:]...)
-	cmd.Dir = "/"
-	cmd.Env = commandEnv(os.Environ())
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return killGroup(cmd) }
-	// A background child that keeps the output pipes open must not keep
-	// the tick waiting once the group is killed.
-	cmd.WaitDelay = time.Second
+	stdout := &limitedBuffer{max: maxCommandStdout, fail: true}
+	stderr := &limitedBuffer{max: maxCommandStderr}
 	start := time.Now()
-	err := cmd.Run()
-	if cmd.Process != nil {
-		killGroup(cmd) // whatever the command left behind
-	}
+	err := s.run.RunCommand(ctx, s.argv, commandEnv(os.Environ()), stdout, stderr)
 	name := s.argv[0]
 	switch {
+	case stdout.over:
+		return Counts{}, fmt.Errorf("%s source %s: printed more than %d KiB on stdout, and was stopped (%v)%s",
+			TypeCommand, name, maxCommandStdout>>10, err, stderrNote(stderr.Bytes()))
 	case ctx.Err() != nil:
-		return Counts{}, fmt.Errorf("%s source %s: timed out after %s (its process group was killed)%s",
-			TypeCommand, name, time.Since(start).Round(time.Millisecond), stderrNote(stderr.Bytes()))
+		return Counts{}, fmt.Errorf("%s source %s: timed out after %s (%v)%s",
+			TypeCommand, name, time.Since(start).Round(time.Millisecond), err, stderrNote(stderr.Bytes()))
 	case err != nil:
 		return Counts{}, fmt.Errorf("%s source %s: %v%s", TypeCommand, name, err, stderrNote(stderr.Bytes()))
 	}
@@ -91,6 +115,55 @@ func (s *commandSource) Observe(ctx context.Context, _ time.Time) (Counts, error
 }
 
 func (s *commandSource) Close() error { return nil }
+
+// ProcessGroupRunner runs a command as the daemon's child, in a process
+// group of its own that is killed whole at the end. A child that leaves the
+// group (setsid) escapes it: only a unit's cgroup holds everything. It is
+// for where no service manager can be asked: `flexiq-scaled observe` runs
+// the command so, as the user who runs observe.
+type ProcessGroupRunner struct{}
+
+func (ProcessGroupRunner) RunCommand(ctx context.Context, argv, env []string, stdout, stderr io.Writer) error {
+	// A failed write (output over its limit) ends the command at once.
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = "/"
+	cmd.Env = env
+	cmd.Stdout = &stopOnError{w: stdout, stop: stop}
+	cmd.Stderr = &stopOnError{w: stderr, stop: stop}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return killGroup(cmd) }
+	// A background child that keeps the output pipes open must not keep
+	// the tick waiting once the group is killed.
+	cmd.WaitDelay = time.Second
+	err := cmd.Run()
+	if cmd.Process != nil {
+		killGroup(cmd) // whatever the command left behind
+	}
+	switch cause := context.Cause(ctx); {
+	case cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded):
+		return fmt.Errorf("%w; its process group was killed", cause)
+	case ctx.Err() != nil:
+		return errors.New("its process group was killed")
+	}
+	return err
+}
+
+// stopOnError passes writes on, and stops the command at the first that
+// fails.
+type stopOnError struct {
+	w    io.Writer
+	stop context.CancelCauseFunc
+}
+
+func (s *stopOnError) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if err != nil {
+		s.stop(err)
+	}
+	return n, err
+}
 
 // killGroup kills the command's process group (its PID: Setpgid made it
 // the leader).
@@ -215,16 +288,38 @@ func quoteOutput(b []byte) string {
 	return strconv.Quote(string(b))
 }
 
-// capped is a buffer that keeps the first max bytes written to it and
-// drops the rest, without failing the writer.
-type capped struct {
-	bytes.Buffer
-	max int
+// limitedBuffer keeps the first max bytes written to it. Past them it
+// fails the write (fail) or drops the rest (for stderr, which only goes
+// into a message). It has no ReadFrom on purpose: io.Copy, as os/exec
+// uses, would call a bytes.Buffer's own and read without limit (1 GiB of
+// output was 4 GiB allocated). Its memory is max bytes, whatever is
+// written.
+type limitedBuffer struct {
+	buf  []byte
+	max  int
+	fail bool
+	over bool
 }
 
-func (c *capped) Write(p []byte) (int, error) {
-	if room := c.max - c.Len(); room > 0 {
-		c.Buffer.Write(p[:min(len(p), room)])
+// errOutputTooLong is the write error that stops a command whose stdout is
+// over its limit.
+var errOutputTooLong = errors.New("output over its limit")
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	room := b.max - len(b.buf)
+	if len(p) <= room {
+		b.buf = append(b.buf, p...)
+		return len(p), nil
+	}
+	if room > 0 {
+		b.buf = append(b.buf, p[:room]...)
+	}
+	b.over = true
+	if b.fail {
+		return max(room, 0), errOutputTooLong
 	}
 	return len(p), nil
 }
+
+// Bytes is what was kept.
+func (b *limitedBuffer) Bytes() []byte { return b.buf }

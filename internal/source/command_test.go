@@ -2,8 +2,10 @@ package source
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -185,5 +187,56 @@ func TestCommandEnv(t *testing.T) {
 	got := commandEnv([]string{"PATH=/usr/bin", "NOTIFY_SOCKET=/run/systemd/notify", "WATCHDOG_USEC=30000000", "CREDENTIALS_DIRECTORY=/run/credentials/x"})
 	if strings.Join(got, " ") != "PATH=/usr/bin CREDENTIALS_DIRECTORY=/run/credentials/x" {
 		t.Errorf("commandEnv = %q", got)
+	}
+}
+
+// A command that prints without end is stopped once its stdout passes the
+// limit, with an error that says so, and costs the daemon about the limit
+// in memory, not what the command printed; endless stderr is dropped past
+// its limit until the timeout. The old buffer's ReadFrom read everything.
+func TestCommandEndlessOutput(t *testing.T) {
+	for _, tt := range []struct {
+		name, body string
+		timeout    float64
+		want       []string
+	}{
+		{"stdout", `exec yes '{"pending": 1, "running": 1}'`, 30, []string{"printed more than 64 KiB on stdout, and was stopped"}},
+		{"stdout, no newline", `exec tr '\0' x < /dev/zero`, 30, []string{"printed more than 64 KiB on stdout, and was stopped"}},
+		{"stderr", `yes 'noise' >&2`, 1, []string{"timed out after", "stderr: noise | noise"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			src := mustNew(t, commandSpec(tt.timeout, script(t, tt.body)))
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			_, err := src.Observe(context.Background(), time.Now())
+			took := time.Since(start)
+			runtime.ReadMemStats(&after)
+			wantErrContaining(t, err, tt.want...)
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4<<20 {
+				t.Errorf("allocated %d KiB reading the output, want about the limit", alloc>>10)
+			}
+			if took > time.Duration(tt.timeout*float64(time.Second))+5*time.Second {
+				t.Errorf("took %s", took)
+			}
+		})
+	}
+}
+
+// limitedBuffer keeps its first max bytes, and fails or drops the rest;
+// it must not offer ReadFrom, which io.Copy would use instead of Write.
+func TestLimitedBuffer(t *testing.T) {
+	if _, ok := any(&limitedBuffer{}).(io.ReaderFrom); ok {
+		t.Fatal("limitedBuffer is an io.ReaderFrom: io.Copy would bypass its limit")
+	}
+	for _, fail := range []bool{false, true} {
+		b := &limitedBuffer{max: 5, fail: fail}
+		n, err := io.Copy(b, strings.NewReader("0123456789"))
+		if string(b.Bytes()) != "01234" || !b.over {
+			t.Errorf("fail=%v: kept %q, over %v", fail, b.Bytes(), b.over)
+		}
+		if fail != (err != nil) || (!fail && n != 10) {
+			t.Errorf("fail=%v: io.Copy = %d, %v", fail, n, err)
+		}
 	}
 }

@@ -7,10 +7,11 @@ import (
 	"time"
 )
 
-// A command source: a script that prints the counts. It runs in the
-// daemon's unit's sandbox, as the daemon's user; a failing or hanging
-// command is a hold, with its stderr in the journal, and a hanging one is
-// killed with everything it started at the tick's end.
+// A command source: a script that prints the counts. It runs in a
+// transient unit of its own, with the daemon's sandbox, as the daemon's
+// user; a failing or hanging command is a hold, with its stderr in the
+// journal, and a hanging one is stopped at the tick's end with everything
+// it started, a child that left its process group (setsid) too.
 func TestCommandSource(t *testing.T) {
 	e := setup(t)
 	const state = "/var/lib/flexiq-e2e-command/state"
@@ -21,7 +22,7 @@ func TestCommandSource(t *testing.T) {
 s=$(cat `+state+`)
 case "$s" in
 FAIL) echo "cannot reach the broker at 10.0.0.9" >&2; exit 2 ;;
-HANG) echo "waiting for the broker" >&2; sleep 300 & sleep 301 ;;
+HANG) echo "waiting for the broker" >&2; setsid sleep 302 </dev/null >/dev/null 2>&1 & sleep 300 & sleep 301 ;;
 *) echo "$s" ;;
 esac
 `)
@@ -70,13 +71,16 @@ timeout_sec = 30
 	e.holds("cmd", 3, 3*time.Second, "with the command hanging")
 	e.write(state, `{"pending": 2, "running": 0}`)
 	e.waitWorkers("cmd", 1, 20*time.Second)
-	// Nothing the hung commands started is left in the daemon's cgroup:
-	// only the daemon, and at most a command running right now.
-	e.eventually(10*time.Second, "no sleep left in the daemon's cgroup", func() (bool, string) {
-		out := e.sh(`for p in $(cat /sys/fs/cgroup/system.slice/` + daemonUnit + `/cgroup.procs); do cat /proc/$p/cmdline | tr '\0' ' '; echo; done`)
-		return !strings.Contains(out, "sleep 30"), fmt.Sprintf("processes: %s", out)
+	// Nothing the hung commands started is left anywhere, and their units
+	// are gone: only a command running right now may be listed.
+	e.eventually(10*time.Second, "no sleep of the command left", func() (bool, string) {
+		out := e.sh(`pgrep -af '[s]leep 30[0-2]' || true`)
+		return strings.TrimSpace(out) == "", fmt.Sprintf("processes: %s", out)
 	})
-
+	e.eventually(10*time.Second, "at most one command unit", func() (bool, string) {
+		out := strings.TrimSpace(e.sh(`systemctl list-units --all --plain --no-legend 'flexiq-source-cmd-*'`))
+		return strings.Count(out, "flexiq-source-cmd-") <= 1, out
+	})
 	e.write(state, `{"pending": 0, "running": 0}`)
 	e.waitWorkers("cmd", 0, 20*time.Second)
 }

@@ -1,0 +1,75 @@
+package units
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+)
+
+func TestCommandExitError(t *testing.T) {
+	for _, tt := range []struct {
+		result       string
+		code, status int32
+		want         string // "" for nil
+	}{
+		{"success", 1, 0, ""},
+		{"exit-code", 1, 3, "exit status 3"},
+		{"exit-code", 1, 203, "status 203/EXEC"},
+		// systemd calls a service killed by SIGTERM a success; a command
+		// killed so gave no answer.
+		{"success", 2, 15, "killed by signal 15"},
+		{"signal", 2, 9, "killed by signal 9"},
+		{"core-dump", 3, 11, "killed by signal 11"},
+		{"timeout", 1, 0, "unit result timeout"},
+	} {
+		err := commandExitError(tt.result, tt.code, tt.status)
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%s %d %d: %v, want %q", tt.result, tt.code, tt.status, err, tt.want)
+		}
+	}
+}
+
+// Arguments reach the command as written: systemd's $VAR expansion of
+// ExecStart= is escaped.
+func TestLiteralArgv(t *testing.T) {
+	got := literalArgv([]string{"/q", "$HOME", "${X}", "a$$b", "plain"})
+	if want := []string{"/q", "$$HOME", "$${X}", "a$$$$b", "plain"}; !slices.Equal(got, want) {
+		t.Errorf("literalArgv = %q, want %q", got, want)
+	}
+}
+
+func TestCommandProperties(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	props := map[string]any{}
+	for _, p := range commandProperties("email", []string{"/q"}, []string{"A=1", "INVOCATION_ID=x"}, w, w, time.Minute) {
+		if p.Name != "SystemCallFilter" {
+			props[p.Name] = p.Value.Value()
+		}
+	}
+	for name, want := range map[string]any{
+		"Type": "exec", "AddRef": true, "CollectMode": "inactive-or-failed", "KillMode": "control-group",
+		"RuntimeMaxUSec": uint64(time.Minute / time.Microsecond), "StandardOutputFileDescriptor": dbus.UnixFD(w.Fd()),
+		"NoNewPrivileges": true, "ProtectSystem": "full", "CapabilityBoundingSet": uint64(3),
+	} {
+		if props[name] != want {
+			t.Errorf("%s = %#v, want %#v", name, props[name], want)
+		}
+	}
+	if env, _ := props["Environment"].([]string); !slices.Equal(env, []string{"A=1"}) {
+		t.Errorf("Environment = %q", env)
+	}
+	if name := commandUnitName("email"); !strings.HasPrefix(name, "flexiq-source-email-") || !strings.HasSuffix(name, ".service") {
+		t.Errorf("unit name %q", name)
+	} else if _, _, ok := ParseUnitName(name); ok {
+		t.Errorf("%s parses as a worker's unit name", name)
+	}
+}
