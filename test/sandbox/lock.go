@@ -1,10 +1,13 @@
 package sandbox
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // SuiteLock is the file whose flock serialises sandbox suites on this
@@ -21,6 +24,30 @@ var (
 	lockFile *os.File
 	lockErr  error
 )
+
+// afterSuiteLock takes the machine's sandbox lock for this process and
+// returns ctx with its deadline moved on by the time spent waiting for it:
+// a caller's boot timeout is for booting, not for another suite's run.
+// Cancelling ctx for any other reason still cancels the returned context.
+func afterSuiteLock(ctx context.Context) (context.Context, context.CancelFunc, *os.File, error) {
+	t0 := time.Now()
+	lock, err := holdSuiteLock()
+	if err != nil {
+		return ctx, func() {}, nil, err
+	}
+	waited := time.Since(t0)
+	dl, ok := ctx.Deadline()
+	if !ok || waited < time.Second {
+		return ctx, func() {}, lock, nil
+	}
+	moved, cancel := context.WithDeadline(context.WithoutCancel(ctx), dl.Add(waited))
+	stop := context.AfterFunc(ctx, func() {
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cancel()
+		}
+	})
+	return moved, func() { stop(); cancel() }, lock, nil
+}
 
 // holdSuiteLock takes the machine's sandbox lock for this process, waiting
 // (and saying so) while another suite holds it.

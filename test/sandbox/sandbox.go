@@ -126,7 +126,8 @@ func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 	if opts.StopTimeout == 0 {
 		opts.StopTimeout = 20 * time.Second
 	}
-	lock, err := holdSuiteLock()
+	ctx, cancelLock, lock, err := afterSuiteLock(ctx)
+	defer cancelLock()
 	if err != nil {
 		return nil, err
 	}
