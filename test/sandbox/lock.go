@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -18,6 +19,9 @@ import (
 // only once the last sandbox of the suite is gone. FLEXIQ_SANDBOX_LOCK
 // names another file.
 var SuiteLock = "/run/flexiq-sandbox.lock"
+
+// heldEnv, set by the holder, is inherited by the processes it starts.
+const heldEnv = "FLEXIQ_SANDBOX_LOCK_HELD"
 
 var (
 	lockOnce sync.Once
@@ -53,6 +57,11 @@ func afterSuiteLock(ctx context.Context) (context.Context, context.CancelFunc, *
 // (and saying so) while another suite holds it.
 func holdSuiteLock() (*os.File, error) {
 	lockOnce.Do(func() {
+		// A process started by the holder (the sandbox CLI that a test
+		// runs) belongs to the holder's suite: waiting would deadlock it.
+		if os.Getenv(heldEnv) != "" {
+			return
+		}
 		path := SuiteLock
 		if p := os.Getenv("FLEXIQ_SANDBOX_LOCK"); p != "" {
 			path = p
@@ -71,6 +80,7 @@ func holdSuiteLock() (*os.File, error) {
 			}
 		}
 		lockFile = f
+		os.Setenv(heldEnv, strconv.Itoa(os.Getpid()))
 	})
 	return lockFile, lockErr
 }

@@ -161,7 +161,10 @@ func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 	keeper.Stdout, keeper.Stderr = logf, logf
 	// fd 3 is the readiness pipe; fd 4 keeps the suite lock held for as
 	// long as the keeper lives.
-	keeper.ExtraFiles = []*os.File{w, lock}
+	keeper.ExtraFiles = []*os.File{w}
+	if lock != nil { // nil in a process that the holder started
+		keeper.ExtraFiles = append(keeper.ExtraFiles, lock)
+	}
 	keeper.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := keeper.Start(); err != nil {
 		w.Close()
