@@ -74,6 +74,7 @@ func (p *Pool) PolicyParams() policy.Params {
 		ScaleDownWindow:           p.ScaleDownWindow,
 		Demand:                    p.Demand,
 		DemandWindow:              p.DemandWindow,
+		PollInterval:              p.PollInterval,
 	}
 }
 

@@ -29,6 +29,13 @@ type Decision struct {
 	LittlesLaw     int
 	LittlesLawUsed bool
 
+	// ClearTime is how long the live workers need to work off the backlog
+	// at the observed service time, against ClearTarget; known with
+	// ClearKnown (see clear.go). Backlogged is true when it exceeds the
+	// target, so that the tolerance band did not hold a scale-up.
+	ClearTime, ClearTarget time.Duration
+	ClearKnown, Backlogged bool
+
 	// Raw is the recommendation of this tick alone: the signals combined,
 	// clamped to the bounds and snapped to Current when within tolerance.
 	Raw int
@@ -120,13 +127,24 @@ func (r *Recommender) Decide(now time.Time, p Params, o Observation) Decision {
 		raw = max(raw, c+1)
 	}
 	raw = clamp(raw, p)
+	d.ClearTime, d.ClearTarget, d.ClearKnown = clearTime(p, o)
+	d.Backlogged = d.ClearKnown && d.ClearTime > d.ClearTarget
 	var notes []string
 	if c > 0 && !d.Overloaded && raw != c && math.Abs(float64(raw-c))/float64(c) < p.Tolerance {
-		// Snapping to C must not carry a pool that is outside its bounds
-		// (after a config change, or started by hand) any further outside
-		// them, so the bounds apply again.
-		raw = clamp(c, p)
-		notes = append(notes, "within tolerance")
+		if raw > c && d.Backlogged {
+			// The band is there to ignore noise around a pool that
+			// keeps up. A backlog the pool cannot clear in time is not
+			// noise: with one-thread workers the overload rule can never
+			// fire, and a 0.5 band would hold 19 workers under any
+			// queue. Only a scale-up passes, so a pool cannot flap on it.
+			notes = append(notes, fmt.Sprintf("backlog clears in %s > %s: not held by tolerance", secs(d.ClearTime), secs(d.ClearTarget)))
+		} else {
+			// Snapping to C must not carry a pool that is outside its
+			// bounds (after a config change, or started by hand) any
+			// further outside them, so the bounds apply again.
+			raw = clamp(c, p)
+			notes = append(notes, "within tolerance")
+		}
 	}
 	d.Raw = raw
 

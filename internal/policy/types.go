@@ -22,6 +22,10 @@ type Params struct {
 	// DemandWindow is what the source averages it over.
 	Demand       string
 	DemandWindow time.Duration
+	// PollInterval is the pool's tick. A backlog that the pool cannot
+	// clear within target_queue_latency_sec, or ClearPolls ticks when that
+	// is not set, is never held by the tolerance band (see clear.go).
+	PollInterval time.Duration
 }
 
 // Observation is what the controller saw at one tick.

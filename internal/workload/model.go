@@ -227,6 +227,10 @@ func newModel(jobs []Job, cfg Config) *model {
 		wakeGap: cfg.WakeGap.Seconds(), wakeLast: math.Inf(-1), wakeDue: math.Inf(1),
 		jobs: jobs, visible: make([]float64, len(jobs)), waits: make([]float64, 0, len(jobs)),
 	}
+	if m.p.PollInterval <= 0 {
+		// The policy's tick is the model's.
+		m.p.PollInterval = cfg.Poll
+	}
 	if len(jobs) > 0 {
 		m.origin = jobs[0].Arrival
 	}
