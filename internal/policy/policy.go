@@ -28,6 +28,10 @@ type Decision struct {
 	// LittlesLawUsed (demand = "littles-law", see demand.go).
 	LittlesLaw     int
 	LittlesLawUsed bool
+	// Onset: workers the burst-onset signal asks for; 0 unless OnsetUsed.
+	// KeepWarm: the keep-warm floor; 0 unless KeepWarmUsed (warm.go).
+	Onset, KeepWarm         int
+	OnsetUsed, KeepWarmUsed bool
 
 	// ClearTime is how long the live workers need to work off the backlog
 	// at the observed service time, against ClearTarget; known with
@@ -66,6 +70,12 @@ type sample struct {
 // concurrent use.
 type Recommender struct {
 	history []sample // oldest first, pruned to the longer window
+	// serviceTime is the last mean service time observed, kept across
+	// the silences the demand window forgets (burst-onset signal).
+	serviceTime time.Duration
+	// lastWork is the last tick that saw work, if worked (keep-warm).
+	lastWork time.Time
+	worked   bool
 }
 
 // maxCount bounds every computed worker count. Go leaves the conversion of an
@@ -120,9 +130,11 @@ func (r *Recommender) Decide(now time.Time, p Params, o Observation) Decision {
 		d.Latency = latency(c, o.OldestAge, p.TargetQueueLatency)
 	}
 	d.LittlesLaw, d.LittlesLawUsed = littlesLaw(p, o)
+	d.Onset, d.OnsetUsed = r.onset(p, o)
+	d.KeepWarm, d.KeepWarmUsed = r.keepWarm(now, p, o)
 	d.Overloaded = c > 0 && o.Running > int64(c)*int64(p.ThreadsPerWorker)
 
-	raw := max(d.Depth, d.Busy, d.CPU, d.Latency, d.LittlesLaw, p.MinWorkers)
+	raw := max(d.Depth, d.Busy, d.CPU, d.Latency, d.LittlesLaw, d.Onset, d.KeepWarm, p.MinWorkers)
 	if d.Overloaded {
 		raw = max(raw, c+1)
 	}
@@ -277,6 +289,12 @@ func rationale(d Decision, notes []string) string {
 	s := fmt.Sprintf("%s: depth=%d busy=%d cpu=%s latency=%s overload=%t", d.Action, d.Depth, d.Busy, cpu, lat, d.Overloaded)
 	if d.LittlesLawUsed {
 		s += " littles-law=" + strconv.Itoa(d.LittlesLaw)
+	}
+	if d.OnsetUsed {
+		s += " onset=" + strconv.Itoa(d.Onset)
+	}
+	if d.KeepWarmUsed {
+		s += " keep-warm=" + strconv.Itoa(d.KeepWarm)
 	}
 	if len(notes) > 0 {
 		s += " (" + strings.Join(notes, "; ") + ")"

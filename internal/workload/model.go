@@ -430,6 +430,12 @@ func (m *model) tick(now float64, onTick func(Tick)) {
 		// workers finish are not held against the live ones.
 		Running: max(0, int64(m.running)-int64(draining*m.threads)),
 	}
+	// The oldest ready job's age from its arrival, as a source reads it
+	// from created_at.
+	if pending > 0 {
+		o.OldestAge = time.Duration((now - m.jobs[m.queue[m.qhead]].Arrival) * float64(time.Second))
+		o.OldestKnown = true
+	}
 	rate, svc, known := m.demand(now)
 	if m.p.Demand != policy.DemandNone {
 		o.ArrivalRate, o.ServiceTime, o.DemandKnown = rate, time.Duration(svc*float64(time.Second)), known
