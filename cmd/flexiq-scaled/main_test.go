@@ -315,6 +315,8 @@ func TestSimulateErrors(t *testing.T) {
 		{"bad config", []string{"--config", badCfg, "--trace", tr}, 1, badCfg + ": pools.a.max_worker: unknown key"},
 		{"missing trace", []string{"--config", cfg, "--trace", tr + ".missing"}, 1, "open trace"},
 		{"bad trace", []string{"--config", cfg, "--trace", badTrace}, 1, "trace line 2, column pending"},
+		{"negative shift", []string{"--config", cfg, "--workload", tr, "--shift", "-1"}, 2, "--shift must be a number of seconds >= 0"},
+		{"NaN shift", []string{"--config", cfg, "--workload", tr, "--shift", "NaN"}, 2, "--shift must be a number of seconds >= 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

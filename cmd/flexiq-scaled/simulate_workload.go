@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"time"
 
@@ -33,7 +34,7 @@ arrival,service trace to standard output and reads no configuration.`
 // workloadFlags are simulate's flags for its workload mode.
 type workloadFlags struct {
 	workload, service, svg, generate *string
-	startup, step, wake              *float64
+	startup, step, wake, shift       *float64
 	untilMin                         *bool
 	gen                              workload.GenSpec
 }
@@ -46,6 +47,7 @@ func addWorkloadFlags(fs *flag.FlagSet) *workloadFlags {
 		startup:  fs.Float64("startup", 2, "with --workload, `SECONDS` from a worker's start to its first job"),
 		step:     fs.Float64("step", 0, "with --workload, quantise job starts and ends to `SECONDS`, as a time-stepped model does (0: exact)"),
 		wake:     fs.Float64("wake", 0, "with --workload, model the daemon's wake-up: every arrival, claim and completion ticks the pool, at most once per `SECONDS` (the daemon's is 0.25 for sources that watch the queue; 0: poll only)"),
+		shift:    fs.Float64("shift", 0, "with --workload, delay every arrival by `SECONDS` against the controller's ticks, which stay anchored at the trace's start: the phase of the arrivals against the ticks"),
 		untilMin: fs.Bool("until-min", false, "with --workload, run on after the last job until the pool is back at min_workers, and count its cost until then"),
 		generate: fs.String("generate", "", "write a synthetic job trace of `KIND` (poisson, diurnal or onoff) to standard output"),
 	}
@@ -81,6 +83,8 @@ func (w *workloadFlags) check() error {
 		return fmt.Errorf("--step must be >= 0")
 	case *w.wake < 0:
 		return fmt.Errorf("--wake must be >= 0")
+	case !(*w.shift >= 0) || math.IsInf(*w.shift, 0):
+		return fmt.Errorf("--shift must be a number of seconds >= 0")
 	}
 	if _, err := workload.ParseService(*w.service); err != nil {
 		return fmt.Errorf("--service: %v", err)
@@ -96,6 +100,7 @@ func (w *workloadFlags) run(pool *config.Pool, initial int, format string, stdou
 		Startup:  time.Duration(*w.startup * float64(time.Second)),
 		Step:     time.Duration(*w.step * float64(time.Second)),
 		WakeGap:  time.Duration(*w.wake * float64(time.Second)),
+		Shift:    time.Duration(*w.shift * float64(time.Second)),
 		Initial:  initial,
 		UntilMin: *w.untilMin,
 		Format:   format,

@@ -538,6 +538,7 @@ func TestPolicyParams(t *testing.T) {
 		Tolerance:                 0.1,
 		ScaleUpWindow:             15 * time.Second,
 		ScaleDownWindow:           300 * time.Second,
+		PollInterval:              5 * time.Second,
 	}
 	if got := c.Pools["email"].PolicyParams(); got != want {
 		t.Errorf("PolicyParams = %+v, want %+v", got, want)

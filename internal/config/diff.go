@@ -51,6 +51,7 @@ var keyNames = map[string]string{
 	"Pool.ScaleUpWindow":        "scale_up_window_sec",
 	"Pool.ScaleDownWindow":      "scale_down_window_sec",
 	"Pool.DemandWindow":         "demand_window_sec",
+	"Pool.KeepWarm":             "keep_warm_sec",
 	"Pool.PollInterval":         "poll_interval_sec",
 	"Pool.DrainTimeout":         "drain_timeout_sec",
 	"Pool.DrainSignalNumber":    "drain_signal",

@@ -48,6 +48,9 @@ type effectivePool struct {
 	ScaleDownWindowSec        float64           `toml:"scale_down_window_sec"`
 	Demand                    string            `toml:"demand,omitempty"`
 	DemandWindowSec           float64           `toml:"demand_window_sec,omitzero"`
+	OnsetMinJobs              int               `toml:"onset_min_jobs,omitzero"`
+	KeepWarmWorkers           int               `toml:"keep_warm_workers,omitzero"`
+	KeepWarmSec               float64           `toml:"keep_warm_sec,omitzero"`
 	PollIntervalSec           float64           `toml:"poll_interval_sec"`
 	DrainTimeoutSec           float64           `toml:"drain_timeout_sec"`
 	DrainSignal               string            `toml:"drain_signal"`
@@ -116,6 +119,9 @@ func WriteEffective(w io.Writer, c *Config) error {
 			ScaleDownWindowSec:        p.ScaleDownWindow.Seconds(),
 			Demand:                    p.Demand,
 			DemandWindowSec:           effectiveDemandWindow(p),
+			OnsetMinJobs:              p.OnsetMinJobs,
+			KeepWarmWorkers:           p.KeepWarmWorkers,
+			KeepWarmSec:               keepWarmSec(p),
 			PollIntervalSec:           p.PollInterval.Seconds(),
 			DrainTimeoutSec:           p.DrainTimeout.Seconds(),
 			DrainSignal:               p.DrainSignal,

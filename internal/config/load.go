@@ -72,6 +72,9 @@ type rawPool struct {
 	ScaleDownWindowSec        value     `toml:"scale_down_window_sec"`
 	Demand                    value     `toml:"demand"`
 	DemandWindowSec           value     `toml:"demand_window_sec"`
+	OnsetMinJobs              value     `toml:"onset_min_jobs"`
+	KeepWarmWorkers           value     `toml:"keep_warm_workers"`
+	KeepWarmSec               value     `toml:"keep_warm_sec"`
 	PollIntervalSec           value     `toml:"poll_interval_sec"`
 	DrainTimeoutSec           value     `toml:"drain_timeout_sec"`
 	DrainSignal               value     `toml:"drain_signal"`

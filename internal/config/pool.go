@@ -74,6 +74,10 @@ func (p *Pool) PolicyParams() policy.Params {
 		ScaleDownWindow:           p.ScaleDownWindow,
 		Demand:                    p.Demand,
 		DemandWindow:              p.DemandWindow,
+		OnsetMinJobs:              p.OnsetMinJobs,
+		KeepWarmWorkers:           p.KeepWarmWorkers,
+		KeepWarm:                  p.KeepWarm,
+		PollInterval:              p.PollInterval,
 	}
 }
 
@@ -149,6 +153,7 @@ func (l *loader) pool(name string, r *rawPool, daemonPoll time.Duration) *Pool {
 	l.readiness(p, r, key)
 	l.source(p, &r.Source, func(k string) string { return key("source", k) })
 	l.demand(p, r, key)
+	l.warm(p, r, key)
 	if p.ThreadsAuto && !slices.Contains(threadsAutoSources, p.Source.Type) {
 		l.add(key("threads_per_worker"), `"auto" reads flexiq's workers: only for %s sources, not %s`,
 			strings.Join(threadsAutoSources, ", "), p.Source.Type)

@@ -92,6 +92,12 @@ type Pool struct {
 	// policy.DemandLittlesLaw); DemandWindow what it is measured over.
 	Demand       string
 	DemandWindow time.Duration
+	// OnsetMinJobs (0 = off) turns on the burst-onset signal;
+	// KeepWarmWorkers (0 = off) is a floor under scale-downs for KeepWarm
+	// after the last work (policy/warm.go).
+	OnsetMinJobs    int
+	KeepWarmWorkers int
+	KeepWarm        time.Duration
 
 	Source Source
 	Limits Limits

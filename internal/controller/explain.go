@@ -108,6 +108,12 @@ func explain(wall time.Time, d policy.Decision, p policy.Params, o policy.Observ
 	if d.LittlesLawUsed {
 		e.add(Step{Name: "littles_law", Value: strconv.Itoa(d.LittlesLaw), Note: "busy threads that arrival rate x service time predict"})
 	}
+	if d.OnsetUsed {
+		e.add(Step{Name: "onset", Value: strconv.Itoa(d.Onset), Note: "jobs waiting over the oldest one's age x the last service time observed"})
+	}
+	if d.KeepWarmUsed {
+		e.add(Step{Name: "keep_warm", Value: strconv.Itoa(d.KeepWarm), Note: fmt.Sprintf("floor for %s after the last work", p.KeepWarm)})
+	}
 	if d.Rule != "" {
 		e.add(Step{Name: "rule", Value: d.Rule})
 	}

@@ -28,6 +28,17 @@ type Decision struct {
 	// LittlesLawUsed (demand = "littles-law", see demand.go).
 	LittlesLaw     int
 	LittlesLawUsed bool
+	// Onset: workers the burst-onset signal asks for; 0 unless OnsetUsed.
+	// KeepWarm: the keep-warm floor; 0 unless KeepWarmUsed (warm.go).
+	Onset, KeepWarm         int
+	OnsetUsed, KeepWarmUsed bool
+
+	// ClearTime is how long the live workers need to work off the backlog
+	// at the observed service time, against ClearTarget; known with
+	// ClearKnown (see clear.go). Backlogged is true when it exceeds the
+	// target, so that the tolerance band did not hold a scale-up.
+	ClearTime, ClearTarget time.Duration
+	ClearKnown, Backlogged bool
 
 	// Raw is the recommendation of this tick alone: the signals combined,
 	// clamped to the bounds and snapped to Current when within tolerance.
@@ -59,6 +70,12 @@ type sample struct {
 // concurrent use.
 type Recommender struct {
 	history []sample // oldest first, pruned to the longer window
+	// serviceTime is the last mean service time observed, kept across
+	// the silences the demand window forgets (burst-onset signal).
+	serviceTime time.Duration
+	// lastWork is the last tick that saw work, if worked (keep-warm).
+	lastWork time.Time
+	worked   bool
 }
 
 // maxCount bounds every computed worker count. Go leaves the conversion of an
@@ -113,20 +130,33 @@ func (r *Recommender) Decide(now time.Time, p Params, o Observation) Decision {
 		d.Latency = latency(c, o.OldestAge, p.TargetQueueLatency)
 	}
 	d.LittlesLaw, d.LittlesLawUsed = littlesLaw(p, o)
+	d.Onset, d.OnsetUsed = r.onset(p, o)
+	d.KeepWarm, d.KeepWarmUsed = r.keepWarm(now, p, o)
 	d.Overloaded = c > 0 && o.Running > int64(c)*int64(p.ThreadsPerWorker)
 
-	raw := max(d.Depth, d.Busy, d.CPU, d.Latency, d.LittlesLaw, p.MinWorkers)
+	raw := max(d.Depth, d.Busy, d.CPU, d.Latency, d.LittlesLaw, d.Onset, d.KeepWarm, p.MinWorkers)
 	if d.Overloaded {
 		raw = max(raw, c+1)
 	}
 	raw = clamp(raw, p)
+	d.ClearTime, d.ClearTarget, d.ClearKnown = clearTime(p, o)
+	d.Backlogged = d.ClearKnown && d.ClearTime > d.ClearTarget
 	var notes []string
 	if c > 0 && !d.Overloaded && raw != c && math.Abs(float64(raw-c))/float64(c) < p.Tolerance {
-		// Snapping to C must not carry a pool that is outside its bounds
-		// (after a config change, or started by hand) any further outside
-		// them, so the bounds apply again.
-		raw = clamp(c, p)
-		notes = append(notes, "within tolerance")
+		if raw > c && d.Backlogged {
+			// The band is there to ignore noise around a pool that
+			// keeps up. A backlog the pool cannot clear in time is not
+			// noise: with one-thread workers the overload rule can never
+			// fire, and a 0.5 band would hold 19 workers under any
+			// queue. Only a scale-up passes, so a pool cannot flap on it.
+			notes = append(notes, fmt.Sprintf("backlog clears in %s > %s: not held by tolerance", secs(d.ClearTime), secs(d.ClearTarget)))
+		} else {
+			// Snapping to C must not carry a pool that is outside its
+			// bounds (after a config change, or started by hand) any
+			// further outside them, so the bounds apply again.
+			raw = clamp(c, p)
+			notes = append(notes, "within tolerance")
+		}
 	}
 	d.Raw = raw
 
@@ -259,6 +289,12 @@ func rationale(d Decision, notes []string) string {
 	s := fmt.Sprintf("%s: depth=%d busy=%d cpu=%s latency=%s overload=%t", d.Action, d.Depth, d.Busy, cpu, lat, d.Overloaded)
 	if d.LittlesLawUsed {
 		s += " littles-law=" + strconv.Itoa(d.LittlesLaw)
+	}
+	if d.OnsetUsed {
+		s += " onset=" + strconv.Itoa(d.Onset)
+	}
+	if d.KeepWarmUsed {
+		s += " keep-warm=" + strconv.Itoa(d.KeepWarm)
 	}
 	if len(notes) > 0 {
 		s += " (" + strings.Join(notes, "; ") + ")"

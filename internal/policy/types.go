@@ -22,6 +22,19 @@ type Params struct {
 	// DemandWindow is what the source averages it over.
 	Demand       string
 	DemandWindow time.Duration
+	// PollInterval is the pool's tick. A backlog that the pool cannot
+	// clear within target_queue_latency_sec, or ClearPolls ticks when that
+	// is not set, is never held by the tolerance band (see clear.go).
+	PollInterval time.Duration
+	// OnsetMinJobs, when > 0, adds the burst-onset signal (warm.go): the
+	// jobs seen waiting over the oldest one's age, times the remembered
+	// service time. Only with Demand = DemandLittlesLaw, whose service
+	// time it remembers.
+	OnsetMinJobs int
+	// KeepWarmWorkers, when > 0, is a floor under scale-downs for KeepWarm
+	// after the last tick that saw work (warm.go).
+	KeepWarmWorkers int
+	KeepWarm        time.Duration
 }
 
 // Observation is what the controller saw at one tick.

@@ -17,6 +17,7 @@ type WorkloadOptions struct {
 	Startup time.Duration         // from a worker's start to its first job
 	Step    time.Duration         // 0: exact; see workload.Config.Step
 	WakeGap time.Duration         // 0: poll only; see workload.Config.WakeGap
+	Shift   time.Duration         // see workload.Config.Shift
 	Initial int                   // workers at the start; negative: min_workers
 	// UntilMin: see workload.Config.UntilMin.
 	UntilMin bool
@@ -36,6 +37,7 @@ func WorkloadConfig(pool *config.Pool, opt WorkloadOptions) workload.Config {
 		Initial:  opt.Initial,
 		Step:     opt.Step,
 		WakeGap:  opt.WakeGap,
+		Shift:    opt.Shift,
 		UntilMin: opt.UntilMin,
 	}
 }

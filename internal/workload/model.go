@@ -60,6 +60,11 @@ type Config struct {
 	// Step, when > 0, makes every job visible and every thread free only at
 	// the next multiple of Step, as a time-stepped model does. 0 is exact.
 	Step time.Duration
+	// Shift delays every arrival by Shift against the controller's ticks
+	// and the pool's start, which stay anchored at the trace's first
+	// arrival. A figure that moves with the shift depends on the phase of
+	// the arrivals against the ticks, which no real queue controls.
+	Shift time.Duration
 }
 
 // Tick is the state of the model at one controller tick and its decision.
@@ -104,6 +109,8 @@ func (c Config) Validate() error {
 		return errors.New("step must be >= 0")
 	case c.WakeGap < 0:
 		return errors.New("wake gap must be >= 0")
+	case c.Shift < 0:
+		return errors.New("shift must be >= 0")
 	case c.Params.ThreadsPerWorker < 1:
 		return errors.New("threads_per_worker must be >= 1")
 	case c.Params.MaxWorkers < 1:
@@ -186,7 +193,8 @@ type model struct {
 	startup float64
 	step    float64
 
-	jobs    []Job
+	origin  float64   // the ticks' anchor: the first arrival, before Shift
+	jobs    []Job     // arrivals shifted by Shift
 	visible []float64 // when each job can be taken (its arrival, or stepped)
 	next    int       // next job to arrive
 	queue   []int     // arrived, not started, FIFO
@@ -219,7 +227,20 @@ func newModel(jobs []Job, cfg Config) *model {
 		wakeGap: cfg.WakeGap.Seconds(), wakeLast: math.Inf(-1), wakeDue: math.Inf(1),
 		jobs: jobs, visible: make([]float64, len(jobs)), waits: make([]float64, 0, len(jobs)),
 	}
-	for i, j := range jobs {
+	if m.p.PollInterval <= 0 {
+		// The policy's tick is the model's.
+		m.p.PollInterval = cfg.Poll
+	}
+	if len(jobs) > 0 {
+		m.origin = jobs[0].Arrival
+	}
+	if shift := cfg.Shift.Seconds(); shift > 0 {
+		m.jobs = slices.Clone(jobs)
+		for i := range m.jobs {
+			m.jobs[i].Arrival += shift
+		}
+	}
+	for i, j := range m.jobs {
 		m.visible[i] = m.stepped(j.Arrival)
 		m.floor += j.Service
 	}
@@ -239,10 +260,7 @@ func (m *model) run(onTick func(Tick)) Result {
 	if initial < 0 {
 		initial = m.p.MinWorkers
 	}
-	var t0 float64
-	if len(m.jobs) > 0 {
-		t0 = m.jobs[0].Arrival
-	}
+	t0 := m.origin
 	for range initial {
 		w := m.startWorker(t0)
 		w.ready = t0
@@ -412,6 +430,12 @@ func (m *model) tick(now float64, onTick func(Tick)) {
 		// workers finish are not held against the live ones.
 		Running: max(0, int64(m.running)-int64(draining*m.threads)),
 	}
+	// The oldest ready job's age from its arrival, as a source reads it
+	// from created_at.
+	if pending > 0 {
+		o.OldestAge = time.Duration((now - m.jobs[m.queue[m.qhead]].Arrival) * float64(time.Second))
+		o.OldestKnown = true
+	}
 	rate, svc, known := m.demand(now)
 	if m.p.Demand != policy.DemandNone {
 		o.ArrivalRate, o.ServiceTime, o.DemandKnown = rate, time.Duration(svc*float64(time.Second)), known
@@ -437,12 +461,7 @@ func (m *model) tick(now float64, onTick func(Tick)) {
 	}
 }
 
-func (m *model) t0() float64 {
-	if len(m.jobs) == 0 {
-		return 0
-	}
-	return m.jobs[0].Arrival
-}
+func (m *model) t0() float64 { return m.origin }
 
 // demand is the arrival rate and the mean service time of the jobs finished
 // over the demand window ending at now, as a source reads them from the

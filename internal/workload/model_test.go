@@ -166,6 +166,35 @@ func TestModelStep(t *testing.T) {
 	}
 }
 
+// Shift moves the arrivals against the ticks, which stay where they were: a
+// pool of min 0 sees a job at 0 at the tick at 0 and has a worker ready 2 s
+// later; the same job shifted by 1 s arrives after that tick and waits for
+// the next, at 5, plus the startup: 6 s. The idle second before the job
+// costs nothing (no worker), and the job's 1 s of work is the same.
+func TestModelShift(t *testing.T) {
+	p := policy.Params{MinWorkers: 0, MaxWorkers: 1, TargetQueueDepthPerWorker: 1, TargetUtilisation: 1, ThreadsPerWorker: 1}
+	jobs := []Job{{0, 1}}
+	for _, tt := range []struct {
+		shift     time.Duration
+		wait, end float64
+	}{
+		{0, 2, 3},
+		{time.Second, 6, 8},
+		{4500 * time.Millisecond, 2.5, 8},
+	} {
+		r, err := Run(jobs, Config{Params: p, Poll: 5 * time.Second, Startup: 2 * time.Second, Initial: -1, Shift: tt.shift}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !near(r.WaitP50, tt.wait) || !near(r.End, tt.end) || !near(r.WorkerSeconds, 3) {
+			t.Errorf("shift %s: wait %g, end %g, worker-seconds %g; want %g, %g, 3", tt.shift, r.WaitP50, r.End, r.WorkerSeconds, tt.wait, tt.end)
+		}
+	}
+	if jobs[0].Arrival != 0 {
+		t.Errorf("Run shifted the caller's jobs: arrival %g", jobs[0].Arrival)
+	}
+}
+
 func TestRunRejects(t *testing.T) {
 	p := fixedParams(1, 1)
 	tests := []struct {
@@ -177,6 +206,7 @@ func TestRunRejects(t *testing.T) {
 		{"no poll", nil, Config{Params: p}, "poll interval"},
 		{"unsorted", []Job{{2, 1}, {1, 1}}, Config{Params: p, Poll: time.Second}, "job 2: arrival 1 is before"},
 		{"negative service", []Job{{0, -1}}, Config{Params: p, Poll: time.Second}, "job 1: service time"},
+		{"negative shift", nil, Config{Params: p, Poll: time.Second, Shift: -time.Second}, "shift"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
