@@ -23,7 +23,10 @@ const onsetMinAge = 500 * time.Millisecond
 // has already taken the burst's first jobs, which then cannot be older
 // than the oldest waiting one by more than the time they ran). The signal
 // sits out below OnsetMinJobs jobs (one or two jobs are noise, not a
-// rate), with nothing waiting, or before any service time was observed.
+// rate), with nothing waiting, or before any service time was observed; and
+// whenever the demand window knows a service time: jobs finished within it,
+// so the Little's law signal sees the load, and on steady traffic a few
+// jobs close together are chance, not a burst.
 func (r *Recommender) onset(p Params, o Observation) (workers int, ok bool) {
 	if p.OnsetMinJobs < 1 || p.Demand != DemandLittlesLaw {
 		return 0, false
@@ -31,7 +34,7 @@ func (r *Recommender) onset(p Params, o Observation) (workers int, ok bool) {
 	if o.DemandKnown && o.ServiceTime > 0 {
 		r.serviceTime = o.ServiceTime
 	}
-	if r.serviceTime <= 0 || o.Pending < 1 || !o.OldestKnown || o.OldestAge < 0 {
+	if o.DemandKnown || r.serviceTime <= 0 || o.Pending < 1 || !o.OldestKnown || o.OldestAge < 0 {
 		return 0, false
 	}
 	n := o.Pending

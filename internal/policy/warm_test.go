@@ -79,6 +79,17 @@ func TestOnsetSignal(t *testing.T) {
 			prior:  &known, obs: waiting(4, 1, 2, 400*time.Millisecond), desire: 4,
 		},
 		{
+			// Steady traffic: jobs finish within the demand window, so
+			// Little's law already sees the load; 4 jobs 0.4 s old on a
+			// Poisson stream are not a burst.
+			name:  "the demand window knows the load: sits out",
+			prior: &known, obs: func() Observation {
+				o := waiting(4, 1, 2, 400*time.Millisecond)
+				o.ArrivalRate, o.ServiceTime, o.DemandKnown = 1, 2*time.Second, true
+				return o
+			}(), desire: 4,
+		},
+		{
 			name:  "oldest age unknown: sits out",
 			prior: &known, obs: obs(4, 1, 2), desire: 4,
 		},
