@@ -33,8 +33,10 @@ build:
 	$(GO) build -o bin/ ./test/sandbox/cmd/flexiq-sandbox
 	$(GO) build -o bin/flexiq-testworker ./test/worker
 
+# test/clients/river is a module of its own, which ./... does not reach.
 vet:
 	$(GO) vet ./...
+	$(GO) -C test/clients/river vet ./...
 	@fmt=$$($(GOFMT) -l $$(git ls-files '*.go') 2>/dev/null); if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi
 
 unit: vet

@@ -1,13 +1,12 @@
 package config
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
+
+	"github.com/prometheus/procfs"
 )
 
 // hiddenDir is a directory that the daemon's unit (systemd/flexiq-scaled.service)
@@ -110,38 +109,33 @@ func splitPath(path string) []string {
 // hiddenFromUs reports whether dir is one this process cannot see, because
 // it runs in the daemon's sandbox: /tmp and /var/tmp bound from a
 // systemd-private-* directory, /home, /root or /run/user replaced by a
-// tmpfs. It says no when /proc/self/mountinfo cannot be read.
+// tmpfs. It says no when /proc/self/mountinfo cannot be read or parsed.
+// procfs parses the table, as internal/units/cpu.go does for cgroupfs.
 func hiddenFromUs(dir string) bool {
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := procfs.GetMounts()
 	if err != nil {
 		return false
 	}
-	defer f.Close()
-	return hiddenIn(f, dir)
+	return hiddenIn(mounts, dir)
 }
 
-// hiddenIn reads a mountinfo table. A host rarely mounts a tmpfs right on
+// hiddenIn judges a mount table. A host rarely mounts a tmpfs right on
 // /home, /root or /run/user (its /run/user/UID are mounts of their own),
-// and never binds /tmp from a systemd-private-* directory.
-func hiddenIn(mountinfo io.Reader, dir string) bool {
+// and never binds /tmp from a systemd-private-* directory. Mount points are
+// compared as the kernel writes them, escapes and all: none of the hidden
+// directories has a character it escapes.
+func hiddenIn(mounts []*procfs.MountInfo, dir string) bool {
 	hidden := false
-	sc := bufio.NewScanner(mountinfo)
-	for sc.Scan() {
-		// id parent major:minor root mountpoint options [optional...] - fstype source superoptions
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 || fields[4] != dir {
+	for _, m := range mounts {
+		if m.MountPoint != dir {
 			continue
-		}
-		fstype := ""
-		if sep := slices.Index(fields, "-"); sep >= 0 && sep+1 < len(fields) {
-			fstype = fields[sep+1]
 		}
 		// The last mount on a mount point is the one in sight.
 		switch dir {
 		case "/tmp", "/var/tmp":
-			hidden = strings.Contains(fields[3], "/systemd-private-")
+			hidden = strings.Contains(m.Root, "/systemd-private-")
 		default:
-			hidden = fstype == "tmpfs"
+			hidden = m.FSType == "tmpfs"
 		}
 	}
 	return hidden

@@ -471,31 +471,6 @@ func TestProblemIsOneLine(t *testing.T) {
 	}
 }
 
-// The mount table of a unit with PrivateTmp=yes and ProtectHome=tmpfs, as
-// systemd 252 set it up in the sandbox, and of an ordinary host.
-func TestHiddenIn(t *testing.T) {
-	const sandboxed = `435 418 0:45 / /tmp rw,nosuid,nodev,relatime shared:250 - tmpfs tmpfs rw
-440 418 0:77 / /home rw,relatime shared:259 - tmpfs tmpfs rw
-441 418 0:78 / /root rw,relatime shared:260 - tmpfs tmpfs rw
-444 436 0:79 / /run/user rw,relatime shared:256 - tmpfs tmpfs rw
-446 435 0:45 /systemd-private-a20b8e31e3e345d2970b4401dd79e770-run-u37.service-4cB0Dm/tmp /tmp rw,nosuid,nodev,relatime shared:251 - tmpfs tmpfs rw
-448 418 0:40 /var/tmp/systemd-private-a20b8e31e3e345d2970b4401dd79e770-run-u37.service-6ijUQF/tmp /var/tmp rw,relatime shared:262 - overlay overlay rw
-`
-	const host = `22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
-35 22 0:31 / /tmp rw,nosuid,nodev shared:17 - tmpfs tmpfs rw
-60 22 8:2 / /home rw,relatime shared:30 - ext4 /dev/sda2 rw
-70 25 0:50 / /run/user/1000 rw,nosuid,nodev,relatime shared:40 - tmpfs tmpfs rw
-`
-	for _, dir := range []string{"/tmp", "/var/tmp", "/home", "/root", "/run/user"} {
-		if !hiddenIn(strings.NewReader(sandboxed), dir) {
-			t.Errorf("%s not seen as hidden in the daemon's sandbox", dir)
-		}
-		if hiddenIn(strings.NewReader(host), dir) {
-			t.Errorf("%s seen as hidden on a host", dir)
-		}
-	}
-}
-
 // CheckMachine refuses what the daemon must refuse and only warns about the
 // command, which may be deployed after the file.
 func TestCheckMachine(t *testing.T) {

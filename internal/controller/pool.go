@@ -27,8 +27,8 @@ import (
 )
 
 const (
-	startTimeout  = 30 * time.Second // one start job, Type=exec: the exec itself
-	callTimeout   = 15 * time.Second // one D-Bus round trip
+	startTimeout  = units.StartTimeout // one start job, Type=exec: the exec itself
+	callTimeout   = units.CallTimeout  // one D-Bus round trip
 	sourceLogRate = time.Minute
 	// drainPoll is how often Drain re-lists while it waits for the units
 	// to go: a stop is short next to the drain timeouts it waits out.

@@ -241,7 +241,7 @@ func connect(ctx context.Context, o Options, log *eventlog.Logger, sigs <-chan o
 	delay := 100 * time.Millisecond
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, units.CallTimeout)
 		mgr, err := units.Connect(cctx, units.Options{User: o.User})
 		cancel()
 		if err == nil {
@@ -267,7 +267,7 @@ func connect(ctx context.Context, o Options, log *eventlog.Logger, sigs <-chan o
 // start adopts running workers, drains those of pools no longer configured,
 // and brings every pool to min_workers.
 func (d *daemon) start(ctx context.Context) error {
-	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	lctx, cancel := context.WithTimeout(ctx, units.ListTimeout)
 	existing, err := d.units.ListWorkers(lctx, "")
 	cancel()
 	if err != nil {
@@ -352,7 +352,7 @@ func (d *daemon) resetUnconfigured(ctx context.Context, ws []units.Worker) {
 		if _, ok := configured[w.Pool]; ok || w.ActiveState != "failed" {
 			continue
 		}
-		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		rctx, cancel := context.WithTimeout(ctx, units.CallTimeout)
 		err := d.units.ResetFailed(rctx, w.Unit)
 		cancel()
 		if err != nil {
@@ -368,7 +368,7 @@ func (d *daemon) resetUnconfigured(ctx context.Context, ws []units.Worker) {
 // resetUnconfiguredNow lists every worker unit and resets the failed ones
 // of unconfigured pools.
 func (d *daemon) resetUnconfiguredNow(ctx context.Context) {
-	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	lctx, cancel := context.WithTimeout(ctx, units.ListTimeout)
 	ws, err := d.units.ListWorkers(lctx, "")
 	cancel()
 	if err != nil {
@@ -385,7 +385,7 @@ func (d *daemon) drainOrphans(ctx context.Context, pool string, ws []units.Worke
 		if w.ActiveState != "active" && w.ActiveState != "activating" {
 			continue
 		}
-		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		sctx, cancel := context.WithTimeout(ctx, units.CallTimeout)
 		done, err := d.units.StopWorker(sctx, w.Unit)
 		cancel()
 		if err != nil {
@@ -495,7 +495,7 @@ func (d *daemon) reload(ctx context.Context, reqs []Request) {
 	// out already.
 	for _, rp := range added {
 		name := rp.pool.Name()
-		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		lctx, cancel := context.WithTimeout(ctx, units.ListTimeout)
 		existing, err := d.units.ListWorkers(lctx, name)
 		cancel()
 		if err != nil {
@@ -691,7 +691,7 @@ const sweepLimit = 10 * time.Minute
 func (d *daemon) sweep(ctx context.Context) {
 	deadline := time.Now().Add(sweepLimit)
 	for {
-		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		lctx, cancel := context.WithTimeout(ctx, units.ListTimeout)
 		ws, err := d.units.ListWorkers(lctx, "")
 		cancel()
 		if err != nil {
@@ -717,14 +717,14 @@ func (d *daemon) sweep(ctx context.Context) {
 			case "failed":
 				// Nothing runs, but a failed unit keeps the host
 				// "degraded" after the stop.
-				rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+				rctx, cancel := context.WithTimeout(ctx, units.CallTimeout)
 				_ = d.units.ResetFailed(rctx, w.Unit)
 				cancel()
 			case "deactivating":
 				left++ // already stopping: wait for it below
 			default: // active, activating, reloading
 				left++
-				sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+				sctx, cancel := context.WithTimeout(ctx, units.CallTimeout)
 				done, err := d.units.StopWorker(sctx, w.Unit)
 				cancel()
 				if err != nil {

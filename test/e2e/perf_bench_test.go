@@ -79,19 +79,20 @@ func (e *env) cgroupCPU(cgroup string) time.Duration {
 	return 0
 }
 
-// rssMB is a process's resident set, from the host's /proc.
-func rssMB(tb testing.TB, pid int) float64 {
+// statusMB is a memory field of a process's /proc/PID/status on the host
+// (VmRSS, RssAnon, ...), in MB.
+func statusMB(tb testing.TB, pid int, field string) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
 			return kb / 1024
 		}
 	}
-	tb.Fatalf("no VmRSS for PID %d", pid)
+	tb.Fatalf("no %s for PID %d", field, pid)
 	return 0
 }
 
@@ -106,12 +107,15 @@ func median(xs []float64) float64 {
 
 // BenchmarkTickCost (P3): the CPU time that one tick costs the daemon and
 // PID 1 with 500 idle workers (sleep infinity) and a 5 s poll, and the
-// daemon's RSS. Each round measures 60 s (12 ticks) of the daemon's cgroup
+// daemon's RSS, in all and anonymous. Each round measures 60 s (12 ticks) of the daemon's cgroup
 // and PID 1's (init.scope), scaled to one poll interval: the ticks come
 // from a timer, so the CPU per interval is the CPU per tick plus the
 // daemon's idle cost, which is counted against it. PID 1's figure has its
 // own idle cost taken off: 20 s with the daemon frozen (systemctl freeze)
-// after each window. Targets: 10 ms, 10 ms, 25 MB.
+// after each window. Targets: 10 ms, 10 ms, and (issue 18) 12 MB of
+// anonymous RSS: the daemon's own memory, heap and stacks. The total beside
+// it is mostly the binary's clean pages, shared with the page cache and
+// dropped first under pressure, so it has no target of its own any more.
 func BenchmarkTickCost(b *testing.B) {
 	const (
 		pool   = "idle"
@@ -124,14 +128,15 @@ func BenchmarkTickCost(b *testing.B) {
 	time.Sleep(2 * poll) // the ticks after the scale-out, which read every new unit
 	daemon := "/system.slice/" + daemonUnit
 	pid := hostPID(b, e, e.daemonPID())
-	var dms, pms, rss []float64
+	var dms, pms, rss, anon []float64
 	b.ResetTimer()
 	for i := range benchRounds(b) {
 		d0, p0, t0 := e.cgroupCPU(daemon), e.cgroupCPU("/init.scope"), time.Now()
 		time.Sleep(window)
 		d1, p1, t1 := e.cgroupCPU(daemon), e.cgroupCPU("/init.scope"), time.Now()
 		ticks := float64(t1.Sub(t0)) / float64(poll)
-		rss = append(rss, rssMB(b, pid))
+		rss = append(rss, statusMB(b, pid, "VmRSS"))
+		anon = append(anon, statusMB(b, pid, "RssAnon"))
 
 		e.sh("systemctl freeze " + daemonUnit)
 		q0, s0 := e.cgroupCPU("/init.scope"), time.Now()
@@ -142,8 +147,8 @@ func BenchmarkTickCost(b *testing.B) {
 
 		dms = append(dms, float64(d1-d0)/ticks/1e6)
 		pms = append(pms, (float64(p1-p0)-pid1Idle)/ticks/1e6)
-		b.Logf("round %d: %.1f ticks, daemon %.2f ms/tick, PID 1 %.2f ms/tick (its idle %.2f ms per interval), RSS %.1f MB",
-			i+1, ticks, dms[i], pms[i], pid1Idle/ticks/1e6, rss[i])
+		b.Logf("round %d: %.1f ticks, daemon %.2f ms/tick, PID 1 %.2f ms/tick (its idle %.2f ms per interval), RSS %.1f MB, anonymous %.1f MB",
+			i+1, ticks, dms[i], pms[i], pid1Idle/ticks/1e6, rss[i], anon[i])
 		if n := len(e.workers(pool, "active")); n != perfWorkers {
 			b.Fatalf("%d active workers, want %d", n, perfWorkers)
 		}
@@ -175,6 +180,7 @@ func BenchmarkTickCost(b *testing.B) {
 	b.ReportMetric(median(dms), "daemon-ms/tick")
 	b.ReportMetric(median(pms), "pid1-ms/tick")
 	b.ReportMetric(median(rss), "rss-MB")
+	b.ReportMetric(median(anon), "rss-anon-MB")
 	b.ReportMetric(0, "ns/op")
 }
 

@@ -226,12 +226,14 @@ INSERT INTO solid_queue_claimed_executions (job_id, process_id) SELECT id, 1 FRO
 	}
 }
 
-// buildRiverClient builds test/clients/river for the sandbox.
+// buildRiverClient builds test/clients/river for the sandbox. It is a module
+// of its own (River stays out of the product's go.mod), so the build runs in
+// its directory, against its own go.mod and go.sum.
 func buildRiverClient(t testing.TB) {
 	t.Helper()
 	root, _ := sandbox.ModuleRoot()
-	cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, "flexiq-river-client"), "./test/clients/river")
-	cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+	cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, "flexiq-river-client"), ".")
+	cmd.Dir, cmd.Env = filepath.Join(root, "test/clients/river"), append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building the River client: %v\n%s", err, out)
 	}
