@@ -74,8 +74,8 @@ type savedOverride struct {
 	Override
 }
 
-// overrideStore is where the pool's override is kept: override-POOL.json in the
-// state directory.
+// overrideStore is where the pool's override is kept: override-POOL.json
+// in the state directory.
 func (p *Pool) overrideStore() poolstore.Store[savedOverride] {
 	return poolstore.Store[savedOverride]{Dir: p.opts.OverrideDir, Prefix: "override-"}
 }
