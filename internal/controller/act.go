@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"errors"
-	"os"
 
 	"time"
 
@@ -185,9 +184,7 @@ func (p *Pool) Drain(ctx context.Context, why string) {
 		p.notify(changed)
 		if done {
 			// A drained pool has nothing left to carry across a restart.
-			if path := p.statePath(); path != "" {
-				os.Remove(path)
-			}
+			p.stateStore().Remove(p.name)
 			return
 		}
 		select {

@@ -15,19 +15,15 @@ package controller
 // meanwhile.
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
-	"github.com/flexiq/flexiq-scaled/internal/atomicfile"
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
+	"github.com/flexiq/flexiq-scaled/internal/poolstore"
 )
 
 // Override kinds.
@@ -78,12 +74,13 @@ type savedOverride struct {
 	Override
 }
 
-func (p *Pool) overridePath() string {
-	if p.opts.OverrideDir == "" {
-		return ""
-	}
-	return filepath.Join(p.opts.OverrideDir, "override-"+p.name+".json")
+// overrideStore is where the pool's override is kept: override-POOL.json
+// in the state directory.
+func (p *Pool) overrideStore() poolstore.Store[savedOverride] {
+	return poolstore.Store[savedOverride]{Dir: p.opts.OverrideDir, Prefix: "override-"}
 }
+
+func (p *Pool) overridePath() string { return p.overrideStore().Path(p.name) }
 
 func (p *Pool) wallNow() time.Time {
 	if p.opts.WallClock != nil {
@@ -153,10 +150,8 @@ func (p *Pool) expireOverride(now time.Time) {
 	}
 	old := p.override
 	p.override = Override{}
-	if path := p.overridePath(); path != "" {
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil), "pool=%s cannot remove %s: %v", p.name, path, err)
-		}
+	if err := p.overrideStore().Remove(p.name); err != nil {
+		p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil), "pool=%s cannot remove %s: %v", p.name, p.overridePath(), err)
 	}
 	p.logOverride(old, Override{}, fmt.Sprintf(" (its --for deadline %s passed)", old.Until.Format(time.RFC3339)))
 	p.overrideChanged()
@@ -185,21 +180,13 @@ func (p *Pool) logOverride(old, o Override, why string) {
 }
 
 func (p *Pool) saveOverride() error {
-	path := p.overridePath()
-	if path == "" {
-		return nil
-	}
 	if p.override.Kind == OverrideNone {
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("removing %s: %w", path, err)
+		if err := p.overrideStore().Remove(p.name); err != nil {
+			return fmt.Errorf("removing %s: %w", p.overridePath(), err)
 		}
 		return nil
 	}
-	b, err := json.Marshal(savedOverride{Version: overrideVersion, Pool: p.name, Override: p.override})
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.Write(path, b); err != nil {
+	if err := p.overrideStore().Save(p.name, savedOverride{Version: overrideVersion, Pool: p.name, Override: p.override}); err != nil {
 		return fmt.Errorf("saving the override: %w", err)
 	}
 	return nil
@@ -209,18 +196,11 @@ func (p *Pool) saveOverride() error {
 // the daemon was down is removed, and said so; a pin above a lowered
 // max_workers is held at max_workers.
 func (p *Pool) loadOverride() {
+	so, ok, err := p.overrideStore().Load(p.name)
+	if !ok {
+		return
+	}
 	path := p.overridePath()
-	if path == "" {
-		return
-	}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return
-	}
-	var so savedOverride
-	if err == nil {
-		err = json.Unmarshal(b, &so)
-	}
 	switch {
 	case err != nil:
 	case so.Version != overrideVersion:

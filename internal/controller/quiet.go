@@ -2,16 +2,11 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"time"
 
-	"github.com/flexiq/flexiq-scaled/internal/atomicfile"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+	"github.com/flexiq/flexiq-scaled/internal/poolstore"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
@@ -133,36 +128,28 @@ func (p *Pool) endQuiet(ctx context.Context, now time.Time) {
 	p.quietStep(ctx, now)
 }
 
-func (p *Pool) quietPath() string {
-	if p.opts.StateDir == "" {
-		return ""
-	}
-	return filepath.Join(p.opts.StateDir, "quiet-"+p.name+".json")
+// quietStore is where the quiet workers are kept: quiet-POOL.json in the
+// runtime directory, beside the state file.
+func (p *Pool) quietStore() poolstore.Store[savedQuiet] {
+	return poolstore.Store[savedQuiet]{Dir: p.opts.StateDir, Prefix: "quiet-"}
 }
+
+func (p *Pool) quietPath() string { return p.quietStore().Path(p.name) }
 
 // saveQuiet writes the quiet workers, atomically; with none, it removes
 // the file. A failure is logged: a restart would then adopt the quiet
 // workers as live, and a later scale-down would drain them again.
 func (p *Pool) saveQuiet() {
-	path := p.quietPath()
-	if path == "" {
-		return
-	}
 	var err error
 	if len(p.quiet) == 0 {
-		if err = os.Remove(path); errors.Is(err, fs.ErrNotExist) {
-			err = nil
-		}
+		err = p.quietStore().Remove(p.name)
 	} else {
 		st := savedQuiet{Version: quietVersion, Pool: p.name}
 		for _, unit := range sortedKeys(p.quiet) {
 			q := p.quiet[unit]
 			st.Units = append(st.Units, savedQuietEntry{Unit: unit, Slot: q.slot, Invocation: q.invocation, Deadline: int64(monoSince(q.deadline))})
 		}
-		var b []byte
-		if b, err = json.Marshal(st); err == nil {
-			err = atomicfile.Write(path, b)
-		}
+		err = p.quietStore().Save(p.name, st)
 	}
 	if err != nil {
 		p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil),
@@ -175,23 +162,15 @@ func (p *Pool) saveQuiet() {
 // with their deadlines. A worker whose stop is already under way, that is
 // gone, or that was restarted since, is not quiet any more.
 func (p *Pool) restoreQuiet(now time.Time, existing []units.Worker) {
-	path := p.quietPath()
-	if path == "" {
+	st, ok, err := p.quietStore().Load(p.name)
+	if !ok {
 		return
-	}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return
-	}
-	var st savedQuiet
-	if err == nil {
-		err = json.Unmarshal(b, &st)
 	}
 	if err == nil && (st.Version != quietVersion || st.Pool != p.name) {
 		err = fmt.Errorf("version %d of pool %q, want version %d of %q", st.Version, st.Pool, quietVersion, p.name)
 	}
 	if err != nil {
-		p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil), "pool=%s ignoring its quiet workers file %s: %v", p.name, path, err)
+		p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil), "pool=%s ignoring its quiet workers file %s: %v", p.name, p.quietPath(), err)
 		return
 	}
 	byUnit := indexByUnit(existing)

@@ -2,16 +2,12 @@ package controller
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"time"
 
-	"github.com/flexiq/flexiq-scaled/internal/atomicfile"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
+	"github.com/flexiq/flexiq-scaled/internal/poolstore"
 )
 
 // The state file carries across a restart of the daemon (a package upgrade,
@@ -52,19 +48,19 @@ type savedBackoff struct {
 	Until int64 `json:"until_mono_ns"`
 }
 
-func (p *Pool) statePath() string {
-	if p.opts.StateDir == "" {
-		return ""
-	}
-	return filepath.Join(p.opts.StateDir, "pool-"+p.name+".json")
+// stateStore is where the state file is kept: pool-POOL.json in the
+// runtime directory.
+func (p *Pool) stateStore() poolstore.Store[savedState] {
+	return poolstore.Store[savedState]{Dir: p.opts.StateDir, Prefix: "pool-"}
 }
+
+func (p *Pool) statePath() string { return p.stateStore().Path(p.name) }
 
 // saveState writes the state file, atomically: a crash mid-write leaves the
 // previous file. Failing to write costs only the continuity of a later
 // restart, so it is logged and the tick goes on.
 func (p *Pool) saveState(now time.Time) {
-	path := p.statePath()
-	if path == "" {
+	if p.statePath() == "" {
 		return
 	}
 	st := savedState{Version: stateVersion, Pool: p.name, SavedAt: int64(monoSince(now)), Target: p.target, Roll: p.roll.nonce,
@@ -80,11 +76,7 @@ func (p *Pool) saveState(now time.Time) {
 			st.Backoff[slot] = savedBackoff{Delay: int64(b.delay), Until: int64(monoSince(b.until))}
 		}
 	}
-	b, err := json.Marshal(st)
-	if err == nil {
-		err = atomicfile.Write(path, b)
-	}
-	if err != nil {
+	if err := p.stateStore().Save(p.name, st); err != nil {
 		if log, _ := p.report.stateLog.Fail(now); log {
 			p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil), "pool=%s cannot save its state (a restart would forget its windows): %v", p.name, err)
 		}
@@ -97,12 +89,9 @@ func (p *Pool) saveState(now time.Time) {
 // to use: no file is no reason worth a warning, a corrupt, foreign or stale
 // one is.
 func (p *Pool) loadState(now time.Time) (*savedState, string) {
-	path := p.statePath()
-	if path == "" {
-		return nil, ""
-	}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	// Read, not Load: the bytes are parsed twice below.
+	b, ok, err := p.stateStore().Read(p.name)
+	if !ok {
 		return nil, ""
 	}
 	if err != nil {
@@ -119,7 +108,7 @@ func (p *Pool) loadState(now time.Time) (*savedState, string) {
 		}
 	}
 	if st == nil {
-		return nil, fmt.Sprintf("%s: %s", path, why)
+		return nil, fmt.Sprintf("%s: %s", p.statePath(), why)
 	}
 	return st, ""
 }
