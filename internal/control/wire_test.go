@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flexiq/flexiq-scaled/internal/controller"
+	"github.com/flexiq/flexiq-scaled/internal/api"
 )
 
 // wireBackend answers with every field of the wire types set, so that the
@@ -20,10 +20,10 @@ type wireBackend struct{ fakeBackend }
 
 var wireTime = time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC)
 
-func wireExplanation() controller.Explanation {
-	return controller.Explanation{
+func wireExplanation() api.Explanation {
+	return api.Explanation{
 		Time: wireTime, Action: "scale-up", Current: 2, Desired: 3, Mode: "active", Rationale: "depth",
-		Steps: []controller.Step{
+		Steps: []api.Step{
 			{Name: "depth", Value: "4", Note: "ceil(pending 40 / 10)"},
 			{Name: "rate", Value: "3", Held: true, Note: "max_scale_up_step"},
 		},
@@ -31,31 +31,31 @@ func wireExplanation() controller.Explanation {
 	}
 }
 
-func (b *wireBackend) Views(pool string) ([]controller.View, error) {
+func (b *wireBackend) Views(pool string) ([]api.View, error) {
 	age, up, cpu, mem := 12.5, 30.25, 42.0, uint64(1<<20)
 	e := wireExplanation()
-	return []controller.View{{
+	return []api.View{{
 		Pool: "email", Mode: "pinned", DryRun: true,
-		Override: &controller.Override{Kind: controller.OverridePinned, Workers: 3, Since: wireTime,
+		Override: &api.Override{Kind: api.OverridePinned, Workers: 3, Since: wireTime,
 			Until: wireTime.Add(time.Hour), By: "uid 1000 (alice)"},
-		Workers: controller.WorkerCounts{Live: 2, Draining: 1, Target: 3, Min: 1, Max: 10},
-		Queue:   &controller.QueueView{Pending: 40, Running: 2, Paused: 5, OldestAgeSec: &age},
-		Source: controller.SourceView{Type: "flexiq-sqlite", Healthy: false, LastSuccess: wireTime,
+		Workers: api.WorkerCounts{Live: 2, Draining: 1, Target: 3, Min: 1, Max: 10},
+		Queue:   &api.QueueView{Pending: 40, Running: 2, Paused: 5, OldestAgeSec: &age},
+		Source: api.SourceView{Type: "flexiq-sqlite", Healthy: false, LastSuccess: wireTime,
 			LastError: "database is locked", LastErrorAt: wireTime.Add(time.Second)},
 		LastDecision: &e,
-		WorkerList: []controller.WorkerView{
+		WorkerList: []api.WorkerView{
 			{Slot: 1, Unit: "flexiq-email@1.service", State: "active", UptimeSec: &up, CPUPercent: &cpu, MemoryBytes: &mem, Restarts: 2},
 			{Slot: 2, Unit: "flexiq-email@2.service", State: "draining"},
 		},
 		UpdatedAt: wireTime,
 	}, {
 		// The zero view: what omitempty and omitzero leave out.
-		Pool: "idle", Mode: "active", WorkerList: []controller.WorkerView{},
+		Pool: "idle", Mode: "active", WorkerList: []api.WorkerView{},
 	}}, nil
 }
 
-func (b *wireBackend) Explain(pool string, last int) ([]controller.Explanation, error) {
-	return []controller.Explanation{wireExplanation(), {Action: "stable", Steps: []controller.Step{}}}, nil
+func (b *wireBackend) Explain(pool string, last int) ([]api.Explanation, error) {
+	return []api.Explanation{wireExplanation(), {Action: "stable", Steps: []api.Step{}}}, nil
 }
 
 func TestWireJSON(t *testing.T) {
