@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/control"
 	"github.com/flexiq/flexiq-scaled/internal/daemon"
 )
@@ -189,7 +190,7 @@ func rollOverSocket(cf controlFlags, pools []string, reason string, stdout, stde
 	}
 	c := &control.Client{Socket: filepath.Join(dir, control.SocketName)}
 	for _, pool := range pools {
-		resp, err := c.Change(pool, "roll", control.ChangeRequest{Reason: reason})
+		resp, err := c.Change(pool, "roll", api.ChangeRequest{Reason: reason})
 		if err != nil {
 			return controlFailed(stderr, "roll", err)
 		}

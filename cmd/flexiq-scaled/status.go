@@ -19,8 +19,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/control"
-	"github.com/flexiq/flexiq-scaled/internal/controller"
 	"github.com/flexiq/flexiq-scaled/internal/daemon"
 )
 
@@ -147,7 +147,7 @@ Reading needs root or membership of group flexiq-scaled.`)
 
 // printStatus writes the pools as systemctl status does its units: a
 // headline with a bullet, indented key lines, then a table of workers.
-func printStatus(w io.Writer, pools []controller.View, now time.Time) {
+func printStatus(w io.Writer, pools []api.View, now time.Time) {
 	if len(pools) == 0 {
 		fmt.Fprintln(w, "no pools configured")
 		return
@@ -364,7 +364,7 @@ func overrideCmd(verb, synopsis, description string, args []string, stdout, stde
 	if len(pos) != want {
 		return usageError(fs, stderr, "want %s", synopsis)
 	}
-	var req control.ChangeRequest
+	var req api.ChangeRequest
 	if forD != nil {
 		if *forD < 0 {
 			return usageError(fs, stderr, "--for must not be negative")

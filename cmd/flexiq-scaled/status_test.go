@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flexiq/flexiq-scaled/internal/controller"
+	"github.com/flexiq/flexiq-scaled/internal/api"
 )
 
 // Every operator's command says in one line that the daemon is not running,
@@ -32,18 +32,18 @@ func TestControlCommandsWithoutDaemon(t *testing.T) {
 func TestPrintStatus(t *testing.T) {
 	now := time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC)
 	up, cpu, age := 312.0, 12.5, 4.2
-	v := controller.View{
+	v := api.View{
 		Pool: "email", Mode: "paused",
-		Override: &controller.Override{Kind: controller.OverridePaused},
-		Workers:  controller.WorkerCounts{Live: 1, Target: 1, Min: 1, Max: 10},
-		Queue:    &controller.QueueView{Pending: 40, Running: 2, OldestAgeSec: &age},
-		Source:   controller.SourceView{Type: "flexiq-sqlite", Healthy: true, LastSuccess: now.Add(-time.Second)},
-		LastDecision: &controller.Explanation{Time: now.Add(-time.Second), Action: "hold", Current: 1, Desired: 1,
+		Override: &api.Override{Kind: api.OverridePaused},
+		Workers:  api.WorkerCounts{Live: 1, Target: 1, Min: 1, Max: 10},
+		Queue:    &api.QueueView{Pending: 40, Running: 2, OldestAgeSec: &age},
+		Source:   api.SourceView{Type: "flexiq-sqlite", Healthy: true, LastSuccess: now.Add(-time.Second)},
+		LastDecision: &api.Explanation{Time: now.Add(-time.Second), Action: "hold", Current: 1, Desired: 1,
 			Rationale: "paused", HeldBy: "override"},
-		WorkerList: []controller.WorkerView{{Slot: 1, Unit: "flexiq-email@1.service", State: "active", UptimeSec: &up, CPUPercent: &cpu}},
+		WorkerList: []api.WorkerView{{Slot: 1, Unit: "flexiq-email@1.service", State: "active", UptimeSec: &up, CPUPercent: &cpu}},
 	}
 	var b strings.Builder
-	printStatus(&b, []controller.View{v}, now)
+	printStatus(&b, []api.View{v}, now)
 	for _, want := range []string{
 		"● email - paused\n",
 		"Workers: 1 live, 0 draining; target 1 (min 1, max 10)",

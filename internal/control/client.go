@@ -14,6 +14,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/api"
 )
 
 // ErrNotRunning means nothing listens on the control socket.
@@ -56,8 +58,8 @@ func (c *Client) http() *http.Client {
 }
 
 // Status reads the pools' snapshots (pool "" for all).
-func (c *Client) Status(pool string) (StatusResponse, error) {
-	var out StatusResponse
+func (c *Client) Status(pool string) (api.StatusResponse, error) {
+	var out api.StatusResponse
 	path := "/v1/status"
 	if pool != "" {
 		path += "?pool=" + url.QueryEscape(pool)
@@ -66,15 +68,15 @@ func (c *Client) Status(pool string) (StatusResponse, error) {
 }
 
 // Explain reads a pool's last decisions.
-func (c *Client) Explain(pool string, last int) (ExplainResponse, error) {
-	var out ExplainResponse
+func (c *Client) Explain(pool string, last int) (api.ExplainResponse, error) {
+	var out api.ExplainResponse
 	return out, c.do(http.MethodGet, fmt.Sprintf("/v1/pools/%s/explain?last=%d", url.PathEscape(pool), last), nil, &out)
 }
 
 // Change asks for a change of a pool: verb is pause, resume, pin, unpin or
 // roll.
-func (c *Client) Change(pool, verb string, req ChangeRequest) (ChangeResponse, error) {
-	var out ChangeResponse
+func (c *Client) Change(pool, verb string, req api.ChangeRequest) (api.ChangeResponse, error) {
+	var out api.ChangeResponse
 	return out, c.do(http.MethodPost, "/v1/pools/"+url.PathEscape(pool)+"/"+verb, req, &out)
 }
 
@@ -115,7 +117,7 @@ func (c *Client) do(method, path string, in, out any) error {
 		return fmt.Errorf("reading the daemon's answer: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e ErrorResponse
+		var e api.ErrorResponse
 		if json.Unmarshal(b, &e) != nil || e.Error == "" {
 			e.Error = fmt.Sprintf("the daemon answered %s", resp.Status)
 		}

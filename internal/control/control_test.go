@@ -14,39 +14,39 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flexiq/flexiq-scaled/internal/controller"
+	"github.com/flexiq/flexiq-scaled/internal/api"
 )
 
 // fakeBackend is one pool, "email", with max_workers 10.
 type fakeBackend struct {
-	o controller.Override
+	o api.Override
 }
 
-func (b *fakeBackend) Views(pool string) ([]controller.View, error) {
+func (b *fakeBackend) Views(pool string) ([]api.View, error) {
 	if pool != "" && pool != "email" {
 		return nil, fmt.Errorf("%w: %q", ErrNoPool, pool)
 	}
-	v := controller.View{Pool: "email", Mode: "active", WorkerList: []controller.WorkerView{}}
+	v := api.View{Pool: "email", Mode: "active", WorkerList: []api.WorkerView{}}
 	if b.o.Kind != "" {
 		o := b.o
 		v.Mode, v.Override = o.Kind, &o
 	}
-	return []controller.View{v}, nil
+	return []api.View{v}, nil
 }
 
-func (b *fakeBackend) Explain(pool string, last int) ([]controller.Explanation, error) {
+func (b *fakeBackend) Explain(pool string, last int) ([]api.Explanation, error) {
 	if pool != "email" {
 		return nil, ErrNoPool
 	}
-	return []controller.Explanation{{Action: "stable", Steps: []controller.Step{{Name: "depth", Value: "1"}}}}, nil
+	return []api.Explanation{{Action: "stable", Steps: []api.Step{{Name: "depth", Value: "1"}}}}, nil
 }
 
-func (b *fakeBackend) SetOverride(pool string, o controller.Override) (controller.Override, error) {
+func (b *fakeBackend) SetOverride(pool string, o api.Override) (api.Override, error) {
 	if pool != "email" {
-		return controller.Override{}, ErrNoPool
+		return api.Override{}, ErrNoPool
 	}
-	if o.Kind == controller.OverridePinned && o.Workers > 10 {
-		return b.o, fmt.Errorf("%w: pin %d above max_workers", controller.ErrOverride, o.Workers)
+	if o.Kind == api.OverridePinned && o.Workers > 10 {
+		return b.o, fmt.Errorf("%w: pin %d above max_workers", api.ErrOverride, o.Workers)
 	}
 	b.o = o
 	return o, nil
@@ -113,7 +113,7 @@ func TestAuthorisation(t *testing.T) {
 				t.Fatalf("%d, want %d: %s", rec.Code, tc.want, rec.Body)
 			}
 			if rec.Code == 403 {
-				var e ErrorResponse
+				var e api.ErrorResponse
 				if json.Unmarshal(rec.Body.Bytes(), &e) != nil || !strings.HasPrefix(e.Error, "permission denied: ") {
 					t.Errorf("403 without a clear message: %s", rec.Body)
 				}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flexiq/flexiq-scaled/internal/controller"
+	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/sockguard"
 )
 
@@ -26,40 +26,13 @@ var ErrNoPool = errors.New("no such pool")
 type Backend interface {
 	// Views returns the pools' snapshots, sorted by name: all of them for
 	// pool "", else the one (ErrNoPool if it is not configured).
-	Views(pool string) ([]controller.View, error)
-	Explain(pool string, last int) ([]controller.Explanation, error)
-	// SetOverride pauses, pins or resumes a pool (controller.ErrOverride
+	Views(pool string) ([]api.View, error)
+	Explain(pool string, last int) ([]api.Explanation, error)
+	// SetOverride pauses, pins or resumes a pool (api.ErrOverride
 	// for a refused one).
-	SetOverride(pool string, o controller.Override) (controller.Override, error)
+	SetOverride(pool string, o api.Override) (api.Override, error)
 	// Roll asks for a rollout of the pools; it returns one line per pool.
 	Roll(pools []string, reason string) ([]string, error)
-}
-
-// StatusResponse is GET /v1/status.
-type StatusResponse struct {
-	Pools []controller.View `json:"pools"`
-}
-
-// ExplainResponse is GET /v1/pools/POOL/explain.
-type ExplainResponse struct {
-	Pool      string                   `json:"pool"`
-	Decisions []controller.Explanation `json:"decisions"`
-}
-
-// ChangeRequest is the body of POST /v1/pools/POOL/{pause,pin,roll}.
-type ChangeRequest struct {
-	// ForSec bounds a pause or pin, in seconds; 0 is until resumed. At
-	// most MaxForSec.
-	ForSec  float64 `json:"for_sec,omitempty"`
-	Workers *int    `json:"workers,omitempty"` // pin
-	Reason  string  `json:"reason,omitempty"`  // roll
-}
-
-// ChangeResponse answers a change.
-type ChangeResponse struct {
-	Pool     string               `json:"pool"`
-	Override *controller.Override `json:"override"`
-	Message  string               `json:"message"`
 }
 
 // MaxForSec is the longest pause or pin with a deadline: a year. Longer
@@ -68,11 +41,6 @@ const MaxForSec = 365 * 24 * 3600
 
 // maxReason bounds a roll's reason, which goes into the journal.
 const maxReason = 200
-
-// ErrorResponse is the body of every 4xx and 5xx answer.
-type ErrorResponse struct {
-	Error string `json:"error"`
-}
 
 // Server serves the control API.
 type Server struct {
@@ -137,19 +105,19 @@ func (s *Server) read(h func(http.ResponseWriter, *http.Request)) http.HandlerFu
 	}
 }
 
-func (s *Server) change(h func(http.ResponseWriter, *http.Request, Peer, ChangeRequest)) http.HandlerFunc {
+func (s *Server) change(h func(http.ResponseWriter, *http.Request, Peer, api.ChangeRequest)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, ok := s.authorise(w, r, ChangeAccess)
 		if !ok {
 			return
 		}
-		var req ChangeRequest
+		var req api.ChangeRequest
 		body := http.MaxBytesReader(w, r.Body, 64<<10)
 		if err := json.NewDecoder(body).Decode(&req); err != nil && !errors.Is(err, io.EOF) /* an empty body: no fields */ {
 			writeError(w, http.StatusBadRequest, "bad request body: "+err.Error())
 			return
 		}
-		if err := req.check(); err != nil {
+		if err := checkChange(req); err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
@@ -157,10 +125,10 @@ func (s *Server) change(h func(http.ResponseWriter, *http.Request, Peer, ChangeR
 	}
 }
 
-// check refuses what the handlers cannot take: a deadline beyond a year
+// checkChange refuses what the handlers cannot take: a deadline beyond a year
 // (which would overflow into the past), and a reason that would put
 // control characters or pages into the journal.
-func (req ChangeRequest) check() error {
+func checkChange(req api.ChangeRequest) error {
 	switch {
 	case req.ForSec < 0:
 		return errors.New("for_sec must not be negative")
@@ -182,7 +150,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		writeBackendError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, StatusResponse{Pools: vs})
+	writeJSON(w, http.StatusOK, api.StatusResponse{Pools: vs})
 }
 
 func (s *Server) explain(w http.ResponseWriter, r *http.Request) {
@@ -201,10 +169,10 @@ func (s *Server) explain(w http.ResponseWriter, r *http.Request) {
 		writeBackendError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ExplainResponse{Pool: pool, Decisions: es})
+	writeJSON(w, http.StatusOK, api.ExplainResponse{Pool: pool, Decisions: es})
 }
 
-func (s *Server) until(req ChangeRequest) time.Time {
+func (s *Server) until(req api.ChangeRequest) time.Time {
 	if req.ForSec == 0 {
 		return time.Time{}
 	}
@@ -215,43 +183,43 @@ func (s *Server) until(req ChangeRequest) time.Time {
 	return now().Add(time.Duration(req.ForSec * float64(time.Second))).Truncate(time.Second)
 }
 
-func (s *Server) setOverride(w http.ResponseWriter, pool string, o controller.Override, msg func(controller.Override) string) {
+func (s *Server) setOverride(w http.ResponseWriter, pool string, o api.Override, msg func(api.Override) string) {
 	got, err := s.Backend.SetOverride(pool, o)
 	if err != nil {
 		writeBackendError(w, err)
 		return
 	}
-	resp := ChangeResponse{Pool: pool, Message: msg(got)}
-	if got.Kind != controller.OverrideNone {
+	resp := api.ChangeResponse{Pool: pool, Message: msg(got)}
+	if got.Kind != api.OverrideNone {
 		resp.Override = &got
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
 
-func (s *Server) pause(w http.ResponseWriter, r *http.Request, p Peer, req ChangeRequest) {
+func (s *Server) pause(w http.ResponseWriter, r *http.Request, p Peer, req api.ChangeRequest) {
 	pool := r.PathValue("pool")
-	s.setOverride(w, pool, controller.Override{Kind: controller.OverridePaused, Until: s.until(req), By: p.String()},
-		func(o controller.Override) string { return fmt.Sprintf("pool %s %s", pool, o) })
+	s.setOverride(w, pool, api.Override{Kind: api.OverridePaused, Until: s.until(req), By: p.String()},
+		func(o api.Override) string { return fmt.Sprintf("pool %s %s", pool, o) })
 }
 
-func (s *Server) pin(w http.ResponseWriter, r *http.Request, p Peer, req ChangeRequest) {
+func (s *Server) pin(w http.ResponseWriter, r *http.Request, p Peer, req api.ChangeRequest) {
 	pool := r.PathValue("pool")
 	if req.Workers == nil {
 		writeError(w, http.StatusBadRequest, "pin: workers is missing")
 		return
 	}
-	s.setOverride(w, pool, controller.Override{Kind: controller.OverridePinned, Workers: *req.Workers, Until: s.until(req), By: p.String()},
-		func(o controller.Override) string { return fmt.Sprintf("pool %s %s", pool, o) })
+	s.setOverride(w, pool, api.Override{Kind: api.OverridePinned, Workers: *req.Workers, Until: s.until(req), By: p.String()},
+		func(o api.Override) string { return fmt.Sprintf("pool %s %s", pool, o) })
 }
 
 // resume and unpin end an override of their own kind only: `resume` of a
 // pinned pool would silently drop a pin that someone set on purpose.
-func (s *Server) resume(w http.ResponseWriter, r *http.Request, p Peer, _ ChangeRequest) {
-	s.end(w, r.PathValue("pool"), controller.OverridePaused, "resume", "unpin", p)
+func (s *Server) resume(w http.ResponseWriter, r *http.Request, p Peer, _ api.ChangeRequest) {
+	s.end(w, r.PathValue("pool"), api.OverridePaused, "resume", "unpin", p)
 }
 
-func (s *Server) unpin(w http.ResponseWriter, r *http.Request, p Peer, _ ChangeRequest) {
-	s.end(w, r.PathValue("pool"), controller.OverridePinned, "unpin", "resume", p)
+func (s *Server) unpin(w http.ResponseWriter, r *http.Request, p Peer, _ api.ChangeRequest) {
+	s.end(w, r.PathValue("pool"), api.OverridePinned, "unpin", "resume", p)
 }
 
 func (s *Server) end(w http.ResponseWriter, pool, kind, verb, other string, p Peer) {
@@ -263,17 +231,17 @@ func (s *Server) end(w http.ResponseWriter, pool, kind, verb, other string, p Pe
 	cur := vs[0].Override
 	switch {
 	case cur == nil:
-		writeJSON(w, http.StatusOK, ChangeResponse{Pool: pool, Message: fmt.Sprintf("pool %s was not %s: nothing to do", pool, kind)})
+		writeJSON(w, http.StatusOK, api.ChangeResponse{Pool: pool, Message: fmt.Sprintf("pool %s was not %s: nothing to do", pool, kind)})
 		return
 	case cur.Kind != kind:
 		writeError(w, http.StatusConflict, fmt.Sprintf("pool %s is %s, not %s: use %s", pool, cur, kind, other))
 		return
 	}
-	s.setOverride(w, pool, controller.Override{Kind: controller.OverrideNone, By: p.String()},
-		func(controller.Override) string { return fmt.Sprintf("pool %s resumed scaling (was %s)", pool, cur) })
+	s.setOverride(w, pool, api.Override{Kind: api.OverrideNone, By: p.String()},
+		func(api.Override) string { return fmt.Sprintf("pool %s resumed scaling (was %s)", pool, cur) })
 }
 
-func (s *Server) roll(w http.ResponseWriter, r *http.Request, p Peer, req ChangeRequest) {
+func (s *Server) roll(w http.ResponseWriter, r *http.Request, p Peer, req api.ChangeRequest) {
 	pool := r.PathValue("pool")
 	reason := req.Reason
 	if reason == "" {
@@ -288,7 +256,7 @@ func (s *Server) roll(w http.ResponseWriter, r *http.Request, p Peer, req Change
 	if len(lines) > 0 {
 		msg = lines[0]
 	}
-	writeJSON(w, http.StatusOK, ChangeResponse{Pool: pool, Message: msg})
+	writeJSON(w, http.StatusOK, api.ChangeResponse{Pool: pool, Message: msg})
 }
 
 func (s *Server) logf(format string, args ...any) {
@@ -301,7 +269,7 @@ func writeBackendError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, ErrNoPool):
 		writeError(w, http.StatusNotFound, err.Error())
-	case errors.Is(err, controller.ErrOverride):
+	case errors.Is(err, api.ErrOverride):
 		writeError(w, http.StatusBadRequest, err.Error())
 	default:
 		writeError(w, http.StatusInternalServerError, err.Error())
@@ -309,7 +277,7 @@ func writeBackendError(w http.ResponseWriter, err error) {
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, ErrorResponse{Error: msg})
+	writeJSON(w, code, api.ErrorResponse{Error: msg})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -4,60 +4,25 @@ package controller
 // that led from them to the result. The steps are a plain list, so that each
 // part of the controller adds its own: the signals and windows of the policy
 // here, the operator's override and dry-run below, and further steps (a host
-// guard, rate limits, capacity, deferral) wherever they act, with add.
+// guard, rate limits, capacity, deferral) wherever they act, with
+// api.Explanation.Add.
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 	"github.com/flexiq/flexiq-scaled/internal/source"
 )
 
-// Step is one input or stage of a decision. Held is set on a step that kept
-// the pool from the count the steps before it asked for.
-type Step struct {
-	Name  string `json:"name"`
-	Value string `json:"value"`
-	Held  bool   `json:"held,omitempty"`
-	Note  string `json:"note,omitempty"`
-}
-
-// Explanation is one tick's decision as explain shows it.
-type Explanation struct {
-	Time      time.Time `json:"time"` // wall clock
-	Action    string    `json:"action"`
-	Current   int       `json:"current"`
-	Desired   int       `json:"desired"`
-	Mode      string    `json:"mode"`
-	Rationale string    `json:"rationale"`
-	Steps     []Step    `json:"steps"`
-	// HeldBy names the step that had the last word in holding the pool
-	// back ("" when nothing did).
-	HeldBy string `json:"held_by,omitempty"`
-}
-
-func (e Explanation) clone() Explanation {
-	e.Steps = slices.Clone(e.Steps)
-	return e
-}
-
-// add appends a step; a held one becomes HeldBy.
-func (e *Explanation) add(s Step) {
-	e.Steps = append(e.Steps, s)
-	if s.Held {
-		e.HeldBy = s.Name
-	}
-}
-
 // explain turns the policy's decision into steps.
-func explain(wall time.Time, d policy.Decision, p policy.Params, o policy.Observation, c source.Counts, srcErr error) *Explanation {
-	e := &Explanation{Time: wall, Current: d.Current}
+func explain(wall time.Time, d policy.Decision, p policy.Params, o policy.Observation, c source.Counts, srcErr error) *api.Explanation {
+	e := &api.Explanation{Time: wall, Current: d.Current}
 	if srcErr != nil {
-		e.add(Step{Name: "source", Value: "error", Held: true, Note: shortError(srcErr) + ": holding within the bounds"})
+		e.Add(api.Step{Name: "source", Value: "error", Held: true, Note: shortError(srcErr) + ": holding within the bounds"})
 	} else {
 		note := fmt.Sprintf("pending=%d running=%d", c.Pending, c.Running)
 		if c.Paused > 0 {
@@ -66,91 +31,92 @@ func explain(wall time.Time, d policy.Decision, p policy.Params, o policy.Observ
 		if o.Running != c.Running {
 			note += fmt.Sprintf(" (%d running on the live workers)", o.Running)
 		}
-		e.add(Step{Name: "source", Value: "ok", Note: note})
+		e.Add(api.Step{Name: "source", Value: "ok", Note: note})
 	}
 	if d.Action == policy.Hold && srcErr != nil {
-		e.add(Step{Name: "bounds", Value: fmt.Sprintf("%d..%d", p.MinWorkers, p.MaxWorkers)})
+		e.Add(api.Step{Name: "bounds", Value: fmt.Sprintf("%d..%d", p.MinWorkers, p.MaxWorkers)})
 		return e
 	}
-	e.add(Step{Name: "depth", Value: strconv.Itoa(d.Depth),
+	e.Add(api.Step{Name: "depth", Value: strconv.Itoa(d.Depth),
 		Note: fmt.Sprintf("ceil(pending %d / target_queue_depth_per_worker %g)", o.Pending, p.TargetQueueDepthPerWorker)})
-	e.add(Step{Name: "busy", Value: strconv.Itoa(d.Busy),
+	e.Add(api.Step{Name: "busy", Value: strconv.Itoa(d.Busy),
 		Note: fmt.Sprintf("ceil(running %d / threads_per_worker %d / target_utilisation %g)", o.Running, p.ThreadsPerWorker, p.TargetUtilisation)})
 	switch {
 	case d.CPUUsed:
-		e.add(Step{Name: "cpu", Value: strconv.Itoa(d.CPU), Note: fmt.Sprintf("ceil(%d workers x mean utilisation %.2f / target %g)", d.Current, o.CPU, p.TargetCPUUtilisation)})
+		e.Add(api.Step{Name: "cpu", Value: strconv.Itoa(d.CPU), Note: fmt.Sprintf("ceil(%d workers x mean utilisation %.2f / target %g)", d.Current, o.CPU, p.TargetCPUUtilisation)})
 	case p.TargetCPUUtilisation > 0:
-		e.add(Step{Name: "cpu", Value: "-", Note: "no worker sampled over a full tick yet"})
+		e.Add(api.Step{Name: "cpu", Value: "-", Note: "no worker sampled over a full tick yet"})
 	default:
-		e.add(Step{Name: "cpu", Value: "off"})
+		e.Add(api.Step{Name: "cpu", Value: "off"})
 	}
 	switch {
 	case d.LatencyUsed:
-		e.add(Step{Name: "latency", Value: strconv.Itoa(d.Latency), Note: fmt.Sprintf("oldest ready job waited %s against %s", o.OldestAge.Round(time.Millisecond), p.TargetQueueLatency)})
+		e.Add(api.Step{Name: "latency", Value: strconv.Itoa(d.Latency), Note: fmt.Sprintf("oldest ready job waited %s against %s", o.OldestAge.Round(time.Millisecond), p.TargetQueueLatency)})
 	case p.TargetQueueLatency > 0:
-		e.add(Step{Name: "latency", Value: "-", Note: "no ready job, or the source cannot tell its age"})
+		e.Add(api.Step{Name: "latency", Value: "-", Note: "no ready job, or the source cannot tell its age"})
 	default:
-		e.add(Step{Name: "latency", Value: "off"})
+		e.Add(api.Step{Name: "latency", Value: "off"})
 	}
 	if d.Overloaded {
-		e.add(Step{Name: "overload", Value: "yes", Note: "more jobs running than the workers have threads: at least one more worker"})
+		e.Add(api.Step{Name: "overload", Value: "yes", Note: "more jobs running than the workers have threads: at least one more worker"})
 	}
 	tol := d.Rationale != "" && strings.Contains(d.Rationale, "within tolerance")
-	e.add(Step{Name: "bounds", Value: fmt.Sprintf("%d..%d", p.MinWorkers, p.MaxWorkers)})
-	e.add(Step{Name: "tolerance", Value: strconv.FormatFloat(p.Tolerance, 'f', -1, 64), Held: tol,
+	e.Add(api.Step{Name: "bounds", Value: fmt.Sprintf("%d..%d", p.MinWorkers, p.MaxWorkers)})
+	e.Add(api.Step{Name: "tolerance", Value: strconv.FormatFloat(p.Tolerance, 'f', -1, 64), Held: tol,
 		Note: map[bool]string{true: fmt.Sprintf("within tolerance of %d: recommendation snapped to it", d.Current), false: ""}[tol]})
-	e.add(Step{Name: "recommendation", Value: strconv.Itoa(d.Raw), Note: "this tick alone"})
-	e.add(Step{Name: "scale_up_window", Value: strconv.Itoa(d.Up), Held: d.Desired < d.Raw && d.Desired >= d.Current,
+	e.Add(api.Step{Name: "recommendation", Value: strconv.Itoa(d.Raw), Note: "this tick alone"})
+	e.Add(api.Step{Name: "scale_up_window", Value: strconv.Itoa(d.Up), Held: d.Desired < d.Raw && d.Desired >= d.Current,
 		Note: fmt.Sprintf("least recommendation in the last %s", p.ScaleUpWindow)})
-	e.add(Step{Name: "scale_down_window", Value: strconv.Itoa(d.Down), Held: d.Desired > d.Raw && d.Desired <= d.Current,
+	e.Add(api.Step{Name: "scale_down_window", Value: strconv.Itoa(d.Down), Held: d.Desired > d.Raw && d.Desired <= d.Current,
 		Note: fmt.Sprintf("greatest recommendation in the last %s", p.ScaleDownWindow)})
 	// Issue 9's steps, after the windows, in the order they apply.
 	if d.LittlesLawUsed {
-		e.add(Step{Name: "littles_law", Value: strconv.Itoa(d.LittlesLaw), Note: "busy threads that arrival rate x service time predict"})
+		e.Add(api.Step{Name: "littles_law", Value: strconv.Itoa(d.LittlesLaw), Note: "busy threads that arrival rate x service time predict"})
 	}
 	if d.OnsetUsed {
-		e.add(Step{Name: "onset", Value: strconv.Itoa(d.Onset), Note: "jobs waiting over the oldest one's age x the last service time observed"})
+		e.Add(api.Step{Name: "onset", Value: strconv.Itoa(d.Onset), Note: "jobs waiting over the oldest one's age x the last service time observed"})
 	}
 	if d.KeepWarmUsed {
-		e.add(Step{Name: "keep_warm", Value: strconv.Itoa(d.KeepWarm), Note: fmt.Sprintf("floor for %s after the last work", p.KeepWarm)})
+		e.Add(api.Step{Name: "keep_warm", Value: strconv.Itoa(d.KeepWarm), Note: fmt.Sprintf("floor for %s after the last work", p.KeepWarm)})
 	}
 	if d.Rule != "" {
-		e.add(Step{Name: "rule", Value: d.Rule})
+		e.Add(api.Step{Name: "rule", Value: d.Rule})
 	}
 	if d.Limit != "" {
-		e.add(Step{Name: "rate_limit", Value: d.Limit, Held: true})
+		e.Add(api.Step{Name: "rate_limit", Value: d.Limit, Held: true})
 	}
 	switch d.Guard {
 	case policy.GuardBlocked:
-		e.add(Step{Name: "host_guard", Value: "blocked", Held: true, Note: "no headroom on the host for a scale-up"})
+		e.Add(api.Step{Name: "host_guard", Value: "blocked", Held: true, Note: "no headroom on the host for a scale-up"})
 	case policy.GuardForced:
-		e.add(Step{Name: "host_guard", Value: "emergency", Note: "the host is saturated: one worker drained"})
+		e.Add(api.Step{Name: "host_guard", Value: "emergency", Note: "the host is saturated: one worker drained"})
 	}
 	return e
 }
 
-// readiness adds what held the tick's starts back after the decision: units
-// in requires not active, a start condition not met, the host's budget.
-func (e *Explanation) readiness(r readyState) {
-	// They come before the result, which finish has already added.
-	var result []Step
+// addReadiness adds to e what held the tick's starts back after the
+// decision: units in requires not active, a start condition not met, the
+// host's budget.
+func addReadiness(e *api.Explanation, r readyState) {
+	// They come before the result, which finishExplanation has already added.
+	var result []api.Step
 	if n := len(e.Steps); n > 0 && e.Steps[n-1].Name == "result" {
 		result, e.Steps = e.Steps[n-1:], e.Steps[:n-1]
 	}
 	defer func() { e.Steps = append(e.Steps, result...) }()
 	if r.deferring {
-		e.add(Step{Name: "deferral", Value: "waiting", Held: true, Note: "required units not active: " + r.waitingFor})
+		e.Add(api.Step{Name: "deferral", Value: "waiting", Held: true, Note: "required units not active: " + r.waitingFor})
 	}
 	if r.skipping {
-		e.add(Step{Name: "start_condition", Value: "not met", Held: true, Note: fmt.Sprintf("skipped %d times in a row", r.skips)})
+		e.Add(api.Step{Name: "start_condition", Value: "not met", Held: true, Note: fmt.Sprintf("skipped %d times in a row", r.skips)})
 	}
 	if r.exhausted {
-		e.add(Step{Name: "capacity", Value: "exhausted", Held: true, Note: "no room left in the host's worker budget"})
+		e.Add(api.Step{Name: "capacity", Value: "exhausted", Held: true, Note: "no room left in the host's worker budget"})
 	}
 }
 
-// finish records the result of the tick.
-func (e *Explanation) finish(d policy.Decision, mode string) {
+// finishExplanation records the result of the tick in e.
+func finishExplanation(e *api.Explanation, d policy.Decision, mode string) {
 	e.Action, e.Desired, e.Mode, e.Rationale = string(d.Action), d.Desired, mode, d.Rationale
-	e.Steps = append(e.Steps, Step{Name: "result", Value: fmt.Sprintf("%s %d -> %d", d.Action, d.Current, d.Desired), Note: d.Rationale})
+	e.Steps = append(e.Steps, api.Step{Name: "result", Value: fmt.Sprintf("%s %d -> %d", d.Action, d.Current, d.Desired), Note: d.Rationale})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/hostload"
@@ -284,7 +285,7 @@ func TestHostGuardEmergencySkipsHeldPools(t *testing.T) {
 			host, g, low, high, tickBoth := twoGuardedPools(t)
 			switch held {
 			case "paused":
-				if _, err := low.pool.SetOverride(Override{Kind: OverridePaused, By: "test"}); err != nil {
+				if _, err := low.pool.SetOverride(api.Override{Kind: api.OverridePaused, By: "test"}); err != nil {
 					t.Fatal(err)
 				}
 			case "dry-run":

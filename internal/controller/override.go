@@ -15,63 +15,23 @@ package controller
 // meanwhile.
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 	"github.com/flexiq/flexiq-scaled/internal/poolstore"
 )
 
-// Override kinds.
-const (
-	OverrideNone   = ""
-	OverridePaused = "paused"
-	OverridePinned = "pinned"
-)
-
-// Override is an operator's pause or pin of a pool.
-type Override struct {
-	Kind string `json:"kind"` // OverridePaused or OverridePinned; "" for none (resume, unpin)
-	// Workers is the pinned count (OverridePinned only).
-	Workers int `json:"workers,omitempty"`
-	// Since is when it was set; Until when it ends by itself (zero: never).
-	// Both on the wall clock.
-	Since time.Time `json:"since"`
-	Until time.Time `json:"until,omitzero"`
-	// By names who set it ("uid 1000 (alice)"), for the journal and status.
-	By string `json:"by,omitempty"`
-}
-
-// Active says whether the override is in force at wall-clock time now.
-func (o Override) Active(now time.Time) bool {
-	return o.Kind != OverrideNone && (o.Until.IsZero() || now.Before(o.Until))
-}
-
-// String is the override as status and STATUS= show it.
-func (o Override) String() string {
-	s := o.Kind
-	if o.Kind == OverridePinned {
-		s = fmt.Sprintf("pinned at %d", o.Workers)
-	}
-	if !o.Until.IsZero() {
-		s += " until " + o.Until.Local().Format("15:04:05")
-	}
-	return s
-}
-
-// ErrOverride marks an override the pool refuses (a pin outside 0..max_workers).
-var ErrOverride = errors.New("invalid override")
-
 const overrideVersion = 1
 
 type savedOverride struct {
 	Version int    `json:"version"`
 	Pool    string `json:"pool"`
-	Override
+	api.Override
 }
 
 // overrideStore is where the pool's override is kept: override-POOL.json
@@ -90,37 +50,37 @@ func (p *Pool) wallNow() time.Time {
 }
 
 // SetOverride pauses or pins the pool (o.Kind), or ends either (kind
-// OverrideNone), and writes it to the state directory so that it survives a
+// api.OverrideNone), and writes it to the state directory so that it survives a
 // restart. A pin is checked against max_workers. It returns the override in
 // force afterwards. The loop is woken so that a pin acts at once.
-func (p *Pool) SetOverride(o Override) (Override, error) {
+func (p *Pool) SetOverride(o api.Override) (api.Override, error) {
 	got, err := p.setOverride(o)
 	p.notify(err == nil) // STATUS= shows the mode at once
 	return got, err
 }
 
-func (p *Pool) setOverride(o Override) (Override, error) {
+func (p *Pool) setOverride(o api.Override) (api.Override, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.wallNow()
 	switch o.Kind {
-	case OverrideNone:
-	case OverridePaused:
+	case api.OverrideNone:
+	case api.OverridePaused:
 		o.Workers = 0
-	case OverridePinned:
+	case api.OverridePinned:
 		if o.Workers < 0 || o.Workers > p.cfg.MaxWorkers {
-			return p.override, fmt.Errorf("%w: pool %s: pin %d is outside 0..max_workers (%d)", ErrOverride, p.name, o.Workers, p.cfg.MaxWorkers)
+			return p.override, fmt.Errorf("%w: pool %s: pin %d is outside 0..max_workers (%d)", api.ErrOverride, p.name, o.Workers, p.cfg.MaxWorkers)
 		}
 	default:
-		return p.override, fmt.Errorf("%w: unknown kind %q", ErrOverride, o.Kind)
+		return p.override, fmt.Errorf("%w: unknown kind %q", api.ErrOverride, o.Kind)
 	}
 	if !o.Until.IsZero() && !o.Until.After(now) {
-		return p.override, fmt.Errorf("%w: deadline %s is not in the future", ErrOverride, o.Until.Format(time.RFC3339))
+		return p.override, fmt.Errorf("%w: deadline %s is not in the future", api.ErrOverride, o.Until.Format(time.RFC3339))
 	}
 	o.Since = now
 	old := p.override
-	if o.Kind == OverrideNone {
-		o = Override{}
+	if o.Kind == api.OverrideNone {
+		o = api.Override{}
 	}
 	p.override = o
 	if err := p.saveOverride(); err != nil {
@@ -145,21 +105,21 @@ func (p *Pool) overrideChanged() {
 // expireOverride ends an override whose deadline has passed; it is called
 // at every tick, and at start.
 func (p *Pool) expireOverride(now time.Time) {
-	if p.override.Kind == OverrideNone || p.override.Active(now) {
+	if p.override.Kind == api.OverrideNone || p.override.Active(now) {
 		return
 	}
 	old := p.override
-	p.override = Override{}
+	p.override = api.Override{}
 	if err := p.overrideStore().Remove(p.name); err != nil {
 		p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil), "pool=%s cannot remove %s: %v", p.name, p.overridePath(), err)
 	}
-	p.logOverride(old, Override{}, fmt.Sprintf(" (its --for deadline %s passed)", old.Until.Format(time.RFC3339)))
+	p.logOverride(old, api.Override{}, fmt.Sprintf(" (its --for deadline %s passed)", old.Until.Format(time.RFC3339)))
 	p.overrideChanged()
 }
 
-func (p *Pool) logOverride(old, o Override, why string) {
+func (p *Pool) logOverride(old, o api.Override, why string) {
 	f := eventlog.Fields{"FLEXIQ_OVERRIDE": o.Kind}
-	if o.Kind == OverridePinned {
+	if o.Kind == api.OverridePinned {
 		f["FLEXIQ_PINNED"] = strconv.Itoa(o.Workers)
 	}
 	if !o.Until.IsZero() {
@@ -170,17 +130,17 @@ func (p *Pool) logOverride(old, o Override, why string) {
 		by = " by " + o.By
 	}
 	switch {
-	case o.Kind == OverridePaused:
+	case o.Kind == api.OverridePaused:
 		p.log.Event(eventlog.PoolPaused, eventlog.Notice, p.fields(f), "pool=%s %s%s: scaling stopped, crashed workers are still replaced", p.name, o, by)
-	case o.Kind == OverridePinned:
+	case o.Kind == api.OverridePinned:
 		p.log.Event(eventlog.PoolPinned, eventlog.Notice, p.fields(f), "pool=%s %s%s: holding exactly %d workers", p.name, o, by, o.Workers)
-	case old.Kind != OverrideNone:
+	case old.Kind != api.OverrideNone:
 		p.log.Event(eventlog.PoolResumed, eventlog.Notice, p.fields(f), "pool=%s resumed scaling, was %s%s%s", p.name, old.Kind, why, by)
 	}
 }
 
 func (p *Pool) saveOverride() error {
-	if p.override.Kind == OverrideNone {
+	if p.override.Kind == api.OverrideNone {
 		if err := p.overrideStore().Remove(p.name); err != nil {
 			return fmt.Errorf("removing %s: %w", p.overridePath(), err)
 		}
@@ -207,7 +167,7 @@ func (p *Pool) loadOverride() {
 		err = fmt.Errorf("unknown version %d", so.Version)
 	case so.Pool != p.name:
 		err = fmt.Errorf("written for pool %q", so.Pool)
-	case so.Kind != OverridePaused && so.Kind != OverridePinned:
+	case so.Kind != api.OverridePaused && so.Kind != api.OverridePinned:
 		err = fmt.Errorf("unknown kind %q", so.Kind)
 	}
 	if err != nil {
@@ -225,7 +185,7 @@ func (p *Pool) loadOverride() {
 }
 
 // Override is the pool's override in force.
-func (p *Pool) Override() Override {
+func (p *Pool) Override() api.Override {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.override
@@ -254,16 +214,16 @@ func (p *Pool) modeString(now time.Time) string {
 // a paused pool holds its target (crashed workers were replaced up to it
 // already), a pinned one goes to its pin. The step says what the policy
 // would have done.
-func (p *Pool) applyOverride(wall time.Time, d policy.Decision, e *Explanation) policy.Decision {
+func (p *Pool) applyOverride(wall time.Time, d policy.Decision, e *api.Explanation) policy.Decision {
 	o := p.activeOverride(wall)
 	switch o.Kind {
-	case OverridePaused:
+	case api.OverridePaused:
 		would := d
 		d.Action, d.Desired = policy.Hold, p.target
 		d.Rationale = fmt.Sprintf("paused; the policy says %s %d -> %d (%s)", would.Action, would.Current, would.Desired, would.Rationale)
-		e.add(Step{Name: "override", Value: o.String(), Held: would.Desired != p.target,
+		e.Add(api.Step{Name: "override", Value: o.String(), Held: would.Desired != p.target,
 			Note: fmt.Sprintf("holding the target %d; the policy says %d", p.target, would.Desired)})
-	case OverridePinned:
+	case api.OverridePinned:
 		would := d
 		d.Desired = min(o.Workers, p.cfg.MaxWorkers)
 		switch {
@@ -275,7 +235,7 @@ func (p *Pool) applyOverride(wall time.Time, d policy.Decision, e *Explanation) 
 			d.Action = policy.Stable
 		}
 		d.Rationale = fmt.Sprintf("%s; the policy says %d (%s)", o, would.Desired, would.Rationale)
-		e.add(Step{Name: "override", Value: o.String(), Held: would.Desired != d.Desired,
+		e.Add(api.Step{Name: "override", Value: o.String(), Held: would.Desired != d.Desired,
 			Note: fmt.Sprintf("holding exactly %d; the policy says %d", d.Desired, would.Desired)})
 	}
 	return d
@@ -283,8 +243,8 @@ func (p *Pool) applyOverride(wall time.Time, d policy.Decision, e *Explanation) 
 
 // wouldScale logs a dry-run pool's decision, once per change of it: what
 // it would do, which it does not.
-func (p *Pool) wouldScale(d policy.Decision, e *Explanation) {
-	e.add(Step{Name: "dry-run", Value: "not acted on", Held: d.Desired != d.Current, Note: `mode = "dry-run": no unit is started or stopped`})
+func (p *Pool) wouldScale(d policy.Decision, e *api.Explanation) {
+	e.Add(api.Step{Name: "dry-run", Value: "not acted on", Held: d.Desired != d.Current, Note: `mode = "dry-run": no unit is started or stopped`})
 	key := decisionKey{d.Action, d.Desired}
 	if key == p.lastDry || d.Action == policy.Hold {
 		return

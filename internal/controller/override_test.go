@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/source"
@@ -50,8 +51,8 @@ func TestPauseAndPinSurviveRestartAndExpire(t *testing.T) {
 	r.tick(time.Second)
 	r.wantActive(5, "before the pause")
 
-	o, err := r.pool.SetOverride(Override{Kind: OverridePaused, Until: wall.now.Add(10 * time.Minute), By: "test"})
-	if err != nil || o.Kind != OverridePaused {
+	o, err := r.pool.SetOverride(api.Override{Kind: api.OverridePaused, Until: wall.now.Add(10 * time.Minute), By: "test"})
+	if err != nil || o.Kind != api.OverridePaused {
 		t.Fatalf("pause: %+v, %v", o, err)
 	}
 	if got := r.pool.Status().String(); !strings.Contains(got, "[paused until") {
@@ -78,7 +79,7 @@ func TestPauseAndPinSurviveRestartAndExpire(t *testing.T) {
 	r.start(r.pool)
 	r.tick(time.Second)
 	r.wantActive(5, "paused, after a restart")
-	if r.pool.Override().Kind != OverridePaused {
+	if r.pool.Override().Kind != api.OverridePaused {
 		t.Fatalf("override after restart: %+v", r.pool.Override())
 	}
 
@@ -94,10 +95,10 @@ func TestPauseAndPinSurviveRestartAndExpire(t *testing.T) {
 	}
 
 	// A pin holds exactly N whatever the queue says, across a restart.
-	if _, err := r.pool.SetOverride(Override{Kind: OverridePinned, Workers: 11}); !errors.Is(err, ErrOverride) {
+	if _, err := r.pool.SetOverride(api.Override{Kind: api.OverridePinned, Workers: 11}); !errors.Is(err, api.ErrOverride) {
 		t.Errorf("pin above max_workers: %v", err)
 	}
-	if _, err := r.pool.SetOverride(Override{Kind: OverridePinned, Workers: 2}); err != nil {
+	if _, err := r.pool.SetOverride(api.Override{Kind: api.OverridePinned, Workers: 2}); err != nil {
 		t.Fatal(err)
 	}
 	r.tick(time.Second)
@@ -109,13 +110,13 @@ func TestPauseAndPinSurviveRestartAndExpire(t *testing.T) {
 	r.wantActive(2, "pinned at 2, after a restart and a tick")
 
 	// A pin that expired while the daemon was down is gone at start.
-	if _, err := r.pool.SetOverride(Override{Kind: OverridePinned, Workers: 3, Until: wall.now.Add(time.Minute)}); err != nil {
+	if _, err := r.pool.SetOverride(api.Override{Kind: api.OverridePinned, Workers: 3, Until: wall.now.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	wall.now = wall.now.Add(2 * time.Minute)
 	r.pool = r.overridePool(wall)
 	r.start(r.pool)
-	if o := r.pool.Override(); o.Kind != OverrideNone {
+	if o := r.pool.Override(); o.Kind != api.OverrideNone {
 		t.Errorf("expired pin restored: %+v", o)
 	}
 	r.tick(time.Second)

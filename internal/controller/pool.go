@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/capacity"
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
@@ -61,7 +62,7 @@ type Options struct {
 	WallClock func() time.Time
 	// OnTick, when set, is called after every tick, without the pool's
 	// locks, with what it saw and decided (tickreport.go).
-	OnTick func(TickReport)
+	OnTick func(api.TickReport)
 }
 
 // Pool runs one configured pool.
@@ -94,7 +95,7 @@ type Pool struct {
 	ready    readyState            // readiness.go
 	quiet    map[string]*quietUnit // quiet.go: workers in their quiet phase
 	// The operator's surface (override.go, view.go, explain.go).
-	override Override
+	override api.Override
 	health   sourceHealth
 	restarts map[int]int // crashes by slot, for status
 	lastDry  decisionKey // the last "would scale" logged in dry-run
@@ -186,7 +187,7 @@ func (p *Pool) Start(ctx context.Context, existing []units.Worker) {
 	if adopted > 0 {
 		p.log.Event(eventlog.Lifecycle, eventlog.Info, p.fields(nil), "pool=%s adopted %d running workers", p.name, adopted)
 	}
-	if o := p.activeOverride(p.wallNow()); o.Kind == OverridePinned {
+	if o := p.activeOverride(p.wallNow()); o.Kind == api.OverridePinned {
 		p.target = min(o.Workers, p.cfg.MaxWorkers)
 		p.drainDownTo(ctx, now, p.target)
 	}

@@ -73,7 +73,7 @@ func (p *Pool) tick(ctx context.Context, now time.Time) (policy.Decision, bool) 
 	if p.dryRun() {
 		p.wouldScale(d, e)
 	}
-	e.finish(d, p.modeString(wall))
+	finishExplanation(e, d, p.modeString(wall))
 	if p.dryRun() {
 		p.target = d.Desired
 		d.Action = policy.Hold // nothing below acts
@@ -92,7 +92,7 @@ func (p *Pool) tick(ctx context.Context, now time.Time) (policy.Decision, bool) 
 		p.target = d.Desired
 	}
 	p.acted(now, d)
-	e.readiness(p.ready)
+	addReadiness(e, p.ready)
 	if !p.dryRun() {
 		p.rolloutStep(ctx, now)
 	}

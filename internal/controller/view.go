@@ -11,75 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/source"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
-
-// View is a pool as `status --json` shows it. The field names are stable:
-// scripts read them.
-type View struct {
-	Pool string `json:"pool"`
-	// Mode is "active", "paused", "pinned" or "dry-run" (a paused or pinned
-	// dry-run pool says paused or pinned, with DryRun set).
-	Mode     string    `json:"mode"`
-	DryRun   bool      `json:"dry_run"`
-	Override *Override `json:"override,omitempty"`
-
-	Workers WorkerCounts `json:"workers"`
-	// Queue is nil until the source has been read once.
-	Queue  *QueueView `json:"queue"`
-	Source SourceView `json:"source"`
-
-	LastDecision *Explanation `json:"last_decision,omitempty"`
-	WorkerList   []WorkerView `json:"worker_list"`
-	// UpdatedAt is when the pool's last tick ended (wall clock).
-	UpdatedAt time.Time `json:"updated_at,omitzero"`
-}
-
-// WorkerCounts are the pool's worker numbers.
-type WorkerCounts struct {
-	Live     int `json:"live"`
-	Draining int `json:"draining"`
-	Target   int `json:"target"`
-	Min      int `json:"min"`
-	Max      int `json:"max"`
-}
-
-// QueueView is the queue as the source last read it (the queue's own view:
-// jobs running on draining workers included).
-type QueueView struct {
-	Pending int64 `json:"pending"`
-	Running int64 `json:"running"`
-	Paused  int64 `json:"paused"`
-	// OldestAgeSec is nil when nothing is ready or the source cannot tell.
-	OldestAgeSec *float64 `json:"oldest_age_sec"`
-}
-
-// SourceView is the source's health.
-type SourceView struct {
-	Type        string    `json:"type"`
-	Healthy     bool      `json:"healthy"`
-	LastSuccess time.Time `json:"last_success,omitzero"`
-	LastError   string    `json:"last_error,omitempty"`
-	LastErrorAt time.Time `json:"last_error_at,omitzero"`
-}
-
-// WorkerView is one worker.
-type WorkerView struct {
-	Slot  int    `json:"slot"`
-	Unit  string `json:"unit"`
-	State string `json:"state"` // "active" or "draining"
-	// UptimeSec is nil for a draining unit (its start is not tracked).
-	UptimeSec *float64 `json:"uptime_sec"`
-	// CPUPercent is the use over the last tick, in percent of one CPU;
-	// nil until the worker has been sampled over a full tick.
-	CPUPercent *float64 `json:"cpu_percent"`
-	// MemoryBytes is nil where the cgroup does not tell (no memory
-	// controller on the unified hierarchy).
-	MemoryBytes *uint64 `json:"memory_bytes"`
-	// Restarts counts the crashes of its slot since the daemon started.
-	Restarts int `json:"restarts"`
-}
 
 // historyLen is how many decisions `explain` can show per pool.
 const historyLen = 100
@@ -87,15 +22,15 @@ const historyLen = 100
 // viewState is the snapshot and the decisions' ring, under their own lock.
 type viewState struct {
 	mu   sync.Mutex
-	v    View
-	ring []Explanation // oldest first, at most historyLen
+	v    api.View
+	ring []api.Explanation // oldest first, at most historyLen
 	// listed holds the workers as the last tick listed them: their memory
 	// is read when the view is asked for, not at every tick, which at 500
 	// workers would be 1,000 file reads per tick for nobody.
 	listed []units.Worker
 }
 
-func (s *viewState) set(v View, e *Explanation) {
+func (s *viewState) set(v api.View, e *api.Explanation) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e != nil {
@@ -110,14 +45,14 @@ func (s *viewState) set(v View, e *Explanation) {
 	s.v = v
 }
 
-func (s *viewState) setMode(mode string, o Override) {
+func (s *viewState) setMode(mode string, o api.Override) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.v.Mode, s.v.Override = viewMode(mode, o)
 }
 
-func viewMode(mode string, o Override) (string, *Override) {
-	if o.Kind == OverrideNone {
+func viewMode(mode string, o api.Override) (string, *api.Override) {
+	if o.Kind == api.OverrideNone {
 		if mode == "dry-run" {
 			return "dry-run", nil
 		}
@@ -127,7 +62,7 @@ func viewMode(mode string, o Override) (string, *Override) {
 }
 
 // View returns a copy of the pool's snapshot.
-func (p *Pool) View() View {
+func (p *Pool) View() api.View {
 	p.view.mu.Lock()
 	defer p.view.mu.Unlock()
 	v := p.view.v
@@ -152,7 +87,7 @@ func (p *Pool) View() View {
 		}
 	}
 	if v.LastDecision != nil {
-		e := v.LastDecision.clone()
+		e := v.LastDecision.Clone()
 		v.LastDecision = &e
 	}
 	if v.Queue != nil {
@@ -171,16 +106,16 @@ func (p *Pool) View() View {
 
 // Explain returns the pool's last n decisions, oldest first (all of those
 // kept when n <= 0).
-func (p *Pool) Explain(n int) []Explanation {
+func (p *Pool) Explain(n int) []api.Explanation {
 	p.view.mu.Lock()
 	defer p.view.mu.Unlock()
 	ring := p.view.ring
 	if n > 0 && n < len(ring) {
 		ring = ring[len(ring)-n:]
 	}
-	out := make([]Explanation, len(ring))
+	out := make([]api.Explanation, len(ring))
 	for i, e := range ring {
-		out[i] = e.clone()
+		out[i] = e.Clone()
 	}
 	return out
 }
@@ -214,33 +149,28 @@ type memoryReader interface {
 // buildView makes the snapshot at the end of a tick, under p.mu. listed is
 // the tick's unit listing (nil when there was none); e the tick's
 // explanation (nil when the tick decided nothing).
-func (p *Pool) buildView(now time.Time, listed []units.Worker, e *Explanation) {
+func (p *Pool) buildView(now time.Time, listed []units.Worker, e *api.Explanation) {
 	wall := p.wallNow()
-	v := View{
+	v := api.View{
 		Pool:   p.name,
 		DryRun: p.dryRun(),
-		Workers: WorkerCounts{
+		Workers: api.WorkerCounts{
 			Live: len(p.fleet.live), Draining: len(p.fleet.draining), Target: p.target,
 			Min: p.cfg.MinWorkers, Max: p.cfg.MaxWorkers,
 		},
-		Source: SourceView{
+		Source: api.SourceView{
 			Type: p.cfg.Source.Type, Healthy: p.health.healthy, LastSuccess: p.health.lastSuccess,
 			LastError: p.health.lastError, LastErrorAt: p.health.lastErrorAt,
 		},
 		UpdatedAt:  wall,
-		WorkerList: make([]WorkerView, 0, len(p.fleet.live)+len(p.fleet.draining)),
+		WorkerList: make([]api.WorkerView, 0, len(p.fleet.live)+len(p.fleet.draining)),
 	}
 	v.Mode, v.Override = viewMode(p.modeString(wall), p.activeOverride(wall))
 	if c := p.health.counts; c != nil {
-		q := &QueueView{Pending: c.Pending, Running: c.Running, Paused: c.Paused}
-		if c.HasOldest {
-			age := c.OldestAge.Seconds()
-			q.OldestAgeSec = &age
-		}
-		v.Queue = q
+		v.Queue = queueView(*c)
 	}
 	for _, w := range p.fleet.liveWorkers() {
-		wv := WorkerView{Slot: w.slot, Unit: w.unit, State: "active", Restarts: p.restarts[w.slot]}
+		wv := api.WorkerView{Slot: w.slot, Unit: w.unit, State: "active", Restarts: p.restarts[w.slot]}
 		if !w.since.IsZero() && now.After(w.since) {
 			up := now.Sub(w.since).Seconds()
 			wv.UptimeSec = &up
@@ -253,7 +183,7 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *Explanation) {
 	}
 	for _, unit := range sortedKeys(p.fleet.draining) {
 		d := p.fleet.draining[unit]
-		v.WorkerList = append(v.WorkerList, WorkerView{Slot: d.slot, Unit: unit, State: "draining", Restarts: p.restarts[d.slot]})
+		v.WorkerList = append(v.WorkerList, api.WorkerView{Slot: d.slot, Unit: unit, State: "draining", Restarts: p.restarts[d.slot]})
 	}
 	p.view.set(v, e)
 	p.view.mu.Lock()
@@ -261,11 +191,21 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *Explanation) {
 	p.view.mu.Unlock()
 }
 
+// queueView is a source's reading as status and the metrics show it.
+func queueView(c source.Counts) *api.QueueView {
+	q := &api.QueueView{Pending: c.Pending, Running: c.Running, Paused: c.Paused}
+	if c.HasOldest {
+		age := c.OldestAge.Seconds()
+		q.OldestAgeSec = &age
+	}
+	return q
+}
+
 // activeOverride is the override in force at wall-clock now (a zero one if
 // none, or if it has expired and the next tick has yet to say so).
-func (p *Pool) activeOverride(now time.Time) Override {
+func (p *Pool) activeOverride(now time.Time) api.Override {
 	if p.override.Active(now) {
 		return p.override
 	}
-	return Override{}
+	return api.Override{}
 }

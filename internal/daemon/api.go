@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 
-	api "github.com/flexiq/flexiq-scaled/internal/control"
+	"github.com/flexiq/flexiq-scaled/internal/api"
+	// Named apart from the file-and-signal protocol's control type (control.go).
+	ctlsock "github.com/flexiq/flexiq-scaled/internal/control"
 	"github.com/flexiq/flexiq-scaled/internal/controller"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 )
@@ -26,13 +28,13 @@ func StateDir(user bool) string {
 // socket that cannot be opened costs the operator's commands, not the
 // scaling: a warning.
 func (d *daemon) serveControl(ctx context.Context) {
-	path := filepath.Join(d.opts.RuntimeDir, api.SocketName)
-	l, err := api.Listen(path)
+	path := filepath.Join(d.opts.RuntimeDir, ctlsock.SocketName)
+	l, err := ctlsock.Listen(path)
 	if err != nil {
 		d.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "%v: flexiq-scaled status, explain, pause and pin will not work", err)
 		return
 	}
-	srv := &api.Server{Backend: d, Auth: api.Authorizer{Owner: uint32(os.Geteuid())}, Logf: func(format string, args ...any) {
+	srv := &ctlsock.Server{Backend: d, Auth: ctlsock.Authorizer{Owner: uint32(os.Geteuid())}, Logf: func(format string, args ...any) {
 		d.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, format, args...)
 	}}
 	go func() {
@@ -48,21 +50,21 @@ func (d *daemon) pool(name string) (*controller.Pool, error) {
 	defer d.mu.Unlock()
 	rp, ok := d.pools[name]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q is not configured", api.ErrNoPool, name)
+		return nil, fmt.Errorf("%w: %q is not configured", ctlsock.ErrNoPool, name)
 	}
 	return rp.pool, nil
 }
 
 // Views implements control.Backend.
-func (d *daemon) Views(name string) ([]controller.View, error) {
+func (d *daemon) Views(name string) ([]api.View, error) {
 	if name != "" {
 		p, err := d.pool(name)
 		if err != nil {
 			return nil, err
 		}
-		return []controller.View{p.View()}, nil
+		return []api.View{p.View()}, nil
 	}
-	vs := []controller.View{}
+	vs := []api.View{}
 	for _, rp := range d.snapshot() {
 		vs = append(vs, rp.pool.View())
 	}
@@ -70,7 +72,7 @@ func (d *daemon) Views(name string) ([]controller.View, error) {
 }
 
 // Explain implements control.Backend.
-func (d *daemon) Explain(name string, last int) ([]controller.Explanation, error) {
+func (d *daemon) Explain(name string, last int) ([]api.Explanation, error) {
 	p, err := d.pool(name)
 	if err != nil {
 		return nil, err
@@ -79,10 +81,10 @@ func (d *daemon) Explain(name string, last int) ([]controller.Explanation, error
 }
 
 // SetOverride implements control.Backend.
-func (d *daemon) SetOverride(name string, o controller.Override) (controller.Override, error) {
+func (d *daemon) SetOverride(name string, o api.Override) (api.Override, error) {
 	p, err := d.pool(name)
 	if err != nil {
-		return controller.Override{}, err
+		return api.Override{}, err
 	}
 	return p.SetOverride(o)
 }

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 
-	api "github.com/flexiq/flexiq-scaled/internal/control"
+	ctlsock "github.com/flexiq/flexiq-scaled/internal/control"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/metrics"
 	"github.com/flexiq/flexiq-scaled/internal/sockguard"
@@ -32,10 +32,10 @@ func startMetrics(ctx context.Context, o Options, log *eventlog.Logger, mgr *uni
 	gid := -1 // the daemon of a user's service manager: the socket stays its user's
 	if os.Geteuid() == 0 {
 		var err error
-		if gid, err = lookupGroup(api.ReadGroup); err != nil {
+		if gid, err = lookupGroup(ctlsock.ReadGroup); err != nil {
 			gid = 0
 			log.Event(eventlog.Lifecycle, eventlog.Warning, nil,
-				"metrics socket %s: no group %s (%v): only root may read it, and flexiq-scaled-metrics.service cannot start", path, api.ReadGroup, err)
+				"metrics socket %s: no group %s (%v): only root may read it, and flexiq-scaled-metrics.service cannot start", path, ctlsock.ReadGroup, err)
 		}
 	}
 	l, err := sockguard.Listen(path, 0o660, gid)
@@ -46,7 +46,7 @@ func startMetrics(ctx context.Context, o Options, log *eventlog.Logger, mgr *uni
 	met.Serve(ctx, l, sockguard.Config{
 		Name:   "metrics socket",
 		Limits: sockguard.DefaultLimits,
-		Admit:  api.Authorizer{Owner: uint32(os.Geteuid())}.Admit,
+		Admit:  ctlsock.Authorizer{Owner: uint32(os.Geteuid())}.Admit,
 		Logf: func(format string, args ...any) {
 			log.Event(eventlog.Lifecycle, eventlog.Warning, nil, format, args...)
 		},

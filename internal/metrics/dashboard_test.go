@@ -5,12 +5,9 @@ import (
 	"regexp"
 	"slices"
 	"testing"
-	"time"
 
-	"github.com/flexiq/flexiq-scaled/internal/controller"
+	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
-	"github.com/flexiq/flexiq-scaled/internal/policy"
-	"github.com/flexiq/flexiq-scaled/internal/source"
 )
 
 // Every metric docs/grafana-dashboard.json queries is one the daemon
@@ -21,9 +18,9 @@ func TestDashboardNamesExist(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := New(func() int64 { return 0 }, fakeWorkers{})
-	m.Tick(controller.TickReport{Pool: "p", Decision: policy.Decision{Action: policy.Stable}, CountsValid: true,
-		Counts: source.Counts{HasOldest: true, OldestAge: time.Second}, SourceErr: nil})
-	m.Tick(controller.TickReport{Pool: "p", SourceErr: os.ErrNotExist})
+	age := 1.0
+	m.Tick(api.TickReport{Pool: "p", Action: "stable", Queue: &api.QueueView{OldestAgeSec: &age}, SourceErr: nil})
+	m.Tick(api.TickReport{Pool: "p", SourceErr: os.ErrNotExist})
 	m.Event(eventlog.WorkerStarted, eventlog.Fields{"FLEXIQ_POOL": "p"})
 	m.Event(eventlog.WorkerCrashed, eventlog.Fields{"FLEXIQ_POOL": "p", "FLEXIQ_RESULT": "signal"})
 	families, err := m.Registry.Gather()

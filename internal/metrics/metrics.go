@@ -1,5 +1,5 @@
 // Package metrics is the daemon's Prometheus /metrics: each pool's state and
-// decisions (from controller.TickReport, every tick), worker starts and
+// decisions (from api.TickReport, every tick), worker starts and
 // crashes (from the event log), each worker's CPU and memory under the names
 // cAdvisor gives them (read from the workers' cgroups at scrape time), and
 // the daemon's own (D-Bus reconnects, build info, the Go runtime).
@@ -15,14 +15,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/flexiq/flexiq-scaled/internal/controller"
+	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/version"
 )
 
 const ns = "flexiq_scaled"
 
-// Modes are the values of the mode gauge's label (controller.TickReport.Mode).
+// Modes are the values of the mode gauge's label (api.TickReport.Mode).
 var Modes = []string{"active", "paused", "pinned", "dry-run"}
 
 // Metrics holds the daemon's collectors. Its methods are safe for
@@ -96,22 +96,22 @@ func New(reconnects func() int64, workers WorkerReader) *Metrics {
 }
 
 // Tick records one tick's report (controller.Options.OnTick).
-func (m *Metrics) Tick(r controller.TickReport) {
+func (m *Metrics) Tick(r api.TickReport) {
 	m.mu.Lock()
 	m.pools[r.Pool] = true
 	m.mu.Unlock()
 	g := func(name string, v float64) { m.gauges[name].WithLabelValues(r.Pool).Set(v) }
 	g("workers_current", float64(r.Live))
-	g("workers_desired", float64(r.Decision.Desired))
+	g("workers_desired", float64(r.Desired))
 	g("workers_min", float64(r.Min))
 	g("workers_max", float64(r.Max))
 	g("workers_draining", float64(r.Draining))
-	if r.CountsValid {
-		g("queue_pending", float64(r.Counts.Pending))
-		g("queue_running", float64(r.Counts.Running))
-		g("queue_paused", float64(r.Counts.Paused))
-		if r.Counts.HasOldest {
-			g("queue_oldest_age_seconds", r.Counts.OldestAge.Seconds())
+	if q := r.Queue; q != nil {
+		g("queue_pending", float64(q.Pending))
+		g("queue_running", float64(q.Running))
+		g("queue_paused", float64(q.Paused))
+		if q.OldestAgeSec != nil {
+			g("queue_oldest_age_seconds", *q.OldestAgeSec)
 		} else {
 			m.gauges["queue_oldest_age_seconds"].DeleteLabelValues(r.Pool)
 		}
@@ -130,7 +130,7 @@ func (m *Metrics) Tick(r controller.TickReport) {
 		}
 		m.mode.WithLabelValues(r.Pool, md).Set(v)
 	}
-	m.decisions.WithLabelValues(r.Pool, string(r.Decision.Action)).Inc()
+	m.decisions.WithLabelValues(r.Pool, r.Action).Inc()
 	m.tick.WithLabelValues(r.Pool).Observe(r.Duration.Seconds())
 }
 

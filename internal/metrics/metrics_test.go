@@ -9,10 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/flexiq/flexiq-scaled/internal/controller"
+	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
-	"github.com/flexiq/flexiq-scaled/internal/policy"
-	"github.com/flexiq/flexiq-scaled/internal/source"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
@@ -33,12 +31,13 @@ func (f fakeWorkers) MemoryUsage(units.Worker) (uint64, uint64, bool, error) {
 
 func TestTickAndEvents(t *testing.T) {
 	m := New(func() int64 { return 3 }, fakeWorkers{})
-	rep := controller.TickReport{Pool: "email", Live: 2, Draining: 1, Min: 1, Max: 5,
-		Decision:    policy.Decision{Action: policy.ScaleUp, Desired: 4},
-		Counts:      source.Counts{Pending: 40, Running: 3, HasOldest: true, OldestAge: 2500 * time.Millisecond},
-		CountsValid: true, Duration: 20 * time.Millisecond}
+	age := 2.5
+	rep := api.TickReport{Pool: "email", Live: 2, Draining: 1, Min: 1, Max: 5,
+		Action: "scale-up", Desired: 4,
+		Queue:    &api.QueueView{Pending: 40, Running: 3, OldestAgeSec: &age},
+		Duration: 20 * time.Millisecond}
 	m.Tick(rep)
-	rep.Decision.Action, rep.CountsValid, rep.SourceErr = policy.Hold, false, errors.New("down")
+	rep.Action, rep.Queue, rep.SourceErr = "hold", nil, errors.New("down")
 	m.Tick(rep)
 	m.Event(eventlog.WorkerStarted, eventlog.Fields{"FLEXIQ_POOL": "email"})
 	m.Event(eventlog.WorkerCrashed, eventlog.Fields{"FLEXIQ_POOL": "email", "FLEXIQ_RESULT": "exit-code"})
@@ -113,7 +112,7 @@ func TestMemoryUnavailable(t *testing.T) {
 func TestModeGauge(t *testing.T) {
 	m := New(func() int64 { return 0 }, fakeWorkers{})
 	for _, mode := range []string{"", "paused", "pinned", "dry-run"} {
-		m.Tick(controller.TickReport{Pool: "email", Mode: mode})
+		m.Tick(api.TickReport{Pool: "email", Mode: mode})
 		want := mode
 		if want == "" {
 			want = "active"

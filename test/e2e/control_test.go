@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flexiq/flexiq-scaled/internal/control"
+	"github.com/flexiq/flexiq-scaled/internal/api"
 )
 
 // The operator's surface against the real daemon: the control socket's
@@ -34,19 +34,19 @@ rm -f /var/lib/flexiq-scaled/override-*.json`)
 		}
 		return e.sb.Exec(e.ctx(), argv...)
 	}
-	status := func() control.StatusResponse {
+	status := func() api.StatusResponse {
 		t.Helper()
 		out, err := as("root", "status", "--json")
 		if err != nil {
 			e.fatalf("status --json: %v", err)
 		}
-		var s control.StatusResponse
+		var s api.StatusResponse
 		if err := json.Unmarshal([]byte(out), &s); err != nil {
 			e.fatalf("status --json: %v\n%s", err, out)
 		}
 		return s
 	}
-	pool := func(s control.StatusResponse, name string) int {
+	pool := func(s api.StatusResponse, name string) int {
 		for i, v := range s.Pools {
 			if v.Pool == name {
 				return i

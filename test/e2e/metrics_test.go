@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flexiq/flexiq-scaled/internal/control"
+	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/test/sandbox"
 )
 
@@ -106,7 +106,7 @@ func TestMetricsScrape(t *testing.T) {
 	// The operator's view, status --json, says what Prometheus says; a pin
 	// shows in both.
 	statusJSON := func() (live, max int, pending int64, mode string) {
-		var s control.StatusResponse
+		var s api.StatusResponse
 		out := e.sh("flexiq-scaled status scraped --json")
 		if err := json.Unmarshal([]byte(out), &s); err != nil || len(s.Pools) != 1 || s.Pools[0].Queue == nil {
 			e.fatalf("status scraped --json: %v\n%s", err, out)

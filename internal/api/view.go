@@ -1,0 +1,69 @@
+package api
+
+import "time"
+
+// View is a pool as `status --json` shows it. The field names are stable:
+// scripts read them.
+type View struct {
+	Pool string `json:"pool"`
+	// Mode is "active", "paused", "pinned" or "dry-run" (a paused or pinned
+	// dry-run pool says paused or pinned, with DryRun set).
+	Mode     string    `json:"mode"`
+	DryRun   bool      `json:"dry_run"`
+	Override *Override `json:"override,omitempty"`
+
+	Workers WorkerCounts `json:"workers"`
+	// Queue is nil until the source has been read once.
+	Queue  *QueueView `json:"queue"`
+	Source SourceView `json:"source"`
+
+	LastDecision *Explanation `json:"last_decision,omitempty"`
+	WorkerList   []WorkerView `json:"worker_list"`
+	// UpdatedAt is when the pool's last tick ended (wall clock).
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+}
+
+// WorkerCounts are the pool's worker numbers.
+type WorkerCounts struct {
+	Live     int `json:"live"`
+	Draining int `json:"draining"`
+	Target   int `json:"target"`
+	Min      int `json:"min"`
+	Max      int `json:"max"`
+}
+
+// QueueView is the queue as the source last read it (the queue's own view:
+// jobs running on draining workers included).
+type QueueView struct {
+	Pending int64 `json:"pending"`
+	Running int64 `json:"running"`
+	Paused  int64 `json:"paused"`
+	// OldestAgeSec is nil when nothing is ready or the source cannot tell.
+	OldestAgeSec *float64 `json:"oldest_age_sec"`
+}
+
+// SourceView is the source's health.
+type SourceView struct {
+	Type        string    `json:"type"`
+	Healthy     bool      `json:"healthy"`
+	LastSuccess time.Time `json:"last_success,omitzero"`
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+}
+
+// WorkerView is one worker.
+type WorkerView struct {
+	Slot  int    `json:"slot"`
+	Unit  string `json:"unit"`
+	State string `json:"state"` // "active" or "draining"
+	// UptimeSec is nil for a draining unit (its start is not tracked).
+	UptimeSec *float64 `json:"uptime_sec"`
+	// CPUPercent is the use over the last tick, in percent of one CPU;
+	// nil until the worker has been sampled over a full tick.
+	CPUPercent *float64 `json:"cpu_percent"`
+	// MemoryBytes is nil where the cgroup does not tell (no memory
+	// controller on the unified hierarchy).
+	MemoryBytes *uint64 `json:"memory_bytes"`
+	// Restarts counts the crashes of its slot since the daemon started.
+	Restarts int `json:"restarts"`
+}
