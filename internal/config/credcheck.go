@@ -55,12 +55,12 @@ func CheckCredentials(c *Config) (problems, warnings []Problem) {
 				break
 			}
 			if u, err = url.Parse(strings.TrimSpace(raw)); err != nil {
-				add(&problems, urlKey, fmt.Sprintf("what %s holds is not a URL (%s)", secretWhere(conn), urlParseError(err)))
+				add(&problems, urlKey, fmt.Sprintf("what %s holds is not a URL (%s)", conn.URLOrigin(), urlParseError(err)))
 				u = nil
 				break
 			}
 			if err := CheckConnURL(u, true); err != nil {
-				add(&problems, urlKey, fmt.Sprintf("the URL %s holds %v", secretWhere(conn), err))
+				add(&problems, urlKey, fmt.Sprintf("the URL %s holds %v", conn.URLOrigin(), err))
 				u = nil
 				break
 			}
@@ -78,8 +78,9 @@ func CheckCredentials(c *Config) (problems, warnings []Problem) {
 	return problems, warnings
 }
 
-// secretWhere names where a source's URL comes from, for messages.
-func secretWhere(c Conn) string {
+// URLOrigin names where a source's URL comes from, for messages that must
+// not show the URL itself while it may still hold a secret.
+func (c Conn) URLOrigin() string {
 	switch {
 	case c.URLFile != "":
 		return c.URLFile

@@ -28,12 +28,12 @@ func connURL(c config.Conn) (*url.URL, error) {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil {
 		// url.Parse quotes the input, which may hold a password.
-		return nil, fmt.Errorf("the URL from %s is not a URL", secretOrigin(c))
+		return nil, fmt.Errorf("the URL from %s is not a URL", c.URLOrigin())
 	}
 	// Checked at load too (a written URL's password as well); a file may
 	// have changed since.
 	if err := config.CheckConnURL(u, true); err != nil {
-		return nil, fmt.Errorf("the URL from %s %w", secretOrigin(c), err)
+		return nil, fmt.Errorf("the URL from %s %w", c.URLOrigin(), err)
 	}
 	password, havePassword := "", false
 	switch {
@@ -55,16 +55,6 @@ func connURL(c config.Conn) (*url.URL, error) {
 		u.User = url.UserPassword(user, strings.TrimRight(password, "\r\n"))
 	}
 	return u, nil
-}
-
-func secretOrigin(c config.Conn) string {
-	switch {
-	case c.URLFile != "":
-		return c.URLFile
-	case c.URLCredential != "":
-		return "credential " + c.URLCredential
-	}
-	return "the configuration"
 }
 
 // readSecret reads a credential file: config.ReadSecretFile, the same rules

@@ -48,7 +48,7 @@ func newPgDB(spec config.Source) *pgDB {
 		d.server = config.RedactURLString(spec.Conn.URL)
 	}
 	if d.server == "" {
-		d.server = secretOrigin(spec.Conn) // the URL is a secret until read
+		d.server = spec.Conn.URLOrigin() // the URL is a secret until read
 	}
 	return d
 }
