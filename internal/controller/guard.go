@@ -201,7 +201,9 @@ func ruleEqual(a, b *policy.Rule) bool {
 }
 
 // decide is the tick's decision: the pool's policy (hpa or rules), then its
-// rate limits and cooldowns, then the host guard.
+// rate limits and cooldowns, then the host guard, through policy.Pipeline.
+// What the steps read from the world (the guard's readings, the rules'
+// promql() results) is read here and passed in as data.
 func (p *Pool) decide(ctx context.Context, now time.Time, params policy.Params, obs policy.Observation, counts source.Counts) policy.Decision {
 	sc := &p.sc
 	var chk guardCheck
@@ -216,19 +218,24 @@ func (p *Pool) decide(ctx context.Context, now time.Time, params policy.Params, 
 		chk = p.opts.Guard.check(now, load, sc.rules != nil && sc.rules.ReadsHost(), p.cfg.PollInterval)
 	}
 
-	var d policy.Decision
+	in := policy.Input{Now: now, Params: params, Obs: obs}
 	if sc.rules != nil {
-		var results map[string]policy.PromResult
 		if qs := sc.rules.Queries(); len(qs) > 0 && obs.Valid {
-			results = p.conditions(ctx, qs)
+			in.Prom = p.conditions(ctx, qs)
 		}
-		sig := policy.Signals{
+		in.Signals = policy.Signals{
 			Paused: counts.Paused, OldestAge: counts.OldestAge.Seconds(), OldestKnown: counts.HasOldest,
 			Workers: obs.Current, Draining: len(p.fleet.draining),
 			WorkerCPU: obs.CPU, WorkerCPUKnown: obs.CPUKnown,
 			Host: chk.host.Reading, HostCPUEMA: chk.host.EMA,
 		}
-		d = sc.rules.Decide(now, params, obs, sig, results)
+	}
+	if chk.active {
+		in.Guard = &policy.GuardInput{Verdict: chk.verdict, Victim: chk.victim, Due: chk.due}
+	}
+	r := p.pipeline().Decide(in)
+	if sc.rules != nil {
+		d := r.Strategy
 		if err := sc.rules.Err; err != nil {
 			if log, suppressed := sc.ruleErr.Fail(now); log {
 				p.log.Event(eventlog.RuleError, eventlog.Warning, p.fields(eventlog.Fields{"FLEXIQ_RULE": d.Rule, "FLEXIQ_ERROR": err.Error()}),
@@ -237,18 +244,18 @@ func (p *Pool) decide(ctx context.Context, now time.Time, params policy.Params, 
 		} else if obs.Valid && sc.ruleErr.OK() {
 			p.log.Event(eventlog.RuleError, eventlog.Notice, p.fields(nil), "pool=%s rules evaluate again", p.name)
 		}
-	} else {
-		d = p.rec.Decide(now, params, obs)
 	}
-
-	d, d.Limit = sc.limiter.Limit(now, p.cfg.Scaling.Behavior, params, d)
-
 	if chk.active {
-		asked := d
-		d, d.Guard = policy.ApplyGuard(d, params, chk.verdict, chk.victim, chk.due)
-		p.logGuard(asked, d, chk)
+		p.logGuard(r.Asked, r.Decision, chk)
 	}
-	return d
+	return r.Decision
+}
+
+// pipeline is the pool's decision pipeline (policy.Pipeline, shared with
+// simulate) over the state the pool keeps across ticks and reloads.
+func (p *Pool) pipeline() *policy.Pipeline {
+	return &policy.Pipeline{Strategy: p.cfg.Scaling.Policy, Rec: &p.rec, Rules: p.sc.rules,
+		Limiter: &p.sc.limiter, Behavior: p.cfg.Scaling.Behavior}
 }
 
 // conditions runs the rules' promql() queries against the pool's source.
@@ -273,17 +280,7 @@ func (p *Pool) conditions(ctx context.Context, queries []string) map[string]poli
 // acted records what the tick did, for the rate limits, the rules'
 // cooldowns and the guard's emergency cooldown.
 func (p *Pool) acted(now time.Time, d policy.Decision) {
-	sc := &p.sc
-	moved := (d.Action == policy.ScaleUp || d.Action == policy.ScaleDown) && d.Desired != d.Current
-	if moved {
-		sc.limiter.Record(now, p.cfg.Scaling.Behavior, d.Current, d.Desired)
-	} else {
-		sc.limiter.Record(now, p.cfg.Scaling.Behavior, 0, 0)
-	}
-	if moved && sc.rules != nil {
-		sc.rules.Acted(d)
-	}
-	if moved && d.Guard == policy.GuardForced && p.opts.Guard != nil {
+	if p.pipeline().Acted(now, d) && p.opts.Guard != nil {
 		p.opts.Guard.forced(now)
 	}
 }

@@ -12,8 +12,8 @@ import (
 )
 
 // Issue 9's policies in the replay: trigger rules, rate limits and
-// cooldowns, and the host guard, in the order and with the same pure code
-// as the daemon (controller/guard.go). The host is read from the trace's
+// cooldowns, and the host guard, through the daemon's own pipeline
+// (policy.Pipeline), so that the replay cannot drift from it. The host is read from the trace's
 // optional host columns, one sample per row; the simulated pool is the only
 // pool on its host, so an emergency is always its own.
 
@@ -119,6 +119,7 @@ type stepper struct {
 	rec     policy.Recommender
 	rules   *policy.RuleSet
 	limiter policy.Limiter
+	pipe    policy.Pipeline // the daemon's pipeline over rec, rules and limiter
 	ema     policy.EWMA
 	emaSet  bool
 	lastEm  time.Time
@@ -126,12 +127,13 @@ type stepper struct {
 
 func newStepper(pool *config.Pool, guard *config.HostGuard) (*stepper, error) {
 	s := &stepper{pool: pool, guard: guard, params: pool.PolicyParams()}
+	s.pipe = policy.Pipeline{Strategy: pool.Scaling.Policy, Rec: &s.rec, Limiter: &s.limiter, Behavior: pool.Scaling.Behavior}
 	if pool.Scaling.Policy == config.PolicyRules {
 		rs, err := policy.CompileRules(pool.Scaling.ScaleUp, pool.Scaling.ScaleDown)
 		if err != nil {
 			return nil, err
 		}
-		s.rules = rs
+		s.rules, s.pipe.Rules = rs, rs
 	}
 	return s, nil
 }
@@ -164,34 +166,27 @@ func (s *stepper) step(now time.Time, o policy.Observation, tk tick) (policy.Dec
 		host.EMA = s.ema.Value
 	}
 
-	var d policy.Decision
-	if s.rules != nil {
-		sig := policy.Signals{
+	in := policy.Input{
+		Now: now, Params: s.params, Obs: o,
+		Signals: policy.Signals{
 			Paused: tk.host.paused, Workers: o.Current, WorkerCPU: o.CPU, WorkerCPUKnown: o.CPUKnown,
 			OldestAge: o.OldestAge.Seconds(), OldestKnown: o.OldestKnown,
 			Host: host.Reading, HostCPUEMA: host.EMA,
-		}
-		d = s.rules.Decide(now, s.params, o, sig, tk.host.prom)
-	} else {
-		d = s.rec.Decide(now, s.params, o)
+		},
+		Prom: tk.host.prom,
 	}
-	d, d.Limit = s.limiter.Limit(now, s.pool.Scaling.Behavior, s.params, d)
 	if s.guard != nil {
-		v := policy.Judge(s.guard.GuardParams, host)
-		due := policy.EmergencyDue(now, s.lastEm, s.guard.EmergencyCooldown)
-		d, d.Guard = policy.ApplyGuard(d, s.params, v, o.Current > s.pool.MinWorkers, due)
-		if d.Guard == policy.GuardForced {
-			s.lastEm = now
+		// The simulated pool is the only one on its host: it is the
+		// emergency's victim whenever it is above its minimum.
+		in.Guard = &policy.GuardInput{
+			Verdict: policy.Judge(s.guard.GuardParams, host),
+			Victim:  o.Current > s.pool.MinWorkers,
+			Due:     policy.EmergencyDue(now, s.lastEm, s.guard.EmergencyCooldown),
 		}
 	}
-	moved := (d.Action == policy.ScaleUp || d.Action == policy.ScaleDown) && d.Desired != d.Current
-	if moved {
-		s.limiter.Record(now, s.pool.Scaling.Behavior, d.Current, d.Desired)
-		if s.rules != nil {
-			s.rules.Acted(d)
-		}
-	} else {
-		s.limiter.Record(now, s.pool.Scaling.Behavior, 0, 0)
+	d := s.pipe.Decide(in).Decision
+	if s.pipe.Acted(now, d) {
+		s.lastEm = now
 	}
 	return d, host
 }
