@@ -1,6 +1,6 @@
 // Package workload is a discrete-event model of a job queue and the pool of
-// workers that serves it, driven by the daemon's own policy
-// (policy.Recommender.Decide) and victim order (policy.VictimBefore), so that
+// workers that serves it, driven by the daemon's own decision pipeline
+// (policy.Pipeline, HPA strategy) and victim order (policy.VictimBefore), so that
 // a pool's knobs can be judged offline against a trace of real jobs: what
 // they cost in worker-seconds and what they cost the jobs in waiting.
 //
@@ -216,6 +216,8 @@ type model struct {
 	cost  float64 // worker-seconds of stopped workers
 	peak  int
 	rec   policy.Recommender
+	lim   policy.Limiter  // the pipeline's; the model has no behaviour, so it limits nothing
+	pipe  policy.Pipeline // the daemon's decision pipeline, HPA strategy
 	res   Result
 	floor float64
 }
@@ -227,6 +229,7 @@ func newModel(jobs []Job, cfg Config) *model {
 		wakeGap: cfg.WakeGap.Seconds(), wakeLast: math.Inf(-1), wakeDue: math.Inf(1),
 		jobs: jobs, visible: make([]float64, len(jobs)), waits: make([]float64, 0, len(jobs)),
 	}
+	m.pipe = policy.Pipeline{Strategy: policy.StrategyHPA, Rec: &m.rec, Limiter: &m.lim}
 	if m.p.PollInterval <= 0 {
 		// The policy's tick is the model's.
 		m.p.PollInterval = cfg.Poll
@@ -441,7 +444,8 @@ func (m *model) tick(now float64, onTick func(Tick)) {
 		o.ArrivalRate, o.ServiceTime, o.DemandKnown = rate, time.Duration(svc*float64(time.Second)), known
 	}
 	at := epoch.Add(time.Duration(math.Round((now - m.t0()) * float64(time.Second))))
-	d := m.rec.Decide(at, m.p, o)
+	d := m.pipe.Decide(policy.Input{Now: at, Params: m.p, Obs: o}).Decision
+	m.pipe.Acted(at, d)
 	if d.Desired != live {
 		m.res.Actions++
 	}
