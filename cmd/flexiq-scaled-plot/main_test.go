@@ -13,6 +13,9 @@ const series = "time,pending,running,live,target,action\n" +
 	"2027-01-15T08:00:10Z,5,6,3,3,stable\n" +
 	"2027-01-15T08:00:20Z,,,3,1,scale-down\n"
 
+// What flexiq-scaled simulate --svg sends with --run.
+const ticks = "t,pending,running,live,draining\n0,30,1,1,0\n5,12,4,4,1\n10,0,2,2,0\n"
+
 func TestRun(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct {
@@ -31,6 +34,10 @@ func TestRun(t *testing.T) {
 		{"bad CSV", []string{filepath.Join(dir, "x.svg")}, "time,pending\n", 1, "flexiq-scaled-plot: CSV header", ""},
 		{"no decisions", []string{filepath.Join(dir, "y.svg")}, "time,pending,running,live,target,action\n", 1, "no decisions to draw", ""},
 		{"gif", []string{filepath.Join(dir, "h.gif")}, series, 1, "want a .svg or .png file", ""},
+		{"run", []string{"--run", "--format", "svg", "--title", "pool code", filepath.Join(dir, "run.png")}, ticks, 0, "", "live + draining"},
+		{"run png", []string{"--run", filepath.Join(dir, "run2.png")}, ticks, 0, "", "\x89PNG"},
+		{"run, history CSV", []string{"--run", filepath.Join(dir, "r.svg")}, series, 1, "flexiq-scaled-plot: ticks CSV header", ""},
+		{"format without run", []string{"--format", "svg", filepath.Join(dir, "f.svg")}, series, 1, "--format is for --run only", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var stderr bytes.Buffer

@@ -113,34 +113,44 @@ func plotHelperPaths(self string) []string {
 // drawPicture has the helper draw pts to path (SVG or PNG by its extension),
 // the series crossing the pipe as history's CSV.
 func drawPicture(path, title string, pts []history.Point) error {
+	helper, err := findPlotHelper()
+	if err != nil {
+		return err
+	}
+	var csv bytes.Buffer
+	if err := history.WriteCSV(&csv, pts); err != nil {
+		return err
+	}
+	return runPlotHelper(helper, &csv, "--title", title, "--", path)
+}
+
+// findPlotHelper is the path of the helper, or why it is not there.
+func findPlotHelper() (string, error) {
 	self, err := os.Executable()
 	if err == nil {
 		self, err = filepath.EvalSymlinks(self)
 	}
 	if err != nil {
-		return fmt.Errorf("finding %s: %w", plotHelper, err)
+		return "", fmt.Errorf("finding %s: %w", plotHelper, err)
 	}
-	helper := ""
 	candidates := plotHelperPaths(self)
 	for _, c := range candidates {
 		if _, err := os.Stat(c); err == nil {
-			helper = c
-			break
+			return c, nil
 		} else if !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("finding %s: %w", plotHelper, err)
+			return "", fmt.Errorf("finding %s: %w", plotHelper, err)
 		}
 	}
-	if helper == "" {
-		return fmt.Errorf("drawing needs %s, which is in neither %s (the package installs it; in a checkout, make build)",
-			plotHelper, strings.Join(candidates, " nor "))
-	}
-	var csv, errb bytes.Buffer
-	if err := history.WriteCSV(&csv, pts); err != nil {
-		return err
-	}
-	// "--": a path that begins with a dash is still the path.
-	cmd := exec.Command(helper, "--title", title, "--", path)
-	cmd.Stdin, cmd.Stderr = &csv, &errb
+	return "", fmt.Errorf("drawing needs %s, which is in neither %s (the package installs it; in a checkout, make build)",
+		plotHelper, strings.Join(candidates, " nor "))
+}
+
+// runPlotHelper runs helper with args and the series as CSV on its standard
+// input; its error message, if it gives one, is the error.
+func runPlotHelper(helper string, csv io.Reader, args ...string) error {
+	var errb bytes.Buffer
+	cmd := exec.Command(helper, args...)
+	cmd.Stdin, cmd.Stderr = csv, &errb
 	if err := cmd.Run(); err != nil {
 		if msg := strings.TrimSpace(strings.TrimPrefix(errb.String(), plotHelper+": ")); msg != "" {
 			return errors.New(msg)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/simulate"
 	"github.com/flexiq/flexiq-scaled/internal/workload"
+	"github.com/flexiq/flexiq-scaled/internal/workload/tickcsv"
 )
 
 // workloadHelp is simulate's help on its workload mode.
@@ -104,7 +106,6 @@ func (w *workloadFlags) run(pool *config.Pool, initial int, format string, stdou
 		Initial:  initial,
 		UntilMin: *w.untilMin,
 		Format:   format,
-		Title:    fmt.Sprintf("flexiq-scaled simulate: pool %s, %s", pool.Name, *w.workload),
 	}
 	trace := io.Reader(os.Stdin)
 	if *w.workload != "-" {
@@ -115,22 +116,41 @@ func (w *workloadFlags) run(pool *config.Pool, initial int, format string, stdou
 		defer f.Close()
 		trace = f
 	}
-	var svgFile *os.File
 	if *w.svg != "" {
-		f, err := os.Create(*w.svg)
+		// The helper draws it, as it draws history's pictures: the daemon's
+		// binary links no plotting library. Found before the run, so that a
+		// missing helper costs no simulation.
+		helper, err := findPlotHelper()
 		if err != nil {
-			return failf(stderr, "simulate", "create svg: %v", err)
+			return failf(stderr, "simulate", "%v", err)
 		}
-		svgFile, opt.SVG = f, f
+		title := fmt.Sprintf("flexiq-scaled simulate: pool %s, %s", pool.Name, *w.workload)
+		opt.Draw = func(ticks []workload.Tick, r workload.Result) error {
+			return drawRun(helper, *w.svg, title, ticks, r)
+		}
 	}
 	_, err := simulate.RunWorkload(pool, trace, opt, stdout)
-	if svgFile != nil {
-		if cerr := svgFile.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("write svg %s: %w", *w.svg, cerr)
-		}
-	}
 	if err != nil {
 		return failf(stderr, "simulate", "pool %s, workload %s: %v", pool.Name, *w.workload, err)
 	}
 	return exitOK
+}
+
+// drawRun has the helper draw a run's ticks to path as SVG (--svg means SVG,
+// whatever the file's name), titled with the run's summary.
+func drawRun(helper, path, title string, ticks []workload.Tick, r workload.Result) error {
+	rows := make([]tickcsv.Row, len(ticks))
+	for i, t := range ticks {
+		rows[i] = tickcsv.Row{T: t.T, Pending: t.Pending, Running: t.Running, Live: t.Current, Draining: t.Draining}
+	}
+	var csv bytes.Buffer
+	if err := tickcsv.Write(&csv, rows); err != nil {
+		return err
+	}
+	title += fmt.Sprintf("\nworker-seconds %.0f (floor %.0f), wait p50 %.2f s p95 %.2f s p99 %.2f s, %d actions, peak %d workers",
+		r.WorkerSeconds, r.Floor, r.WaitP50, r.WaitP95, r.WaitP99, r.Actions, r.Peak)
+	if err := runPlotHelper(helper, &csv, "--run", "--format", "svg", "--title", title, "--", path); err != nil {
+		return fmt.Errorf("draw %s: %w", path, err)
+	}
+	return nil
 }

@@ -22,9 +22,9 @@ type WorkloadOptions struct {
 	// UntilMin: see workload.Config.UntilMin.
 	UntilMin bool
 	Format   string // FormatTable: a summary; FormatJSONL: one line per tick, then the summary
-	// SVG, when not nil, receives a picture of the run, titled Title.
-	SVG   io.Writer
-	Title string
+	// Draw, when not nil, is given the run's ticks and summary to draw a
+	// picture of; the CLI has the flexiq-scaled-plot helper draw it.
+	Draw func([]workload.Tick, workload.Result) error
 }
 
 // WorkloadConfig is the model's configuration for pool: its policy knobs,
@@ -73,7 +73,7 @@ func RunWorkload(pool *config.Pool, trace io.Reader, opt WorkloadOptions, out io
 	var ticks []workload.Tick
 	var werr error
 	res, err := workload.Run(jobs, WorkloadConfig(pool, opt), func(t workload.Tick) {
-		if opt.SVG != nil {
+		if opt.Draw != nil {
 			ticks = append(ticks, t)
 		}
 		if opt.Format == FormatJSONL && werr == nil {
@@ -103,9 +103,9 @@ func RunWorkload(pool *config.Pool, trace io.Reader, opt WorkloadOptions, out io
 	if err != nil {
 		return res, fmt.Errorf("write simulation output: %w", err)
 	}
-	if opt.SVG != nil {
-		if err := workload.WriteSVG(opt.SVG, opt.Title, ticks, res); err != nil {
-			return res, fmt.Errorf("write svg: %w", err)
+	if opt.Draw != nil {
+		if err := opt.Draw(ticks, res); err != nil {
+			return res, err
 		}
 	}
 	return res, nil

@@ -1,4 +1,5 @@
-// Package picture draws a pool's history with gonum/plot. It is its own
+// Package picture draws a pool's history, and a `simulate --workload` run
+// (run.go), with gonum/plot. It is its own
 // package, linked only into the flexiq-scaled-plot helper, because
 // gonum/plot parses a dozen embedded fonts when it is initialised: in the
 // daemon's binary that cost about 4 MB of resident memory for a feature
