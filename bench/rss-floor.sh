@@ -9,12 +9,12 @@
 # file, added with `go build -overlay`, whose init sleeps: package main's
 # initialisers run after every package it imports. The binary runs on this
 # host, 3 times; the script prints each RSS and its parts. Needs no root and
-# installs nothing; the binary is bin/rss-floor/flexiq-scaled.
+# installs nothing; the binary is bin/_rss-floor/flexiq-scaled.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 go=$(scripts/ensure-go.sh)
-work=$root/bin/rss-floor
+work=$root/bin/_rss-floor
 mkdir -p "$work"
 cat >"$work/zz_rss_floor.go" <<'GO'
 package main
