@@ -14,6 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 go=$(scripts/ensure-go.sh)
+# "_": go build ./... and go vet ./... skip the directory and its overlay file.
 work=$root/bin/_rss-floor
 mkdir -p "$work"
 cat >"$work/zz_rss_floor.go" <<'GO'
