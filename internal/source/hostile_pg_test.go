@@ -178,6 +178,9 @@ func TestPostgresTLSDowngradeRefused(t *testing.T) {
 				if !tc.wantPassword && !strings.Contains(err.Error(), "refused TLS") {
 					t.Errorf("err = %v, want the server's refusal of TLS", err)
 				}
+				if msg := describePgError(ctx, "connect", err); !tc.wantPassword && !strings.Contains(msg, "sslmode=disable") {
+					t.Errorf("the journal's message %q does not say how to connect to a server without TLS", msg)
+				}
 			})
 		}
 	}

@@ -202,6 +202,11 @@ func describePgError(ctx context.Context, stage string, err error) string {
 		return fmt.Sprintf("%s failed: %s (SQLSTATE %s)", stage, pgErr.Message, pgErr.Code)
 	case ctx.Err() != nil:
 		return fmt.Sprintf("%s timed out: %v", stage, err)
+	case (errors.As(err, &connErr) || stage == "connect") && strings.Contains(err.Error(), "server refused TLS"):
+		// A remote server is verified by default (sslmode=verify-full),
+		// where libpq's own default would have gone on in clear.
+		return fmt.Sprintf("cannot connect: %v (the server offers no TLS, and a remote server's certificate is verified by default: "+
+			"enable TLS on the server, or write sslmode=disable in the URL if the network between them is trusted)", err)
 	case errors.As(err, &connErr) || stage == "connect":
 		return fmt.Sprintf("cannot connect: %v", err)
 	case errors.As(err, &netErr):
