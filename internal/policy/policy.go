@@ -115,6 +115,36 @@ func (r *Recommender) Decide(now time.Time, p Params, o Observation) Decision {
 		return holdWithinBounds(d, p, "negative count")
 	}
 
+	raw := r.signals(now, p, o, &d)
+	raw, notes := tolerate(&d, p, c, raw)
+	d.Raw = raw
+	target, notes := r.stabilise(now, p, &d, c, raw, notes)
+
+	// Tasks are already queueing for threads; waiting out a window would
+	// only lengthen that queue.
+	if d.Overloaded {
+		if floor := min(c+1, p.MaxWorkers); target < floor {
+			target = floor
+			notes = append(notes, "overload")
+		}
+	}
+	// With constant params every recorded raw is within bounds and so is the
+	// target; this matters only when the bounds changed within a window.
+	if t := clamp(target, p); t != target {
+		target = t
+		notes = append(notes, fmt.Sprintf("clamped to %d..%d", p.MinWorkers, p.MaxWorkers))
+	}
+
+	d.Desired = target
+	d.Action = actionOf(target, c)
+	d.Rationale = rationale(d, notes)
+	return d
+}
+
+// signals fills each signal's recommendation into d and returns the highest,
+// within bounds: the raw recommendation before tolerance and windows.
+func (r *Recommender) signals(now time.Time, p Params, o Observation, d *Decision) int {
+	c := o.Current
 	d.Depth = ceil(float64(o.Pending) / p.TargetQueueDepthPerWorker)
 	// With no workers the running count is stale or foreign; demand from a
 	// cold start comes from the backlog alone.
@@ -141,28 +171,34 @@ func (r *Recommender) Decide(now time.Time, p Params, o Observation) Decision {
 	raw = clamp(raw, p)
 	d.ClearTime, d.ClearTarget, d.ClearKnown = clearTime(p, o)
 	d.Backlogged = d.ClearKnown && d.ClearTime > d.ClearTarget
-	var notes []string
-	if c > 0 && !d.Overloaded && raw != c && math.Abs(float64(raw-c))/float64(c) < p.Tolerance {
-		if raw > c && d.Backlogged {
-			// The band is there to ignore noise around a pool that
-			// keeps up. A backlog the pool cannot clear in time is not
-			// noise: with one-thread workers the overload rule can never
-			// fire, and a 0.5 band would hold 19 workers under any
-			// queue. Only a scale-up passes, so a pool cannot flap on it.
-			notes = append(notes, fmt.Sprintf("backlog clears in %s > %s: not held by tolerance", secs(d.ClearTime), secs(d.ClearTarget)))
-		} else {
-			// Snapping to C must not carry a pool that is outside its
-			// bounds (after a config change, or started by hand) any
-			// further outside them, so the bounds apply again.
-			raw = clamp(c, p)
-			notes = append(notes, "within tolerance")
-		}
-	}
-	d.Raw = raw
+	return raw
+}
 
-	// Stabilisation as in the Kubernetes HPA: scale up only as far as every
-	// recommendation in the scale-up window agrees, and down only as far as
-	// every recommendation in the scale-down window agrees.
+// tolerate snaps raw back to the current count c when the change is within
+// the tolerance band, as the HPA does, and says why in its notes.
+func tolerate(d *Decision, p Params, c, raw int) (int, []string) {
+	if c == 0 || d.Overloaded || raw == c || math.Abs(float64(raw-c))/float64(c) >= p.Tolerance {
+		return raw, nil
+	}
+	if raw > c && d.Backlogged {
+		// The band is there to ignore noise around a pool that keeps up.
+		// A backlog the pool cannot clear in time is not noise: with
+		// one-thread workers the overload rule can never fire, and a 0.5
+		// band would hold 19 workers under any queue. Only a scale-up
+		// passes, so a pool cannot flap on it.
+		return raw, []string{fmt.Sprintf("backlog clears in %s > %s: not held by tolerance", secs(d.ClearTime), secs(d.ClearTarget))}
+	}
+	// Snapping to C must not carry a pool that is outside its bounds (after
+	// a config change, or started by hand) any further outside them, so the
+	// bounds apply again.
+	return clamp(c, p), []string{"within tolerance"}
+}
+
+// stabilise is the Kubernetes HPA's stabilisation: scale up only as far as
+// every recommendation in the scale-up window agrees, and down only as far
+// as every recommendation in the scale-down window agrees. It records raw
+// in the history.
+func (r *Recommender) stabilise(now time.Time, p Params, d *Decision, c, raw int, notes []string) (int, []string) {
 	upCutoff, downCutoff := now.Add(-p.ScaleUpWindow), now.Add(-p.ScaleDownWindow)
 	d.Up, d.Down = raw, raw
 	for _, s := range r.history {
@@ -175,39 +211,14 @@ func (r *Recommender) Decide(now time.Time, p Params, o Observation) Decision {
 	}
 	r.record(now, raw, max(p.ScaleUpWindow, p.ScaleDownWindow))
 
-	target := c
-	if target < d.Up {
-		target = d.Up
-	}
-	if target > d.Down {
-		target = d.Down
-	}
+	target := min(max(c, d.Up), d.Down)
 	switch {
 	case target > raw:
 		notes = append(notes, fmt.Sprintf("held by scale-down window: %d", d.Down))
 	case target < raw:
 		notes = append(notes, fmt.Sprintf("held by scale-up window: %d", d.Up))
 	}
-
-	// Tasks are already queueing for threads; waiting out a window would
-	// only lengthen that queue.
-	if d.Overloaded {
-		if floor := min(c+1, p.MaxWorkers); target < floor {
-			target = floor
-			notes = append(notes, "overload")
-		}
-	}
-	// With constant params every recorded raw is within bounds and so is the
-	// target; this matters only when the bounds changed within a window.
-	if t := clamp(target, p); t != target {
-		target = t
-		notes = append(notes, fmt.Sprintf("clamped to %d..%d", p.MinWorkers, p.MaxWorkers))
-	}
-
-	d.Desired = target
-	d.Action = actionOf(target, c)
-	d.Rationale = rationale(d, notes)
-	return d
+	return target, notes
 }
 
 // latency is the queue latency signal, HireFire's and Judoscale's: the oldest

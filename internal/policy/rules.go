@@ -300,68 +300,30 @@ func (rs *RuleSet) Decide(now time.Time, p Params, o Observation, s Signals, res
 		HostCPU: s.Host.CPU, HostCPUEMA: s.HostCPUEMA, PSICPU: s.Host.PSICPU, PSIMemory: s.Host.PSIMemory,
 		MemAvailable: int64(min(s.Host.MemAvailable, 1<<62)), IdleSec: now.Sub(rs.LastBusy).Seconds(),
 	}
-	known := func(name string) bool {
-		switch name {
-		case "oldest_age":
-			return s.OldestKnown
-		case "worker_cpu":
-			return s.WorkerCPUKnown
-		case "host_cpu", "host_cpu_ema":
-			return s.Host.CPUKnown
-		case "psi_cpu", "psi_memory":
-			return s.Host.PSIKnown
-		case "mem_available":
-			return s.Host.MemKnown
-		}
-		return true
-	}
-
-	type fired struct {
-		key  string
-		rule *CompiledRule
-	}
-	var act *fired
-	var notes []string
-	failed := false
-	try := func(key string, r *CompiledRule) (stop bool) {
-		ok, err := r.eval(env, known, results)
-		switch {
-		case err != nil:
-			d = holdWithinBounds(d, p, fmt.Sprintf("rule %s failed: %v", key, err))
-			d.Rule, failed = key, true
-			rs.Err = fmt.Errorf("rule %s: %w", key, err)
-			return true
-		case !ok:
-			return false
-		}
-		if last, seen := rs.LastFired[key]; seen && now.Sub(last) < r.Cooldown {
-			notes = append(notes, fmt.Sprintf("%s holds but is in its cooldown (%s of %s)", key, secs(now.Sub(last)), secs(r.Cooldown)))
-			return false
-		}
-		act = &fired{key, r}
-		return true
-	}
+	ev := ruleEval{rs: rs, now: now, env: env, known: s.known, results: results}
 	for i, r := range rs.Up {
-		if try(fmt.Sprintf("scale_up[%d]", i), r) {
+		if ev.try(fmt.Sprintf("scale_up[%d]", i), r) {
 			break
 		}
 	}
-	if !failed && act == nil && rs.Down != nil {
-		try("scale_down", rs.Down)
+	if ev.err == nil && ev.key == "" && rs.Down != nil {
+		ev.try("scale_down", rs.Down)
 	}
-	if failed {
+	if ev.err != nil {
+		d = holdWithinBounds(d, p, fmt.Sprintf("rule %s failed: %v", ev.key, ev.err))
+		d.Rule = ev.key
+		rs.Err = fmt.Errorf("rule %s: %w", ev.key, ev.err)
 		return d
 	}
 
 	target := c
-	if act != nil {
-		if act.key == "scale_down" {
-			target = c - act.rule.Step
-		} else {
-			target = c + act.rule.Step
-		}
-		d.Rule = act.key
+	if ev.key == "scale_down" {
+		target = c - ev.rule.Step
+	} else if ev.key != "" {
+		target = c + ev.rule.Step
 	}
+	d.Rule = ev.key
+	notes := ev.notes
 	if t := clamp(target, p); t != target {
 		notes = append(notes, fmt.Sprintf("clamped to %d..%d", p.MinWorkers, p.MaxWorkers))
 		target = t
@@ -369,14 +331,65 @@ func (rs *RuleSet) Decide(now time.Time, p Params, o Observation, s Signals, res
 	d.Desired, d.Raw = target, target
 	d.Action = actionOf(target, c)
 	what := "no rule holds"
-	if act != nil {
-		what = fmt.Sprintf("rule %s (%s) holds, step %d", act.key, act.rule.When, act.rule.Step)
+	if ev.key != "" {
+		what = fmt.Sprintf("rule %s (%s) holds, step %d", ev.key, ev.rule.When, ev.rule.Step)
 	}
 	d.Rationale = fmt.Sprintf("%s: %s", d.Action, what)
 	if len(notes) > 0 {
 		d.Rationale += " (" + strings.Join(notes, "; ") + ")"
 	}
 	return d
+}
+
+// known says whether the signal a rule reads has a value this tick: a rule
+// that reads an unknown one fails rather than comparing against zero.
+func (s Signals) known(name string) bool {
+	switch name {
+	case "oldest_age":
+		return s.OldestKnown
+	case "worker_cpu":
+		return s.WorkerCPUKnown
+	case "host_cpu", "host_cpu_ema":
+		return s.Host.CPUKnown
+	case "psi_cpu", "psi_memory":
+		return s.Host.PSIKnown
+	case "mem_available":
+		return s.Host.MemKnown
+	}
+	return true
+}
+
+// ruleEval walks the rules of one tick in order. key and rule are the rule
+// that acts (key "" when none does), or the one that failed with err.
+type ruleEval struct {
+	rs      *RuleSet
+	now     time.Time
+	env     ruleEnv
+	known   func(string) bool
+	results map[string]PromResult
+
+	key   string
+	rule  *CompiledRule
+	err   error
+	notes []string
+}
+
+// try evaluates one rule; true ends the walk: the rule acts, or failed.
+func (ev *ruleEval) try(key string, r *CompiledRule) bool {
+	ok, err := r.eval(ev.env, ev.known, ev.results)
+	switch {
+	case err != nil:
+		ev.key, ev.err = key, err
+		return true
+	case !ok:
+		return false
+	}
+	if last, seen := ev.rs.LastFired[key]; seen && ev.now.Sub(last) < r.Cooldown {
+		ev.notes = append(ev.notes, fmt.Sprintf("%s holds but is in its cooldown (%s of %s)", key, secs(ev.now.Sub(last)), secs(r.Cooldown)))
+		return false
+	}
+	ev.key, ev.rule = key, r
+	return true
 }
 
 // Acted records that the decision d was carried out: its rule's cooldown

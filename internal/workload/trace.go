@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"cmp"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -86,60 +87,9 @@ func ReadTrace(r io.Reader, svc ServiceModel) ([]Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read trace: %w", err)
 	}
-	cols := map[string]int{}
-	for i, h := range header {
-		cols[strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")))] = i
-	}
-	has := func(names ...string) bool {
-		for _, n := range names {
-			if _, ok := cols[n]; !ok {
-				return false
-			}
-		}
-		return true
-	}
-	var row func([]string) (Job, error)
-	switch {
-	case has("arrival", "service"):
-		row = func(rec []string) (Job, error) {
-			a, err := number(rec[cols["arrival"]], "arrival")
-			if err != nil {
-				return Job{}, err
-			}
-			s, err := number(rec[cols["service"]], "service")
-			if err == nil && s < 0 {
-				err = fmt.Errorf("service %g must be >= 0", s)
-			}
-			return Job{Arrival: a, Service: s}, err
-		}
-	case has("timestamp", "contexttokens", "generatedtokens"):
-		// Seconds from the first row's timestamp: a float of Unix seconds
-		// would keep only about a tenth of a microsecond.
-		var base time.Time
-		row = func(rec []string) (Job, error) {
-			ts, err := time.Parse("2006-01-02 15:04:05.999999999", strings.TrimSpace(rec[cols["timestamp"]]))
-			if err != nil {
-				return Job{}, fmt.Errorf("TIMESTAMP %q: want YYYY-MM-DD HH:MM:SS[.fraction]", rec[cols["timestamp"]])
-			}
-			ctx, err := number(rec[cols["contexttokens"]], "ContextTokens")
-			if err != nil {
-				return Job{}, err
-			}
-			gen, err := number(rec[cols["generatedtokens"]], "GeneratedTokens")
-			if err != nil {
-				return Job{}, err
-			}
-			s := svc.Base + svc.PerGenerated*gen + svc.PerContext*ctx
-			if s < 0 {
-				return Job{}, fmt.Errorf("service time %g (from %s) must be >= 0", s, svc)
-			}
-			if base.IsZero() {
-				base = ts
-			}
-			return Job{Arrival: ts.Sub(base).Seconds(), Service: s}, nil
-		}
-	default:
-		return nil, fmt.Errorf("trace header %q: want arrival,service or TIMESTAMP,ContextTokens,GeneratedTokens", strings.Join(header, ","))
+	row, err := traceRow(header, svc)
+	if err != nil {
+		return nil, err
 	}
 	var jobs []Job
 	for {
@@ -157,15 +107,7 @@ func ReadTrace(r io.Reader, svc ServiceModel) ([]Job, error) {
 		}
 		jobs = append(jobs, j)
 	}
-	slices.SortStableFunc(jobs, func(a, b Job) int {
-		switch {
-		case a.Arrival < b.Arrival:
-			return -1
-		case a.Arrival > b.Arrival:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(jobs, func(a, b Job) int { return cmp.Compare(a.Arrival, b.Arrival) })
 	if len(jobs) > 0 {
 		t0 := jobs[0].Arrival
 		for i := range jobs {
@@ -173,6 +115,70 @@ func ReadTrace(r io.Reader, svc ServiceModel) ([]Job, error) {
 		}
 	}
 	return jobs, nil
+}
+
+// traceRow picks the reader of one row from the header: the simulator's own
+// arrival,service, or the Azure LLM inference traces' columns.
+func traceRow(header []string, svc ServiceModel) (func([]string) (Job, error), error) {
+	cols := map[string]int{}
+	for i, h := range header {
+		cols[strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")))] = i
+	}
+	has := func(names ...string) bool {
+		for _, n := range names {
+			if _, ok := cols[n]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case has("arrival", "service"):
+		return func(rec []string) (Job, error) {
+			a, err := number(rec[cols["arrival"]], "arrival")
+			if err != nil {
+				return Job{}, err
+			}
+			s, err := number(rec[cols["service"]], "service")
+			if err == nil && s < 0 {
+				err = fmt.Errorf("service %g must be >= 0", s)
+			}
+			return Job{Arrival: a, Service: s}, err
+		}, nil
+	case has("timestamp", "contexttokens", "generatedtokens"):
+		return azureRow(cols, svc), nil
+	}
+	return nil, fmt.Errorf("trace header %q: want arrival,service or TIMESTAMP,ContextTokens,GeneratedTokens", strings.Join(header, ","))
+}
+
+// azureRow reads a row of the Azure LLM inference traces (CC-BY 4.0): the
+// service time comes from the token counts through svc.
+func azureRow(cols map[string]int, svc ServiceModel) func([]string) (Job, error) {
+	// Seconds from the first row's timestamp: a float of Unix seconds
+	// would keep only about a tenth of a microsecond.
+	var base time.Time
+	return func(rec []string) (Job, error) {
+		ts, err := time.Parse("2006-01-02 15:04:05.999999999", strings.TrimSpace(rec[cols["timestamp"]]))
+		if err != nil {
+			return Job{}, fmt.Errorf("TIMESTAMP %q: want YYYY-MM-DD HH:MM:SS[.fraction]", rec[cols["timestamp"]])
+		}
+		ctx, err := number(rec[cols["contexttokens"]], "ContextTokens")
+		if err != nil {
+			return Job{}, err
+		}
+		gen, err := number(rec[cols["generatedtokens"]], "GeneratedTokens")
+		if err != nil {
+			return Job{}, err
+		}
+		s := svc.Base + svc.PerGenerated*gen + svc.PerContext*ctx
+		if s < 0 {
+			return Job{}, fmt.Errorf("service time %g (from %s) must be >= 0", s, svc)
+		}
+		if base.IsZero() {
+			base = ts
+		}
+		return Job{Arrival: ts.Sub(base).Seconds(), Service: s}, nil
+	}
 }
 
 func number(s, col string) (float64, error) {
