@@ -104,25 +104,7 @@ func (r *CommandRunner) RunCommand(ctx context.Context, argv, env []string, stdo
 		return err
 	}
 
-	// Both pipes are read to their end; a write that fails (output over
-	// its limit) ends the run at once.
-	failed := make(chan error, 2)
-	var copying sync.WaitGroup
-	for _, p := range []struct {
-		r *os.File
-		w io.Writer
-	}{{outR, stdout}, {errR, stderr}} {
-		copying.Add(1)
-		go func() {
-			defer copying.Done()
-			if _, err := io.Copy(p.w, p.r); err != nil {
-				failed <- err
-			}
-		}()
-	}
-	copied := make(chan struct{})
-	go func() { copying.Wait(); close(copied) }()
-
+	copied, failed := copyOutputs([2]*os.File{outR, errR}, [2]io.Writer{stdout, stderr})
 	var stopped error
 	select {
 	case <-copied:
@@ -351,4 +333,24 @@ func commandExitError(result, code, status any) error {
 		return fmt.Errorf("killed by signal %d (unit result %v)", s, result)
 	}
 	return fmt.Errorf("unit result %v", result)
+}
+
+// copyOutputs reads both pipes to their end into their writers. copied is
+// closed once both are done; failed has the first write that failed (output
+// over its limit), which ends the run at once.
+func copyOutputs(from [2]*os.File, to [2]io.Writer) (copied <-chan struct{}, failed <-chan error) {
+	fail := make(chan error, 2)
+	var copying sync.WaitGroup
+	for i := range from {
+		copying.Add(1)
+		go func() {
+			defer copying.Done()
+			if _, err := io.Copy(to[i], from[i]); err != nil {
+				fail <- err
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { copying.Wait(); close(done) }()
+	return done, fail
 }

@@ -65,20 +65,8 @@ const errUnitExists = "org.freedesktop.systemd1.UnitExists"
 // signature, which must be exactly what systemd declares for the property:
 // anything else is refused with "Invalid argument".
 func (s WorkerSpec) Properties() ([]sddbus.Property, error) {
-	if !poolRE.MatchString(s.Pool) {
-		return nil, fmt.Errorf("invalid pool name %q", s.Pool)
-	}
-	if s.Slot < 0 {
-		return nil, fmt.Errorf("invalid slot %d", s.Slot)
-	}
-	if len(s.Exec) == 0 || s.Exec[0] == "" {
-		return nil, errors.New("empty command line")
-	}
-	if s.StopTimeout < 0 {
-		return nil, fmt.Errorf("negative stop timeout %v", s.StopTimeout)
-	}
-	if !validRevision(s.Revision) {
-		return nil, fmt.Errorf("invalid revision %q: no white space or control characters, at most %d bytes", s.Revision, maxRevision)
+	if err := s.validate(); err != nil {
+		return nil, err
 	}
 	envFiles, err := environmentFiles(s.EnvironmentFiles)
 	if err != nil {
@@ -89,18 +77,7 @@ func (s WorkerSpec) Properties() ([]sddbus.Property, error) {
 		return nil, err
 	}
 	slot := strconv.Itoa(s.Slot)
-	env := make(map[string]string, len(s.Environment)+2)
-	for k, v := range s.Environment {
-		env[k] = v
-	}
-	// Set last: a worker must always be able to tell who it is.
-	env["FLEXIQ_SCALED_POOL"] = s.Pool
-	env["FLEXIQ_SCALED_SLOT"] = slot
-	envList := make([]string, 0, len(env))
-	for k, v := range env {
-		envList = append(envList, k+"="+v)
-	}
-	sort.Strings(envList) // deterministic unit definitions, easy to diff
+	envList := s.environment(slot)
 
 	props := []sddbus.Property{
 		prop("Description", description(s.Pool, slot, s.Revision)),
@@ -340,4 +317,40 @@ func (m *Manager) QueuedJob(ctx context.Context, unit, jobType string) (bool, er
 		}
 	}
 	return false, nil
+}
+
+// environment is the workers' Environment=, sorted so that unit definitions
+// are deterministic and easy to diff.
+func (s WorkerSpec) environment(slot string) []string {
+	env := make(map[string]string, len(s.Environment)+2)
+	for k, v := range s.Environment {
+		env[k] = v
+	}
+	// Set last: a worker must always be able to tell who it is.
+	env["FLEXIQ_SCALED_POOL"] = s.Pool
+	env["FLEXIQ_SCALED_SLOT"] = slot
+	envList := make([]string, 0, len(env))
+	for k, v := range env {
+		envList = append(envList, k+"="+v)
+	}
+	sort.Strings(envList)
+	return envList
+}
+
+// validate refuses a spec that systemd would take but that would make a
+// worker the daemon cannot tell apart or stop.
+func (s WorkerSpec) validate() error {
+	switch {
+	case !poolRE.MatchString(s.Pool):
+		return fmt.Errorf("invalid pool name %q", s.Pool)
+	case s.Slot < 0:
+		return fmt.Errorf("invalid slot %d", s.Slot)
+	case len(s.Exec) == 0 || s.Exec[0] == "":
+		return errors.New("empty command line")
+	case s.StopTimeout < 0:
+		return fmt.Errorf("negative stop timeout %v", s.StopTimeout)
+	case !validRevision(s.Revision):
+		return fmt.Errorf("invalid revision %q: no white space or control characters, at most %d bytes", s.Revision, maxRevision)
+	}
+	return nil
 }
