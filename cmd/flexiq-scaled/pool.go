@@ -158,24 +158,8 @@ refused and the file removed (or the one it replaced put back, with
 --force); so is one the daemon refuses on reload. When the daemon is not
 running the file stays, it is said on stderr, and the exit status is 0: the
 pool starts with the daemon.`)
-	nums := map[string]*string{}
-	for _, f := range autoscaleFlags {
-		nums[f.key] = fs.String(f.flag, "", f.usage)
-	}
-	strs := map[string]*string{}
-	for _, f := range poolStringFlags {
-		strs[f.key] = fs.String(f.flag, "", f.usage)
-	}
-	db := fs.String("db", "", "the queue's database `PATH` ([pools.NAME.source] path)")
-	sourceType := fs.String("source-type", "", "the source `TYPE` (default flexiq-sqlite)")
-	var env, envFiles envFlag
-	fs.Var(&env, "env", "`KEY=VALUE` in the workers' environment (repeatable)")
-	fs.Func("environment-file", "a systemd EnvironmentFile= `PATH` for the workers (repeatable)", func(v string) error {
-		envFiles = append(envFiles, v)
-		return nil
-	})
-	force := fs.Bool("force", false, "replace an existing conf.d/NAME.toml")
-	common := addPoolCommon(fs)
+	pf := addPoolAddFlags(fs)
+	common := pf.common
 
 	name, rest := splitName(args)
 	// The worker's command is everything after "--", which the flag
@@ -200,96 +184,20 @@ pool starts with the daemon.`)
 		return usageError(fs, stderr, "no pool NAME given")
 	case !poolNameRE.MatchString(name):
 		return usageError(fs, stderr, "pool name %q: want 1 to 32 of a-z, 0-9 and _", name)
-	case *strs["app"] == "" && len(tail) == 0:
+	case *pf.strs["app"] == "" && len(tail) == 0:
 		return usageError(fs, stderr, "--app APP, or a worker command after --, is required")
-	case *strs["app"] != "" && len(tail) > 0:
+	case *pf.strs["app"] != "" && len(tail) > 0:
 		return usageError(fs, stderr, "give --app APP or a worker command after --, not both")
-	case *db == "" && *sourceType == "":
+	case *pf.db == "" && *pf.sourceType == "":
 		return usageError(fs, stderr, "--db PATH (the queue's database) is required")
 	}
 
-	table := map[string]any{}
-	for key, v := range strs {
-		if *v != "" {
-			table[key] = *v
-		}
+	table, err := pf.table(tail)
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
 	}
-	for _, f := range autoscaleFlags {
-		v := *nums[f.key]
-		if v == "" {
-			continue
-		}
-		if f.key == "threads_per_worker" && v == "auto" {
-			table[f.key] = v
-			continue
-		}
-		if i, err := strconv.ParseInt(v, 10, 64); err == nil {
-			table[f.key] = i
-		} else if x, err := strconv.ParseFloat(v, 64); err == nil {
-			table[f.key] = x
-		} else {
-			return usageError(fs, stderr, "--%s %q: not a number", f.flag, v)
-		}
-	}
-	if len(tail) > 0 {
-		table["exec"] = tail
-	}
-	if len(env) > 0 {
-		m := map[string]string{}
-		for _, kv := range env {
-			k, v, _ := strings.Cut(kv, "=")
-			m[k] = v
-		}
-		table["environment"] = m
-	}
-	if len(envFiles) > 0 {
-		table["environment_file"] = []string(envFiles)
-	}
-	source := map[string]any{}
-	if *sourceType != "" {
-		source["type"] = *sourceType
-	}
-	if *db != "" {
-		source["path"] = *db
-	}
-	table["source"] = source
-
-	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "# Written by: flexiq-scaled pool add %s\n# Remove with: flexiq-scaled pool rm %s\n\n", name, name)
-	enc := toml.NewEncoder(&buf)
-	enc.Indent = ""
-	if err := enc.Encode(map[string]any{"pools": map[string]any{name: table}}); err != nil {
-		return failf(stderr, "pool add", "%v", err)
-	}
-
-	dir := config.DropInDir(*common.configPath)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return failf(stderr, "pool add", "%v", err)
-	}
-	path := filepath.Join(dir, name+".toml")
-	// A link or anything else that is not a regular file is refused, not
-	// followed: its target would be read as "previous" and written back
-	// into conf.d by undo, a copy of whatever the link points at.
-	if err := config.CheckDropInFile(path); err != nil {
-		return failf(stderr, "pool add", "%v", err)
-	}
-	previous, err := config.ReadDropIn(path)
-	switch {
-	case err == nil && !*force:
-		return failf(stderr, "pool add", "%s exists: remove the pool first (pool rm %s), or replace it with --force", path, name)
-	case err != nil && !errors.Is(err, os.ErrNotExist):
-		return failf(stderr, "pool add", "%v", err)
-	case err != nil:
-		previous = nil
-	}
-	undo := func() {
-		if previous != nil {
-			atomicfile.WriteMode(path, previous, 0o640)
-		} else {
-			os.Remove(path)
-		}
-	}
-	if err := atomicfile.WriteMode(path, buf.Bytes(), 0o640); err != nil {
+	path, undo, err := writePoolDropIn(*common.configPath, name, table, *pf.force)
+	if err != nil {
 		return failf(stderr, "pool add", "%v", err)
 	}
 	if problems := checkAll(*common.configPath, stderr); len(problems) > 0 {
@@ -384,4 +292,128 @@ func poolReload(name string, cf controlFlags, stdout, stderr io.Writer, undo fun
 		fmt.Fprintf(stderr, "%s %s: the daemon refused the configuration and keeps the old one; the change is undone:\n", prog, name)
 	}
 	return report(v, stdout, stderr)
+}
+
+// poolAddFlags are pool add's flags: flexiq autoscale's, and the source's.
+type poolAddFlags struct {
+	nums, strs     map[string]*string
+	db, sourceType *string
+	env, envFiles  envFlag
+	force          *bool
+	common         poolCommon
+}
+
+func addPoolAddFlags(fs *flag.FlagSet) *poolAddFlags {
+	pf := &poolAddFlags{nums: map[string]*string{}, strs: map[string]*string{}}
+	for _, f := range autoscaleFlags {
+		pf.nums[f.key] = fs.String(f.flag, "", f.usage)
+	}
+	for _, f := range poolStringFlags {
+		pf.strs[f.key] = fs.String(f.flag, "", f.usage)
+	}
+	pf.db = fs.String("db", "", "the queue's database `PATH` ([pools.NAME.source] path)")
+	pf.sourceType = fs.String("source-type", "", "the source `TYPE` (default flexiq-sqlite)")
+	fs.Var(&pf.env, "env", "`KEY=VALUE` in the workers' environment (repeatable)")
+	fs.Func("environment-file", "a systemd EnvironmentFile= `PATH` for the workers (repeatable)", func(v string) error {
+		pf.envFiles = append(pf.envFiles, v)
+		return nil
+	})
+	pf.force = fs.Bool("force", false, "replace an existing conf.d/NAME.toml")
+	pf.common = addPoolCommon(fs)
+	return pf
+}
+
+// table is the [pools.NAME] table the flags describe, with command (after
+// "--") as its exec.
+func (pf *poolAddFlags) table(command []string) (map[string]any, error) {
+	table := map[string]any{}
+	for key, v := range pf.strs {
+		if *v != "" {
+			table[key] = *v
+		}
+	}
+	for _, f := range autoscaleFlags {
+		v := *pf.nums[f.key]
+		if v == "" {
+			continue
+		}
+		if f.key == "threads_per_worker" && v == "auto" {
+			table[f.key] = v
+			continue
+		}
+		if i, err := strconv.ParseInt(v, 10, 64); err == nil {
+			table[f.key] = i
+		} else if x, err := strconv.ParseFloat(v, 64); err == nil {
+			table[f.key] = x
+		} else {
+			return nil, fmt.Errorf("--%s %q: not a number", f.flag, v)
+		}
+	}
+	if len(command) > 0 {
+		table["exec"] = command
+	}
+	if len(pf.env) > 0 {
+		m := map[string]string{}
+		for _, kv := range pf.env {
+			k, v, _ := strings.Cut(kv, "=")
+			m[k] = v
+		}
+		table["environment"] = m
+	}
+	if len(pf.envFiles) > 0 {
+		table["environment_file"] = []string(pf.envFiles)
+	}
+	source := map[string]any{}
+	if *pf.sourceType != "" {
+		source["type"] = *pf.sourceType
+	}
+	if *pf.db != "" {
+		source["path"] = *pf.db
+	}
+	table["source"] = source
+	return table, nil
+}
+
+// writePoolDropIn writes conf.d/NAME.toml beside configPath, atomically,
+// and returns how to undo it: the file it replaced is put back, or the new
+// one removed.
+func writePoolDropIn(configPath, name string, table map[string]any, force bool) (path string, undo func(), err error) {
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "# Written by: flexiq-scaled pool add %s\n# Remove with: flexiq-scaled pool rm %s\n\n", name, name)
+	enc := toml.NewEncoder(&buf)
+	enc.Indent = ""
+	if err := enc.Encode(map[string]any{"pools": map[string]any{name: table}}); err != nil {
+		return "", nil, err
+	}
+	dir := config.DropInDir(configPath)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", nil, err
+	}
+	path = filepath.Join(dir, name+".toml")
+	// A link or anything else that is not a regular file is refused, not
+	// followed: its target would be read as "previous" and written back
+	// into conf.d by undo, a copy of whatever the link points at.
+	if err := config.CheckDropInFile(path); err != nil {
+		return "", nil, err
+	}
+	previous, err := config.ReadDropIn(path)
+	switch {
+	case err == nil && !force:
+		return "", nil, fmt.Errorf("%s exists: remove the pool first (pool rm %s), or replace it with --force", path, name)
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		return "", nil, err
+	case err != nil:
+		previous = nil
+	}
+	undo = func() {
+		if previous != nil {
+			atomicfile.WriteMode(path, previous, 0o640)
+		} else {
+			os.Remove(path)
+		}
+	}
+	if err := atomicfile.WriteMode(path, buf.Bytes(), 0o640); err != nil {
+		return "", nil, err
+	}
+	return path, undo, nil
 }
