@@ -1,0 +1,148 @@
+// Package refdoc renders the configuration reference, docs/configuration.md
+// and the man page flexiq-scaled.toml(5), from the KeyDocs that internal/config
+// declares beside its checks: the keys are documented once, where they are
+// checked, and `make docs` (go run ./internal/refdoc/gen) writes both files.
+// TestCommittedDocsMatch fails when the committed files differ.
+package refdoc
+
+import (
+	_ "embed"
+	"fmt"
+	"strings"
+
+	"github.com/flexiq/flexiq-scaled/internal/config"
+)
+
+// The prose around the keys, which no key owns: how the file is read and
+// checked, the drop-ins, the example, and the man page's fixed sections.
+var (
+	//go:embed head.md
+	mdHead string
+	//go:embed tail.md
+	mdTail string
+	//go:embed head.5
+	manHead string
+	//go:embed tail.5
+	manTail string
+)
+
+// Files are the generated files, by their paths in the repository.
+func Files() map[string]string {
+	tables, sources := config.Reference(), config.SourceTypeDocs()
+	return map[string]string{
+		"docs/configuration.md":         Markdown(tables, sources),
+		"docs/man/flexiq-scaled.toml.5": Roff(tables, sources),
+	}
+}
+
+// sections yields the tables and then the source types, each with whether
+// it starts a new table (and so a new top-level heading).
+func sections(tables, sources []config.TableDoc, fn func(t config.TableDoc, first bool)) {
+	prev := ""
+	for _, t := range append(append([]config.TableDoc{}, tables...), sources...) {
+		fn(t, t.Name != prev)
+		prev = t.Name
+	}
+}
+
+// Markdown renders docs/configuration.md.
+func Markdown(tables, sources []config.TableDoc) string {
+	var b strings.Builder
+	b.WriteString(mdHead)
+	sections(tables, sources, func(t config.TableDoc, first bool) {
+		if first {
+			fmt.Fprintf(&b, "\n## `[%s]`\n", t.Name)
+		}
+		if t.Title != "" {
+			fmt.Fprintf(&b, "\n### %s\n", t.Title)
+		}
+		if t.Doc != "" {
+			b.WriteString("\n" + t.Doc + "\n")
+		}
+		if len(t.Keys) > 0 {
+			b.WriteString("\n| Key | Type | Default | Rule | Meaning |\n|---|---|---|---|---|\n")
+			for _, k := range t.Keys {
+				fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", k.Name, cell(k.Type), cell(mdDefault(k)), cell(k.Limits), cell(k.Doc))
+			}
+		}
+		if t.Notes != "" {
+			b.WriteString("\n" + t.Notes + "\n")
+		}
+	})
+	b.WriteString("\n" + mdTail)
+	return b.String()
+}
+
+// cell keeps a table cell on its line.
+func cell(s string) string { return strings.ReplaceAll(s, "\n", " ") }
+
+func mdDefault(k config.KeyDoc) string {
+	switch {
+	case k.Default == "" && k.Required:
+		return "— (required)"
+	case k.Default == "":
+		return "—"
+	case config.IsLiteral(k.Default):
+		return "`" + k.Default + "`"
+	}
+	return k.Default
+}
+
+// Roff renders the man page flexiq-scaled.toml(5).
+func Roff(tables, sources []config.TableDoc) string {
+	var b strings.Builder
+	b.WriteString(manHead)
+	sections(tables, sources, func(t config.TableDoc, first bool) {
+		if first {
+			fmt.Fprintf(&b, ".SH %s\n", quoteHeading("["+t.Name+"]"))
+		}
+		if t.Title != "" {
+			fmt.Fprintf(&b, ".SS %s\n", quoteHeading(strings.ReplaceAll(t.Title, "`", "")))
+		}
+		b.WriteString(roffBlocks(t.Doc))
+		for _, k := range t.Keys {
+			fmt.Fprintf(&b, ".TP\n.B %s\n", escape(strings.ReplaceAll(k.Name, "-", `\-`)))
+			if s := roffSummary(k); s != "" {
+				b.WriteString(line(s) + "\n.br\n")
+			}
+			if k.Doc != "" {
+				b.WriteString(line(inline(cell(k.Doc))) + "\n")
+			}
+		}
+		b.WriteString(roffBlocks(t.Notes))
+	})
+	b.WriteString(manTail)
+	return b.String()
+}
+
+// roffSummary is a key's type, default and limits on one line.
+func roffSummary(k config.KeyDoc) string {
+	var parts []string
+	if k.Type != "" {
+		parts = append(parts, inline(k.Type))
+	}
+	switch {
+	case k.Default != "":
+		d := k.Default
+		if config.IsLiteral(d) {
+			d = "`" + d + "`"
+		}
+		parts = append(parts, "default "+inline(d))
+	case k.Required:
+		parts = append(parts, "required")
+	}
+	if k.Limits != "" {
+		parts = append(parts, inline(cell(k.Limits)))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "(" + strings.Join(parts, "; ") + ")"
+}
+
+func quoteHeading(s string) string {
+	s = escape(s)
+	s = strings.ReplaceAll(s, "-", `\-`)
+	s = strings.ReplaceAll(s, `"`, `\(dq`)
+	return `"` + s + `"`
+}
