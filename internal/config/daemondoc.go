@@ -23,7 +23,7 @@ var capacityKeys = TableDoc{
 			Doc: "Live and draining workers of all pools together."},
 		{Name: "reserved_cores", Type: "number", Default: "0", Limits: "`>= 0`",
 			Doc: "CPUs kept for the host itself: workers' `cpu_quota`s share what is left."},
-		{Name: "reserved_memory", Type: "string or integer", Default: "0", Limits: "a byte count, as `memory_max` (not `\"infinity\"`)",
+		{Name: "reserved_memory", Type: "string or integer", Default: "unset: none kept", Limits: "a byte count, as `memory_max` (not `\"infinity\"`)",
 			Doc: "Memory kept for the host itself: workers' `memory_max`es share what is left."},
 	},
 	Notes: "**How many fit.** A pool whose workers have `[limits]` `cpu_quota` and/or\n" +

@@ -100,7 +100,7 @@ var poolScalingKeys = TableDoc{
 			Doc: "The burst-onset signal: when at least this many jobs are waiting (with the running ones too when every thread is busy), it asks for `ceil(n / oldest_age × W / threads_per_worker / target_utilisation)` workers, the rate the jobs arrived at (the oldest one's age, at least 0.5 s) times the last mean service time `W` the Little's law signal observed, remembered across the silences its window forgets. It sees a burst at the first tick after it starts. The source must report the oldest job's age."},
 		{Name: "keep_warm_workers", Type: "integer", Default: "0", Limits: "`0..max_workers`; needs `keep_warm_sec`",
 			Doc: "A floor under scale-downs: for `keep_warm_sec` after the last tick that saw work (a job waiting, or arrivals in the demand window; running jobs do not count), the pool does not go below this many workers. It never starts a worker."},
-		{Name: "keep_warm_sec", Type: "seconds", Default: "0", Limits: "`>= 0`; only with `keep_warm_workers`",
+		{Name: "keep_warm_sec", Type: "seconds", Default: "0", Limits: "`>= 0`; above 0 when, and only when, `keep_warm_workers` is",
 			Doc: "How long the keep-warm floor holds after the last work."},
 		{Name: "poll_interval_sec", Type: "seconds", Default: "`[daemon] poll_interval_sec`", Limits: "`>= 0.1`",
 			Doc: "This pool's tick."},
