@@ -11,7 +11,7 @@ var daemonKeys = TableDoc{
 		"\n" +
 		"The `[host_guard]` table, the per-pool keys `priority` and `policy`, the\n" +
 		"`scale_up` and `scale_down` rules and `[pools.NAME.behavior]` are described in\n" +
-		"[Host guard, trigger rules and rate limits](#host-guard-trigger-rules-and-rate-limits).",
+		"[Host guard, trigger rules and rate limits](policy.md#host-guard-trigger-rules-and-rate-limits).",
 }
 
 var capacityKeys = TableDoc{

@@ -22,7 +22,8 @@ func documented(t *testing.T) map[string][]string {
 	byTable := map[string][]string{}
 	for _, table := range Reference() {
 		for _, k := range table.Keys {
-			if slices.Contains(byTable[table.Name], k.Name) {
+			// The parts of [pools.NAME.behavior] are tables of their own.
+			if slices.Contains(byTable[table.Name], k.Name) && !strings.HasPrefix(table.Name, "pools.NAME.behavior") {
 				t.Errorf("[%s] %s is documented twice", table.Name, k.Name)
 			}
 			byTable[table.Name] = append(byTable[table.Name], k.Name)
@@ -75,7 +76,14 @@ func TestKeyDocsCoverRawKeys(t *testing.T) {
 
 // keyFile writes a configuration that sets key = val in table, with what the
 // key needs beside it (context), so that the file is valid but for the value.
-func keyFile(table, key, val string) (text, fullKey string) {
+func keyFile(t TableDoc, key, val string) (text, fullKey string) {
+	table := t.Name
+	switch t.Title {
+	case behaviorDirectionKeys.Title:
+		table = "pools.NAME.behavior.scale_up"
+	case behaviorPolicyKeys.Title:
+		table = "pools.NAME.behavior.scale_up.policies"
+	}
 	set := ""
 	if key != "" {
 		set = key + " = " + val + "\n"
@@ -146,13 +154,13 @@ func TestKeyDocDefaultsAreTheDefaults(t *testing.T) {
 				continue
 			}
 			name := table.Name + "." + k.Name
-			without, _ := keyFile(table.Name, "", "")
+			without, _ := keyFile(table, "", "")
 			if ctx := keyContext[k.Name]; ctx != "" {
 				// The context alone, as the key's default needs it.
-				without, _ = keyFile(table.Name, k.Name, k.Default)
+				without, _ = keyFile(table, k.Name, k.Default)
 				without = strings.Replace(without, k.Name+" = "+k.Default+"\n", "", 1)
 			}
-			with, _ := keyFile(table.Name, k.Name, k.Default)
+			with, _ := keyFile(table, k.Name, k.Default)
 			a, err := loadAt(t, path, without)
 			if err != nil {
 				t.Errorf("%s: the file without it does not load: %v", name, err)
@@ -179,7 +187,7 @@ func TestKeyDocDefaultsAreTheDefaults(t *testing.T) {
 var (
 	reAtLeast  = regexp.MustCompile("^`(>=|>) (-?[0-9.]+)`")
 	reInterval = regexp.MustCompile("^in `([\\[(])(-?[0-9.]+), (-?[0-9.]+)([\\])])`")
-	reOrMore   = regexp.MustCompile("^`0`, or `>= ([0-9]+)`")
+	reOrMore   = regexp.MustCompile("^`0` \\(off\\), or `>= ([0-9]+)`")
 )
 
 // bound is one end of a key's range: a value on the edge, and whether the
@@ -248,11 +256,11 @@ func TestKeyDocLimitsAreTheLimits(t *testing.T) {
 						in = b.edge - step
 					}
 				}
-				text, full := keyFile(table.Name, k.Name, formatNum(in, integer))
+				text, full := keyFile(table, k.Name, formatNum(in, integer))
 				if _, err := loadAt(t, path, text); err != nil {
 					t.Errorf("%s = %s is inside %q, and refused: %v", full, formatNum(in, integer), k.Limits, err)
 				}
-				text, full = keyFile(table.Name, k.Name, formatNum(out, integer))
+				text, full = keyFile(table, k.Name, formatNum(out, integer))
 				_, err := loadAt(t, path, text)
 				if err == nil || !strings.Contains(err.Error(), ": "+full+": ") {
 					t.Errorf("%s = %s is outside %q: want a problem naming the key, got %v", full, formatNum(out, integer), k.Limits, err)
@@ -265,5 +273,5 @@ func TestKeyDocLimitsAreTheLimits(t *testing.T) {
 // rangeless are the numeric keys whose Limits are not one range, and why.
 var rangeless = map[string]string{
 	"priority":          "any integer: an order, with no bounds",
-	"keep_warm_workers": "0..max_workers: its upper end is another key's value",
+	"keep_warm_workers": "0 to max_workers: its upper end is another key's value",
 }

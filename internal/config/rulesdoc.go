@@ -114,8 +114,9 @@ var behaviorKeys = TableDoc{
 }
 
 var behaviorDirectionKeys = TableDoc{
-	Name: "pools.NAME.behavior.scale_up",
-	Doc:  "`[pools.NAME.behavior.scale_up]` and `[pools.NAME.behavior.scale_down]` take the same keys.",
+	Name:  "pools.NAME.behavior",
+	Title: "`[pools.NAME.behavior.scale_up]` and `[pools.NAME.behavior.scale_down]`",
+	Doc:   "The two directions take the same keys.",
 	Keys: []KeyDoc{
 		{Name: "select", Type: "string", Default: "\"max\"", Limits: "`\"max\"`, `\"min\"` or `\"disabled\"`",
 			Doc: "Which policy applies: the one that allows the most change, the least, or none in that direction."},
@@ -127,8 +128,8 @@ var behaviorDirectionKeys = TableDoc{
 }
 
 var behaviorPolicyKeys = TableDoc{
-	Name: "pools.NAME.behavior.scale_up.policies",
-	Doc:  "Each entry of `policies`.",
+	Name:  "pools.NAME.behavior",
+	Title: "Each of `policies`",
 	Keys: []KeyDoc{
 		{Name: "type", Type: "string", Required: true, Limits: "`\"workers\"` or `\"percent\"`",
 			Doc: "Whether `value` counts workers or a percentage of the count at the start of the period."},

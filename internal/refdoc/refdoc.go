@@ -24,6 +24,8 @@ var (
 	manHead string
 	//go:embed tail.5
 	manTail string
+	//go:embed sources.md
+	sourceIntro string
 )
 
 // Files are the generated files, by their paths in the repository.
@@ -35,27 +37,64 @@ func Files() map[string]string {
 	}
 }
 
-// sections yields the tables and then the source types, each with whether
-// it starts a new table (and so a new top-level heading).
-func sections(tables, sources []config.TableDoc, fn func(t config.TableDoc, first bool)) {
+// A heading of the reference: level 2 starts a table (## in Markdown, .SH
+// in roff), level 3 a part of one (###, .SS).
+type heading struct {
+	level int
+	text  string // Markdown
+}
+
+// A part is one TableDoc with the headings that come before it.
+type part struct {
+	heads []heading
+	t     config.TableDoc
+}
+
+// outline orders the reference: the tables, then [pools.NAME.source] with
+// a part per source type. A table starts under its Title, or under its
+// name when it has none; the further parts of the same table come under
+// their Titles.
+func outline(tables, sources []config.TableDoc) []part {
+	var parts []part
 	prev := ""
-	for _, t := range append(append([]config.TableDoc{}, tables...), sources...) {
-		fn(t, t.Name != prev)
+	for _, t := range tables {
+		var hs []heading
+		switch {
+		case t.Name != prev && t.Title != "":
+			hs = []heading{{2, t.Title}}
+		case t.Name != prev:
+			hs = []heading{{2, "`[" + t.Name + "]`"}}
+		case t.Title != "":
+			hs = []heading{{3, t.Title}}
+		}
+		parts = append(parts, part{hs, t})
 		prev = t.Name
 	}
+	for i, t := range sources {
+		title := t.Title
+		if title == "" {
+			title = "`[" + t.Name + "]`"
+		}
+		hs := []heading{{3, title}}
+		if i == 0 {
+			hs = append([]heading{{2, "`[pools.NAME.source]`"}}, hs...)
+			parts = append(parts, part{heads: hs[:1], t: config.TableDoc{Doc: sourceIntro}})
+			hs = hs[1:]
+		}
+		parts = append(parts, part{hs, t})
+	}
+	return parts
 }
 
 // Markdown renders docs/configuration.md.
 func Markdown(tables, sources []config.TableDoc) string {
 	var b strings.Builder
 	b.WriteString(mdHead)
-	sections(tables, sources, func(t config.TableDoc, first bool) {
-		if first {
-			fmt.Fprintf(&b, "\n## `[%s]`\n", t.Name)
+	for _, p := range outline(tables, sources) {
+		for _, h := range p.heads {
+			fmt.Fprintf(&b, "\n%s %s\n", strings.Repeat("#", h.level), h.text)
 		}
-		if t.Title != "" {
-			fmt.Fprintf(&b, "\n### %s\n", t.Title)
-		}
+		t := p.t
 		if t.Doc != "" {
 			b.WriteString("\n" + t.Doc + "\n")
 		}
@@ -68,7 +107,7 @@ func Markdown(tables, sources []config.TableDoc) string {
 		if t.Notes != "" {
 			b.WriteString("\n" + t.Notes + "\n")
 		}
-	})
+	}
 	b.WriteString("\n" + mdTail)
 	return b.String()
 }
@@ -92,13 +131,15 @@ func mdDefault(k config.KeyDoc) string {
 func Roff(tables, sources []config.TableDoc) string {
 	var b strings.Builder
 	b.WriteString(manHead)
-	sections(tables, sources, func(t config.TableDoc, first bool) {
-		if first {
-			fmt.Fprintf(&b, ".SH %s\n", quoteHeading("["+t.Name+"]"))
+	for _, p := range outline(tables, sources) {
+		for _, h := range p.heads {
+			req := ".SH"
+			if h.level > 2 {
+				req = ".SS"
+			}
+			fmt.Fprintf(&b, "%s %s\n", req, quoteHeading(strings.ReplaceAll(h.text, "`", "")))
 		}
-		if t.Title != "" {
-			fmt.Fprintf(&b, ".SS %s\n", quoteHeading(strings.ReplaceAll(t.Title, "`", "")))
-		}
+		t := p.t
 		b.WriteString(roffBlocks(t.Doc))
 		for _, k := range t.Keys {
 			fmt.Fprintf(&b, ".TP\n.B %s\n", escape(strings.ReplaceAll(k.Name, "-", `\-`)))
@@ -110,7 +151,7 @@ func Roff(tables, sources []config.TableDoc) string {
 			}
 		}
 		b.WriteString(roffBlocks(t.Notes))
-	})
+	}
 	b.WriteString(manTail)
 	return b.String()
 }
