@@ -25,7 +25,8 @@ help:
 	@echo "make lint-deb       make deb, then lintian: no error and no warning allowed"
 
 # The configuration reference is generated from the KeyDocs that
-# internal/config declares beside its checks; a unit test fails when the
+# internal/config declares beside its checks, and the man page also carries
+# docs/sources/*.md; a unit test (TestCommittedDocsMatch) fails when the
 # committed files are stale.
 docs:
 	$(GO) run ./internal/refdoc/gen

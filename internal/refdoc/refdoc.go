@@ -8,6 +8,8 @@ package refdoc
 import (
 	_ "embed"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
@@ -28,13 +30,27 @@ var (
 	sourceIntro string
 )
 
-// Files are the generated files, by their paths in the repository.
-func Files() map[string]string {
+// SourcePages are the pages of docs/sources, in the order the man page
+// takes them in: the man page is installed where docs/ is not, so it
+// carries what they say of each queue system.
+var SourcePages = []string{"README.md", "flexiq.md", "postgres.md", "redis.md", "prometheus.md", "command.md"}
+
+// Files are the generated files, by their paths in the repository whose
+// root is root.
+func Files(root string) (map[string]string, error) {
 	tables, sources := config.Reference(), config.SourceTypeDocs()
+	var pages []string
+	for _, name := range SourcePages {
+		text, err := os.ReadFile(filepath.Join(root, "docs", "sources", name))
+		if err != nil {
+			return nil, fmt.Errorf("the man page's source pages: %w", err)
+		}
+		pages = append(pages, string(text))
+	}
 	return map[string]string{
 		"docs/configuration.md":         Markdown(tables, sources),
-		"docs/man/flexiq-scaled.toml.5": Roff(tables, sources),
-	}
+		"docs/man/flexiq-scaled.toml.5": Roff(tables, sources, pages),
+	}, nil
 }
 
 // A heading of the reference: level 2 starts a table (## in Markdown, .SH
@@ -127,8 +143,9 @@ func mdDefault(k config.KeyDoc) string {
 	return k.Default
 }
 
-// Roff renders the man page flexiq-scaled.toml(5).
-func Roff(tables, sources []config.TableDoc) string {
+// Roff renders the man page flexiq-scaled.toml(5): the keys, then the pages
+// of docs/sources (Markdown) under QUEUE SOURCES.
+func Roff(tables, sources []config.TableDoc, sourcePages []string) string {
 	var b strings.Builder
 	b.WriteString(manHead)
 	for _, p := range outline(tables, sources) {
@@ -151,6 +168,10 @@ func Roff(tables, sources []config.TableDoc) string {
 			}
 		}
 		b.WriteString(roffBlocks(t.Notes))
+	}
+	b.WriteString(".SH \"QUEUE SOURCES\"\n")
+	for _, page := range sourcePages {
+		b.WriteString(roffBlocks(page))
 	}
 	b.WriteString(manTail)
 	return b.String()

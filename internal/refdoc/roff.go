@@ -22,13 +22,20 @@ var (
 // page renders the same whatever the reader's locale.
 var glyphs = strings.NewReplacer(
 	"—", `\(em`, "–", `\(en`, "×", `\(mu`, "→", `\(->`, "≥", `\(>=`, "≤", `\(<=`,
-	"±", `\(+-`, "²", `\(S2`, "³", `\(S3`, "¹", `\(S1`, "…", "...", "λ", `\(*l`,
+	"±", `\(+-`, "…", "...", "λ", `\(*l`,
 	"−", `\-`, "’", "'", "“", `\(lq`, "”", `\(rq`, "·", `\(pc`, "µ", `\(mc`, "≈", `\(~~`,
 )
+
+// reSuper is a run of superscript digits: 10¹⁶ is written 10^16, as
+// groff has no glyph for most of them.
+var reSuper = regexp.MustCompile(`[⁰¹²³⁴⁵⁶⁷⁸⁹]+`)
+
+var superDigits = strings.NewReplacer("⁰", "0", "¹", "1", "²", "2", "³", "3", "⁴", "4", "⁵", "5", "⁶", "6", "⁷", "7", "⁸", "8", "⁹", "9")
 
 // escape makes plain text safe for roff.
 func escape(s string) string {
 	s = strings.ReplaceAll(s, `\`, `\e`)
+	s = reSuper.ReplaceAllStringFunc(s, func(m string) string { return `\(ha` + superDigits.Replace(m) })
 	return glyphs.Replace(s)
 }
 
@@ -90,6 +97,16 @@ func roffBlocks(md string) string {
 			para = false
 		case strings.HasPrefix(t, "|"):
 			i = roffTable(&b, lines, i) - 1
+			para = false
+		case strings.HasPrefix(t, "#"):
+			// A page's title heads a subsection; its sections are
+			// bold lines, as man has no third level.
+			hashes, text, _ := strings.Cut(t, " ")
+			if len(hashes) == 1 {
+				b.WriteString(".SS " + quoteHeading(strings.ReplaceAll(text, "`", "")) + "\n")
+			} else {
+				b.WriteString(".PP\n" + line(`\fB`+inline(strings.ReplaceAll(text, "`", ""))+`\fR`) + "\n")
+			}
 			para = false
 		case strings.HasPrefix(t, "- "):
 			b.WriteString(".IP \\(bu 2\n" + line(inline(t[2:])) + "\n")

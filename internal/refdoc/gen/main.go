@@ -13,7 +13,11 @@ import (
 )
 
 func main() {
-	files := refdoc.Files()
+	files, err := refdoc.Files(".")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gen: %v\n", err)
+		os.Exit(1)
+	}
 	for _, path := range slices.Sorted(maps.Keys(files)) {
 		if err := os.WriteFile(path, []byte(files[path]), 0o644); err != nil {
 			fmt.Fprintf(os.Stderr, "gen: %v\n", err)
