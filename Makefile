@@ -9,7 +9,7 @@ LDFLAGS := -X github.com/flexiq/flexiq-scaled/internal/version.Version=$(VERSION
 export CGO_ENABLED := 0
 
 .PHONY: help deps build test unit e2e faults vet sandbox-bench bench clean demo deb lint-deb
-.PHONY: fuzz fuzz-short
+.PHONY: fuzz fuzz-short docs
 
 help:
 	@echo "make demo           the .deb in a throwaway systemd, replaying a real job trace (root)"
@@ -17,11 +17,19 @@ help:
 	@echo "make unit           unit tests only (no root needed)"
 	@echo "make faults         the fault-injection suite alone (root); its figures on FIGURE lines"
 	@echo "make fuzz           fuzz the config loader and check-config, $(FUZZTIME) each (FUZZTIME= to change)"
+	@echo "make docs           regenerate docs/configuration.md and flexiq-scaled.toml(5) from internal/config"
 	@echo "make build          build bin/ (flexiq-scaled, its plotting helper, the sandbox tool, the test worker)"
 	@echo "make sandbox-bench  median sandbox start+stop time"
 	@echo "make bench          issue 11's P1 (reaction), P2 (scale-out) and P3 (tick cost), with their targets (root, ~15 min)"
 	@echo "make deb            dist/flexiq-scaled_$(VERSION)_<arch>.deb (VERSION=, DIST= to change)"
 	@echo "make lint-deb       make deb, then lintian: no error and no warning allowed"
+
+# The configuration reference is generated from the KeyDocs that
+# internal/config declares beside its checks, and the man page also carries
+# docs/sources/*.md; a unit test (TestCommittedDocsMatch) fails when the
+# committed files are stale.
+docs:
+	$(GO) run ./internal/refdoc/gen
 
 deps:
 	@scripts/deps.sh

@@ -381,13 +381,13 @@ func TestUsage(t *testing.T) {
 
 // The example in the config reference must stay a valid configuration.
 func TestConfigReferenceExample(t *testing.T) {
-	doc, err := os.ReadFile("../../README.md")
+	doc, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(doc), "\n### Example\n")
+	_, rest, ok := strings.Cut(string(doc), "\n## Example\n")
 	if !ok {
-		t.Fatal(`README.md has no "### Example" section in its configuration reference`)
+		t.Fatal(`docs/configuration.md has no "## Example" section`)
 	}
 	_, rest, ok = strings.Cut(rest, "```toml\n")
 	example, _, ok2 := strings.Cut(rest, "```")

@@ -5,7 +5,7 @@
 // command line read them without importing the controller, so that its
 // internal structs can change without changing what scripts read.
 //
-// The JSON names are stable: README.md documents them and scripts read
+// The JSON names are stable: docs/operations.md documents them and scripts read
 // them. internal/control's golden files (testdata/wire) pin every field.
 //
 // The package has no logic beyond copying and printing its values, and

@@ -122,7 +122,7 @@ func (l *loader) table(key string, raw any, allowed ...string) (map[string]value
 // that cannot run is refused at load with where it went wrong.
 func (l *loader) rule(key string, raw any, p *Pool) (policy.Rule, bool) {
 	r := policy.Rule{Step: 1}
-	m, ok := l.table(key, raw, "when", "cooldown_sec", "step")
+	m, ok := l.table(key, raw, ruleKeys.Names()...)
 	if !ok {
 		return r, false
 	}
@@ -170,7 +170,7 @@ func (l *loader) behavior(s *Scaling, v value, key func(...string) string) {
 		return
 	}
 	k := key("behavior")
-	m, ok := l.table(k, v.raw, "cooldown_sec", "scale_up", "scale_down")
+	m, ok := l.table(k, v.raw, behaviorKeys.Names()...)
 	if !ok {
 		return
 	}
@@ -190,7 +190,7 @@ func (l *loader) behavior(s *Scaling, v value, key func(...string) string) {
 }
 
 func (l *loader) direction(key string, raw any, d *policy.DirectionBehavior) {
-	m, ok := l.table(key, raw, "select", "policies", "cooldown_sec")
+	m, ok := l.table(key, raw, behaviorDirectionKeys.Names()...)
 	if !ok {
 		return
 	}
@@ -217,7 +217,7 @@ func (l *loader) direction(key string, raw any, d *policy.DirectionBehavior) {
 	}
 	for i, raw := range list {
 		pk := fmt.Sprintf("%s.policies[%d]", key, i)
-		pm, ok := l.table(pk, raw, "type", "value", "period_sec")
+		pm, ok := l.table(pk, raw, behaviorPolicyKeys.Names()...)
 		if !ok {
 			continue
 		}

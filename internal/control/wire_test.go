@@ -14,7 +14,7 @@ import (
 
 // wireBackend answers with every field of the wire types set, so that the
 // golden bodies below pin the socket's JSON (`status --json`, `explain
-// --json` and a change's answer): scripts read these names, which README.md
+// --json` and a change's answer): scripts read these names, which docs/operations.md
 // documents, and moving the types between packages must not change a byte.
 type wireBackend struct{ fakeBackend }
 
@@ -94,5 +94,5 @@ func TestWireJSON(t *testing.T) {
 }
 
 // update rewrites the golden files: only when a change of the wire format is
-// meant, which the README's documentation of status --json must follow.
+// meant, which the documentation of status --json (docs/operations.md) must follow.
 var update = flag.Bool("update", false, "rewrite testdata/wire/*.json")

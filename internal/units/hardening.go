@@ -50,7 +50,7 @@ type envFile struct {
 const ePERM = 1
 
 // hardening returns the properties of preset ("" = HardeningDefault). The
-// comments name what an ordinary worker might miss, for the README's table.
+// comments name what an ordinary worker might miss, for the table in docs/workers.md.
 func hardening(preset, workingDirectory string) ([]sddbus.Property, error) {
 	switch preset {
 	case HardeningNone:

@@ -95,7 +95,7 @@ func installTestWorker(t *testing.T, sb *sandbox.Sandbox) string {
 // Each preset runs a real Python, Node and Go worker as an unprivileged
 // system user: they start, do their work and keep running; strict keeps the file
 // system read-only but for /tmp and the working directory. The exposure
-// systemd-analyze gives each preset is logged, for the README's table.
+// systemd-analyze gives each preset is logged, for the table in docs/workers.md.
 func TestHardeningPresets(t *testing.T) {
 	t.Parallel()
 	sb := sandbox.Get(t)

@@ -1,0 +1,23 @@
+package config
+
+// Reference lists the documented tables other than the sources', in the
+// order of the reference (docs/configuration.md, flexiq-scaled.toml(5));
+// SourceTypeDocs gives the sources'.
+func Reference() []TableDoc {
+	return []TableDoc{
+		daemonKeys,
+		capacityKeys,
+		poolIntro,
+		poolWorkerKeys,
+		poolScalingKeys,
+		poolDrainKeys,
+		poolReadinessKeys,
+		poolPolicyKeys,
+		limitsKeys,
+		hostGuardKeys,
+		ruleKeys,
+		behaviorKeys,
+		behaviorDirectionKeys,
+		behaviorPolicyKeys,
+	}
+}
