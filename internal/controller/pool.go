@@ -59,8 +59,9 @@ type Options struct {
 	// StateDir holds the pool's state file (see state.go), so that a restart
 	// of the daemon changes no scaling decision. "" keeps no state.
 	StateDir string
-	// OnChange is called, without the pool's locks, after a tick or a drain
-	// that changed the pool's Status.
+	// OnChange is called after a tick, an operation or a drain that
+	// changed the pool's Status, possibly from the pool's loop: it must not
+	// wait for the pool's operations (a kick of a channel, as the daemon's).
 	OnChange func()
 	// Clock is the controller's time; nil is MonotonicClock. Tests inject
 	// their own.
@@ -78,8 +79,9 @@ type Options struct {
 	// WallClock is the operator's time, for --for deadlines; nil is
 	// time.Now.
 	WallClock func() time.Time
-	// OnTick, when set, is called after every tick, without the pool's
-	// locks, with what it saw and decided (tickreport.go).
+	// OnTick, when set, is called after every tick, from the pool's loop
+	// when it runs, with what it saw and decided (tickreport.go); as
+	// OnChange, it must not wait for the pool's operations.
 	OnTick func(api.TickReport)
 }
 
