@@ -154,33 +154,22 @@ func (p *Pool) stopWorker(ctx context.Context, w *worker, why string) bool {
 // one of its units gone. It re-lists while it waits, so that a worker whose
 // start was still pending, or that started meanwhile, is stopped too.
 func (p *Pool) Drain(ctx context.Context, why string) {
-	p.mu.Lock()
-	if p.dryRun() {
-		// Its workers were never the daemon's to stop.
+	dry := false
+	p.do(func() {
+		dry = p.dryRun()
+		// A dry-run pool's workers were never the daemon's to stop.
 		p.stopping = true
-		p.mu.Unlock()
+		if !dry {
+			p.target = 0
+		}
+	})
+	if dry {
 		p.log.Event(eventlog.Lifecycle, eventlog.Info, p.fields(nil), "pool=%s is in dry-run: leaving its units as they are (%s)", p.name, why)
 		return
 	}
-	p.stopping = true
-	p.target = 0
-	p.mu.Unlock()
 	for ctx.Err() == nil {
-		p.mu.Lock()
-		now := p.clock()
-		listed, err := p.list(ctx)
-		// A cancelled drain (its pool was added back) stops nothing more:
-		// the units may be the new pool's by now.
-		if err == nil && ctx.Err() == nil {
-			p.apply(ctx, now, p.fleet.reconcile(now, listed))
-			p.endQuiet(ctx, now)
-			for _, w := range p.fleet.liveWorkers() {
-				p.stopWorker(ctx, w, why)
-			}
-		}
-		done := err == nil && len(p.fleet.live) == 0 && len(p.fleet.draining) == 0 && !anyLoaded(listed)
-		changed := p.publish(nil, nil)
-		p.mu.Unlock()
+		var done, changed bool
+		p.do(func() { done, changed = p.drainStep(ctx, why) })
 		p.notify(changed)
 		if done {
 			// A drained pool has nothing left to carry across a restart.
@@ -192,6 +181,24 @@ func (p *Pool) Drain(ctx context.Context, why string) {
 		case <-time.After(drainPoll):
 		}
 	}
+}
+
+// drainStep is one round of Drain: it says whether the pool is drained,
+// and whether its Status changed.
+func (p *Pool) drainStep(ctx context.Context, why string) (done, changed bool) {
+	now := p.clock()
+	listed, err := p.list(ctx)
+	// A cancelled drain (its pool was added back) stops nothing more:
+	// the units may be the new pool's by now.
+	if err == nil && ctx.Err() == nil {
+		p.apply(ctx, now, p.fleet.reconcile(now, listed))
+		p.endQuiet(ctx, now)
+		for _, w := range p.fleet.liveWorkers() {
+			p.stopWorker(ctx, w, why)
+		}
+	}
+	done = err == nil && len(p.fleet.live) == 0 && len(p.fleet.draining) == 0 && !anyLoaded(listed)
+	return done, p.publish(nil, nil)
 }
 
 // anyLoaded says whether a listing still holds a unit that is not failed (a

@@ -1,13 +1,11 @@
 package controller
 
 import (
-	"context"
 	"strconv"
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
-	"github.com/flexiq/flexiq-scaled/internal/source"
 )
 
 // demandState remembers whether the last demand read failed, so that a
@@ -16,23 +14,15 @@ type demandState struct{ failed bool }
 
 // observeDemand fills the Little's law inputs of obs for a pool with
 // demand = "littles-law": the arrival rate and the mean service time over
-// demand_window_sec, as the source reads them. A source that cannot read
-// them, or a read that fails, leaves the signal out of this tick (the other
-// signals decide, as without the knob); the config check already refuses
-// the knob for source types that cannot.
-func (p *Pool) observeDemand(ctx context.Context, params policy.Params, obs *policy.Observation) {
-	if params.Demand != policy.DemandLittlesLaw {
+// demand_window_sec, as the source read them (readDemand). A source that
+// cannot read them, or a read that failed, leaves the signal out of this
+// tick (the other signals decide, as without the knob); the config check
+// already refuses the knob for source types that cannot.
+func (p *Pool) observeDemand(read demandRead, obs *policy.Observation) {
+	if !read.asked {
 		return
 	}
-	dr, ok := p.src.(source.DemandReader)
-	if !ok {
-		return
-	}
-	dctx, cancel := context.WithTimeout(ctx, min(max(p.cfg.PollInterval, time.Second), 30*time.Second))
-	// Sources stamp jobs with the wall clock, as the queue does.
-	d, err := dr.Demand(dctx, time.Now(), params.DemandWindow)
-	cancel()
-	if err != nil {
+	if err := read.err; err != nil {
 		if !p.demand.failed {
 			p.log.Event(eventlog.SourceError, eventlog.Warning, p.fields(eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
 				"pool=%s cannot read arrivals and service times, the Little's law signal sits out: %v", p.name, err)
@@ -41,6 +31,7 @@ func (p *Pool) observeDemand(ctx context.Context, params policy.Params, obs *pol
 		return
 	}
 	p.demand.failed = false
+	d := read.d
 	obs.ArrivalRate, obs.ServiceTime, obs.DemandKnown = d.ArrivalRate, d.ServiceTime, d.Known
 }
 

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -204,7 +203,7 @@ func ruleEqual(a, b *policy.Rule) bool {
 // rate limits and cooldowns, then the host guard, through policy.Pipeline.
 // What the steps read from the world (the guard's readings, the rules'
 // promql() results) is read here and passed in as data.
-func (p *Pool) decide(ctx context.Context, now time.Time, params policy.Params, obs policy.Observation, counts source.Counts) policy.Decision {
+func (p *Pool) decide(now time.Time, params policy.Params, obs policy.Observation, counts source.Counts, prom map[string]policy.PromResult) policy.Decision {
 	sc := &p.sc
 	var chk guardCheck
 	if p.opts.Guard != nil {
@@ -221,7 +220,7 @@ func (p *Pool) decide(ctx context.Context, now time.Time, params policy.Params, 
 	in := policy.Input{Now: now, Params: params, Obs: obs}
 	if sc.rules != nil {
 		if qs := sc.rules.Queries(); len(qs) > 0 && obs.Valid {
-			in.Prom = p.conditions(ctx, qs)
+			in.Prom = conditionsRead(qs, prom)
 		}
 		in.Signals = policy.Signals{
 			Paused: counts.Paused, OldestAge: counts.OldestAge.Seconds(), OldestKnown: counts.HasOldest,
@@ -258,21 +257,16 @@ func (p *Pool) pipeline() *policy.Pipeline {
 		Limiter: &p.sc.limiter, Behavior: p.cfg.Scaling.Behavior}
 }
 
-// conditions runs the rules' promql() queries against the pool's source.
-func (p *Pool) conditions(ctx context.Context, queries []string) map[string]policy.PromResult {
+// conditionsRead is the tick's promql() results for queries: a query that
+// a reload added after the tick's read began was not asked this tick.
+func conditionsRead(queries []string, read map[string]policy.PromResult) map[string]policy.PromResult {
 	out := make(map[string]policy.PromResult, len(queries))
-	q, ok := p.src.(source.Querier)
-	if !ok {
-		for _, s := range queries {
-			out[s] = policy.PromResult{Err: errors.New("the pool's source runs no PromQL")}
+	for _, q := range queries {
+		r, ok := read[q]
+		if !ok {
+			r.Err = errors.New("not asked this tick: the rules changed while the source was read")
 		}
-		return out
-	}
-	timeout := min(max(p.cfg.PollInterval, time.Second), 30*time.Second)
-	qctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for s, r := range q.Conditions(qctx, queries) {
-		out[s] = policy.PromResult{Fires: r.Fires, Err: r.Err}
+		out[q] = r
 	}
 	return out
 }

@@ -59,9 +59,12 @@ func (p *Pool) SetOverride(o api.Override) (api.Override, error) {
 	return got, err
 }
 
-func (p *Pool) setOverride(o api.Override) (api.Override, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+func (p *Pool) setOverride(o api.Override) (got api.Override, err error) {
+	p.do(func() { got, err = p.overrideTo(o) })
+	return got, err
+}
+
+func (p *Pool) overrideTo(o api.Override) (api.Override, error) {
 	now := p.wallNow()
 	switch o.Kind {
 	case api.OverrideNone:
@@ -96,10 +99,8 @@ func (p *Pool) setOverride(o api.Override) (api.Override, error) {
 // overrideChanged refreshes the summary's and the snapshot's mode; the
 // caller notifies (SetOverride), or the tick's publish does.
 func (p *Pool) overrideChanged() {
-	st := p.summary.status()
-	st.Mode = p.modeString(p.wallNow())
-	p.summary.set(st, p.cfg.PollInterval)
-	p.view.setMode(p.modeString(p.wallNow()), p.override)
+	p.pub.status.Mode = p.modeString(p.wallNow())
+	p.pub.setMode(p.modeString(p.wallNow()), p.override)
 }
 
 // expireOverride ends an override whose deadline has passed; it is called
@@ -184,12 +185,8 @@ func (p *Pool) loadOverride() {
 	p.overrideChanged()
 }
 
-// Override is the pool's override in force.
-func (p *Pool) Override() api.Override {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.override
-}
+// Override is the pool's override in force, as last published.
+func (p *Pool) Override() api.Override { return p.snap.Load().override }
 
 // dryRun says whether the pool decides without acting (mode = "dry-run").
 func (p *Pool) dryRun() bool { return p.cfg.Mode == config.ModeDryRun }

@@ -4,17 +4,35 @@
 // package policy and the D-Bus calls behind the Units interface (package
 // units); what the pool knows of its units is in fleet, which does no I/O.
 //
-// The files: pool.go (life cycle), tick.go (one control cycle), fleet.go
-// (slots, backoff, victims), act.go (starting and stopping), rollout.go,
-// state.go (what survives a restart), report.go (journal and status),
-// cpu.go.
+// A pool's state has one owner: its loop (Run). The operator's operations
+// (reload, roll, pause, pin, unpin, resume) arrive as messages that the loop
+// applies between ticks; when no loop runs (at Start, in Drain, in tests
+// that drive Tick themselves) the caller owns the state for the length of
+// its call instead (loop.go). The source's reads, which may hang for as
+// long as the poll interval, run off the loop on values handed to them, so
+// that nothing an operator does waits for them. Readers (status, explain,
+// the metrics, STATUS=, the watchdog) read an immutable snapshot that the
+// owner publishes after each tick and each message (snapshot.go): no lock is
+// held across a D-Bus call or a source read.
+//
+// The files: pool.go (life cycle, the operator's operations), loop.go (the
+// owner, its messages, the read in flight), tick.go (one control cycle, in
+// three phases), read.go (the source reads off the loop), snapshot.go (what
+// readers see), fleet.go (slots, backoff, victims), act.go (starting and
+// stopping), quiet.go (the quiet phase), readiness.go (requires, start
+// conditions, the host's budget), rollout.go, guard.go (the decision and
+// the daemon-wide host guard), threads.go, demand.go, cpu.go (the
+// signals' bookkeeping), override.go (pause and pin), explain.go,
+// view.go (status and explain), report.go and tickreport.go (the journal,
+// the metrics), state.go (what survives a restart), wake.go (the source's
+// wake-ups), srcguard.go, deps.go (what the pool needs from systemd, its
+// clock).
 package controller
 
 import (
 	"context"
 	"fmt"
 	"reflect"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,8 +59,9 @@ type Options struct {
 	// StateDir holds the pool's state file (see state.go), so that a restart
 	// of the daemon changes no scaling decision. "" keeps no state.
 	StateDir string
-	// OnChange is called, without the pool's locks, after a tick or a drain
-	// that changed the pool's Status.
+	// OnChange is called after a tick, an operation or a drain that
+	// changed the pool's Status, possibly from the pool's loop: it must not
+	// wait for the pool's operations (a kick of a channel, as the daemon's).
 	OnChange func()
 	// Clock is the controller's time; nil is MonotonicClock. Tests inject
 	// their own.
@@ -60,25 +79,28 @@ type Options struct {
 	// WallClock is the operator's time, for --for deadlines; nil is
 	// time.Now.
 	WallClock func() time.Time
-	// OnTick, when set, is called after every tick, without the pool's
-	// locks, with what it saw and decided (tickreport.go).
+	// OnTick, when set, is called after every tick, from the pool's loop
+	// when it runs, with what it saw and decided (tickreport.go); as
+	// OnChange, it must not wait for the pool's operations.
 	OnTick func(api.TickReport)
 }
 
-// Pool runs one configured pool.
+// Pool runs one configured pool. Every field below the first block is its
+// owner's alone (loop.go), but for snap and progress, which any goroutine
+// reads.
 type Pool struct {
 	name  string
 	units Units
 	log   *eventlog.Logger
 	opts  Options
 	clock Clock
+	own   owner
 
-	// mu is held for a whole tick, D-Bus calls included: a pool does one
-	// thing at a time. Nothing else waits on it: the summary below has its
-	// own lock, so the watchdog never waits behind a slow tick.
-	mu  sync.Mutex
 	cfg *config.Pool
 	src source.Source
+	// srcGen counts the sources: a read of a source that a reload has
+	// since replaced is discarded by its number.
+	srcGen uint64
 	// retired are sources replaced by a reload, closed once their wake-up
 	// has ended.
 	retired []source.Source
@@ -99,13 +121,14 @@ type Pool struct {
 	health   sourceHealth
 	restarts map[int]int // crashes by slot, for status
 	lastDry  decisionKey // the last "would scale" logged in dry-run
-	view     viewState
+	pub      published   // what the next snapshot shows (snapshot.go)
 
-	summary  summary
 	wake     chan struct{}
-	watch    watchState   // the source's wake-up (wake.go); Run's alone
-	progress atomic.Int64 // unix nanos (wall clock) of the last completed tick
+	watch    watchState   // the source's wake-up (wake.go)
+	reading  *pendingRead // the tick waiting for its source read (loop.go)
 	lastObs  lastObservation
+	snap     atomic.Pointer[snapshot]
+	progress atomic.Int64 // unix nanos (wall clock) of the last completed tick
 }
 
 // NewPool prepares a pool; it starts nothing until Start.
@@ -126,6 +149,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		log:    log,
 		opts:   opts,
 		clock:  opts.Clock,
+		own:    newOwner(),
 		cfg:    cfg,
 		src:    src,
 		fleet:  newFleet(),
@@ -138,7 +162,8 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		src.Close()
 		return nil, err
 	}
-	p.summary.set(Status{Name: cfg.Name, Max: cfg.MaxWorkers, Mode: p.modeString(p.wallNow())}, cfg.PollInterval)
+	p.pub.status = Status{Name: cfg.Name, Max: cfg.MaxWorkers, Mode: p.modeString(p.wallNow())}
+	p.storeSnapshot()
 	p.progress.Store(time.Now().UnixNano())
 	return p, nil
 }
@@ -147,10 +172,10 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 func (p *Pool) Name() string { return p.name }
 
 // Status is the pool's summary as of its last tick.
-func (p *Pool) Status() Status { return p.summary.status() }
+func (p *Pool) Status() Status { return p.snap.Load().status }
 
 // PollInterval is the pool's current tick interval.
-func (p *Pool) PollInterval() time.Duration { return p.summary.poll() }
+func (p *Pool) PollInterval() time.Duration { return p.snap.Load().interval }
 
 // LastProgress is when the pool last completed a tick (or started); the
 // watchdog uses it to tell a slow pool from a wedged one.
@@ -159,7 +184,13 @@ func (p *Pool) LastProgress() time.Time { return time.Unix(0, p.progress.Load())
 // Start adopts the pool's running workers (from a previous daemon), restores
 // what the previous daemon decided, and brings the pool to its target.
 func (p *Pool) Start(ctx context.Context, existing []units.Worker) {
-	p.mu.Lock()
+	var changed bool
+	p.do(func() { changed = p.start(ctx, existing) })
+	p.progress.Store(time.Now().UnixNano())
+	p.notify(changed)
+}
+
+func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 	now := p.clock()
 	// Workers a previous daemon quieted are draining, not live (quiet.go).
 	p.restoreQuiet(now, existing)
@@ -195,43 +226,20 @@ func (p *Pool) Start(ctx context.Context, existing []units.Worker) {
 	p.saveState(now)
 	changed := p.publish(nil, nil)
 	p.buildView(now, existing, nil)
-	p.mu.Unlock()
-	p.progress.Store(time.Now().UnixNano())
-	p.notify(changed)
-}
-
-// Run ticks until ctx ends. A reload that changes the interval wakes it, so
-// that the new interval holds from then on rather than after the old one. A
-// source that can tell when work arrives wakes it early (see wake.go).
-func (p *Pool) Run(ctx context.Context) {
-	timer := time.NewTimer(p.PollInterval())
-	defer timer.Stop()
-	defer p.stopWatch()
-	for {
-		p.rewatch(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		case <-p.wake:
-			if !timer.Stop() {
-				select {
-				case <-timer.C:
-				default:
-				}
-			}
-		}
-		p.Tick(ctx)
-		timer.Reset(p.PollInterval())
-	}
+	return changed
 }
 
 // Update applies a reloaded configuration at once: the loop is woken for a
 // tick under the new bounds, interval and definition. A changed source is
-// reopened.
+// reopened, and a read of the old one still running is given up: the tick
+// starts again on the new source without waiting for it.
 func (p *Pool) Update(cfg *config.Pool) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	var err error
+	p.do(func() { err = p.update(cfg) })
+	return err
+}
+
+func (p *Pool) update(cfg *config.Pool) error {
 	if err := p.setRules(cfg); err != nil {
 		return err
 	}
@@ -245,12 +253,12 @@ func (p *Pool) Update(cfg *config.Pool) error {
 		// connection that nobody closes.
 		p.retired = append(p.retired, p.src)
 		p.src = src
+		p.srcGen++
+		p.abandonRead()
 	}
 	p.cfg = cfg
-	st := p.summary.status()
-	st.Max = cfg.MaxWorkers
-	st.Mode = p.modeString(p.wallNow())
-	p.summary.set(st, cfg.PollInterval)
+	p.pub.status.Max = cfg.MaxWorkers
+	p.pub.status.Mode = p.modeString(p.wallNow())
 	p.kick()
 	return nil
 }
@@ -258,12 +266,12 @@ func (p *Pool) Update(cfg *config.Pool) error {
 // Roll asks for every worker to be replaced, one max_surge at a time, as
 // after a deploy of new worker code with no change to the configuration.
 func (p *Pool) Roll(reason string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.roll.nonce = fmt.Sprintf("%d", time.Now().UnixNano())
-	p.roll.reason = reason
-	p.saveState(p.clock())
-	p.kick()
+	p.do(func() {
+		p.roll.nonce = fmt.Sprintf("%d", time.Now().UnixNano())
+		p.roll.reason = reason
+		p.saveState(p.clock())
+		p.kick()
+	})
 }
 
 // kick wakes the loop for a tick now; a wake already pending is enough.
@@ -274,24 +282,23 @@ func (p *Pool) kick() {
 	}
 }
 
-// Close releases the pool's source.
+// Close releases the pool's source; its loop has ended.
 func (p *Pool) Close() error {
 	if p.opts.Guard != nil {
 		p.opts.Guard.forget(p.name)
 	}
-	for _, old := range p.takeRetired() {
-		old.Close()
+	var srcs []source.Source
+	p.do(func() {
+		srcs = append(p.retired, p.src)
+		p.retired = nil
+	})
+	var err error
+	for i, s := range srcs {
+		if cerr := s.Close(); i == len(srcs)-1 {
+			err = cerr
+		}
 	}
-	return p.src.Close()
-}
-
-// takeRetired hands over the sources replaced by reloads, to be closed.
-func (p *Pool) takeRetired() []source.Source {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	old := p.retired
-	p.retired = nil
-	return old
+	return err
 }
 
 func (p *Pool) notify(changed bool) {

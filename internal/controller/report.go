@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
@@ -237,37 +236,11 @@ func (s Status) String() string {
 	return fmt.Sprintf("%s %d/%d workers, %s%s", s.Name, s.Current, s.Max, queue, mode)
 }
 
-// summary is what other goroutines may read of a pool, under a lock of its
-// own: the watchdog and STATUS= must not wait behind a slow tick.
-type summary struct {
-	mu       sync.Mutex
-	st       Status
-	interval time.Duration
-}
-
-func (s *summary) status() Status {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.st
-}
-
-func (s *summary) poll() time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.interval
-}
-
-func (s *summary) set(st Status, interval time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.st, s.interval = st, interval
-}
-
 // publish updates the summary after a tick: c is the source's counts, nil
 // when it was not read (err says why, or nil when it was not asked). It
 // says whether anything changed.
 func (p *Pool) publish(c *source.Counts, err error) bool {
-	st := p.summary.status()
+	st := p.pub.status
 	old := st
 	st.Current, st.Draining, st.Max = len(p.fleet.live), len(p.fleet.draining), p.cfg.MaxWorkers
 	st.Mode = p.modeString(p.wallNow())
@@ -277,6 +250,6 @@ func (p *Pool) publish(c *source.Counts, err error) bool {
 	case err != nil:
 		st.PendingKnown, st.SourceError = false, shortError(err)
 	}
-	p.summary.set(st, p.cfg.PollInterval)
+	p.pub.status = st
 	return st != old
 }

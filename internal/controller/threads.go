@@ -1,13 +1,10 @@
 package controller
 
 import (
-	"context"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
-	"github.com/flexiq/flexiq-scaled/internal/source"
 )
 
 // threadState is what the pool last used for threads_per_worker, so that a
@@ -20,26 +17,23 @@ type threadState struct {
 
 // threadsPerWorker is the pool's threads per worker for this tick: the
 // configured number, or with threads_per_worker = "auto" what flexiq's live
-// workers report, falling back to the configured one when none is live or
-// the read fails. Every change is logged.
-func (p *Pool) threadsPerWorker(ctx context.Context) int {
+// workers reported (read: readThreads), falling back to the configured one
+// when none is live or the read failed. Every change is logged.
+func (p *Pool) threadsPerWorker(read threadsRead) int {
 	n, origin := p.cfg.ThreadsPerWorker, "configured"
-	if tr, ok := p.src.(source.ThreadsReporter); ok && p.cfg.ThreadsAuto {
+	if read.asked {
 		origin = "fallback: no live flexiq worker serves the pool's queues"
-		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		live, found, err := tr.Threads(sctx, time.Now())
-		cancel()
 		switch {
-		case err != nil:
+		case read.err != nil:
 			origin = "fallback: cannot read flexiq's workers"
 			if !p.threads.failed {
-				p.log.Event(eventlog.SourceError, eventlog.Warning, p.fields(eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
-					"pool=%s cannot read its workers' threads, using threads_per_worker_fallback %d: %v", p.name, n, err)
+				p.log.Event(eventlog.SourceError, eventlog.Warning, p.fields(eventlog.Fields{"FLEXIQ_ERROR": read.err.Error()}),
+					"pool=%s cannot read its workers' threads, using threads_per_worker_fallback %d: %v", p.name, n, read.err)
 			}
-		case found:
-			n, origin = live, "from flexiq's live workers"
+		case read.found:
+			n, origin = read.n, "from flexiq's live workers"
 		}
-		p.threads.failed = err != nil
+		p.threads.failed = read.err != nil
 	}
 	if n != p.threads.n || origin != p.threads.origin {
 		if p.threads.n != 0 || p.cfg.ThreadsAuto {

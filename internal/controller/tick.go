@@ -11,35 +11,57 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
-// Tick runs one control cycle.
+// A tick runs in three phases: beginTick lists the pool's units and acts
+// on what changed by itself (crashes, stops from outside); the source's
+// reads run, off the loop when a loop runs (read.go); endTick decides and
+// acts. Between the first and the last, the loop serves the operator.
+
+// tickRun is what the first phase of a tick hands to the last.
+type tickRun struct {
+	start  time.Time // wall clock, for the tick's duration
+	now    time.Time // the pool's clock
+	listed []units.Worker
+	// done says the tick ended in its first phase, with hold.
+	done bool
+	hold policy.Decision
+}
+
+// Tick runs one control cycle, its source read included, as the pool's
+// owner: tests drive a pool with it; Run's loop reads off the loop instead.
 func (p *Pool) Tick(ctx context.Context) policy.Decision {
-	start := time.Now()
-	p.mu.Lock()
-	p.lastObs = lastObservation{}
-	d, changed := p.tick(ctx, p.clock())
-	rep := p.tickReport(d, time.Since(start))
-	p.mu.Unlock()
-	if p.opts.OnTick != nil {
-		p.opts.OnTick(rep)
-	}
-	p.progress.Store(time.Now().UnixNano())
-	p.notify(changed)
+	var d policy.Decision
+	var t tickDone
+	p.do(func() {
+		run := p.beginTick(ctx)
+		d = run.hold
+		changed := false
+		if !run.done {
+			d, changed = p.endTick(ctx, run, p.readPlan().read(ctx))
+		}
+		t = p.finishTick(run, d, changed)
+	})
+	p.ticked(t)
 	return d
 }
 
-func (p *Pool) tick(ctx context.Context, now time.Time) (policy.Decision, bool) {
-	hold := policy.Decision{Now: now, Action: policy.Hold, Current: len(p.fleet.live), Desired: len(p.fleet.live)}
+// beginTick is a tick's first phase.
+func (p *Pool) beginTick(ctx context.Context) tickRun {
+	now := p.clock()
+	run := tickRun{start: time.Now(), now: now}
+	p.lastObs = lastObservation{}
+	run.hold = policy.Decision{Now: now, Action: policy.Hold, Current: len(p.fleet.live), Desired: len(p.fleet.live)}
 	if p.stopping {
-		hold.Rationale = "hold: draining"
-		return hold, false
+		run.hold.Rationale, run.done = "hold: draining", true
+		return run
 	}
 	listed, err := p.list(ctx)
 	if err != nil {
 		// Without the unit list the current count is unknown: act on nothing.
 		p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil), "pool=%s cannot list workers: %v", p.name, err)
-		hold.Rationale = "hold: cannot list workers"
-		return hold, false
+		run.hold.Rationale, run.done = "hold: cannot list workers", true
+		return run
 	}
+	run.listed = listed
 	p.expireOverride(p.wallNow())
 	r := p.fleet.reconcile(now, listed)
 	p.apply(ctx, now, r)
@@ -52,11 +74,17 @@ func (p *Pool) tick(ctx context.Context, now time.Time) (policy.Decision, bool) 
 	// Crashed workers come back first, up to the last decided target.
 	p.startUpTo(ctx, now, p.target, "replacing crashed worker")
 	p.sampleCPU(now, listed)
+	return run
+}
 
+// endTick is a tick's last phase, on what the source read said: the
+// decision, and acting on it.
+func (p *Pool) endTick(ctx context.Context, run tickRun, read observed) (policy.Decision, bool) {
+	now := run.now
 	obs := policy.Observation{Current: len(p.fleet.live)}
-	counts, srcErr := p.observe(ctx, now)
+	counts, srcErr := p.observed(now, read)
 	params := p.cfg.PolicyParams()
-	params.ThreadsPerWorker = p.threadsPerWorker(ctx)
+	params.ThreadsPerWorker = p.threadsPerWorker(read.threads)
 	if srcErr == nil {
 		obs.Valid, obs.Pending = true, counts.Pending
 		obs.OldestAge, obs.OldestKnown = counts.OldestAge, counts.HasOldest
@@ -64,9 +92,9 @@ func (p *Pool) tick(ctx context.Context, now time.Time) (policy.Decision, bool) 
 	}
 	obs.CPU, obs.CPUKnown = p.meanUtil()
 	if srcErr == nil {
-		p.observeDemand(ctx, params, &obs)
+		p.observeDemand(read.demand, &obs)
 	}
-	d := p.decide(ctx, now, params, obs, counts)
+	d := p.decide(now, params, obs, counts, read.prom)
 	wall := p.wallNow()
 	e := explain(wall, d, params, obs, counts, srcErr)
 	d = p.applyOverride(wall, d, e)
@@ -80,18 +108,7 @@ func (p *Pool) tick(ctx context.Context, now time.Time) (policy.Decision, bool) 
 	} else {
 		p.report.decision(d, obs, counts, srcErr == nil, len(p.fleet.draining))
 	}
-
-	switch d.Action {
-	case policy.ScaleUp:
-		p.target = d.Desired
-		p.startUpTo(ctx, now, d.Desired, "scale-up")
-	case policy.ScaleDown:
-		p.target = d.Desired
-		p.drainDownTo(ctx, now, d.Desired)
-	case policy.Stable:
-		p.target = d.Desired
-	}
-	p.acted(now, d)
+	p.act(ctx, now, d)
 	addReadiness(e, p.ready)
 	if !p.dryRun() {
 		p.rolloutStep(ctx, now)
@@ -104,8 +121,23 @@ func (p *Pool) tick(ctx context.Context, now time.Time) (policy.Decision, bool) 
 	}
 	p.health.record(wall, c, srcErr)
 	changed := p.publish(c, srcErr)
-	p.buildView(now, listed, e)
+	p.buildView(now, run.listed, e)
 	return d, changed
+}
+
+// act follows the decision d.
+func (p *Pool) act(ctx context.Context, now time.Time, d policy.Decision) {
+	switch d.Action {
+	case policy.ScaleUp:
+		p.target = d.Desired
+		p.startUpTo(ctx, now, d.Desired, "scale-up")
+	case policy.ScaleDown:
+		p.target = d.Desired
+		p.drainDownTo(ctx, now, d.Desired)
+	case policy.Stable:
+		p.target = d.Desired
+	}
+	p.acted(now, d)
 }
 
 func (p *Pool) list(ctx context.Context) ([]units.Worker, error) {
@@ -114,22 +146,16 @@ func (p *Pool) list(ctx context.Context) ([]units.Worker, error) {
 	return p.units.ListWorkers(lctx, p.name)
 }
 
-// observe reads the queue, bounded by the tick interval so that a slow
-// database delays this pool only, and logs failures without flooding.
-func (p *Pool) observe(ctx context.Context, now time.Time) (source.Counts, error) {
-	timeout := min(max(p.cfg.PollInterval, time.Second), 30*time.Second)
-	sctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	// Sources stamp ages and due times with the wall clock, as the queue
-	// does; the controller's own clock is monotonic.
-	counts, err := p.src.Observe(sctx, time.Now())
-	p.lastObs = lastObservation{counts: counts, valid: err == nil, err: err}
-	if err != nil {
-		p.report.sourceFailed(now, err, len(p.fleet.live))
-		return counts, err
+// observed takes the source's reading of this tick: kept for the tick's
+// report, its failures logged without flooding.
+func (p *Pool) observed(now time.Time, read observed) (source.Counts, error) {
+	p.lastObs = lastObservation{counts: read.counts, valid: read.err == nil, err: read.err}
+	if read.err != nil {
+		p.report.sourceFailed(now, read.err, len(p.fleet.live))
+		return read.counts, read.err
 	}
-	p.report.sourceOK(counts)
-	return counts, nil
+	p.report.sourceOK(read.counts)
+	return read.counts, nil
 }
 
 // runningOnLive is R as the policy means it: the jobs running on the live

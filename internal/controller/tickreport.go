@@ -16,7 +16,7 @@ type lastObservation struct {
 	err    error
 }
 
-// tickReport builds the report of the tick just run; p.mu is held.
+// tickReport builds the report of the tick just run, as the pool's owner.
 func (p *Pool) tickReport(d policy.Decision, took time.Duration) api.TickReport {
 	r := api.TickReport{
 		Pool: p.name, Action: string(d.Action), Desired: d.Desired,

@@ -1,14 +1,13 @@
 package controller
 
-// The pool's read-only snapshot for `flexiq-scaled status` and `explain`.
-// It is built at the end of every tick, under the pool's lock, from what the
-// tick already read (no extra I/O but the workers' memory.current), and
-// kept under a lock of its own, so that a status request never waits behind
-// a slow tick: it reads the last tick's picture.
+// The pool's view for `flexiq-scaled status` and `explain`. It is built at
+// the end of every tick, by the pool's owner, from what the tick already
+// read (no extra I/O but the workers' memory.current, read when asked), and
+// published in the pool's snapshot (snapshot.go), so that a status request
+// never waits behind a tick: it reads the last tick's picture.
 
 import (
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
@@ -16,39 +15,9 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
-// historyLen is how many decisions `explain` can show per pool.
-const historyLen = 100
-
-// viewState is the snapshot and the decisions' ring, under their own lock.
-type viewState struct {
-	mu   sync.Mutex
-	v    api.View
-	ring []api.Explanation // oldest first, at most historyLen
-	// listed holds the workers as the last tick listed them: their memory
-	// is read when the view is asked for, not at every tick, which at 500
-	// workers would be 1,000 file reads per tick for nobody.
-	listed []units.Worker
-}
-
-func (s *viewState) set(v api.View, e *api.Explanation) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e != nil {
-		if len(s.ring) == historyLen {
-			s.ring = slices.Delete(s.ring, 0, 1)
-		}
-		s.ring = append(s.ring, *e)
-		v.LastDecision = e
-	} else {
-		v.LastDecision = s.v.LastDecision
-	}
-	s.v = v
-}
-
-func (s *viewState) setMode(mode string, o api.Override) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.v.Mode, s.v.Override = viewMode(mode, o)
+// setMode brings the view's mode to an override's change.
+func (s *published) setMode(mode string, o api.Override) {
+	s.view.Mode, s.view.Override = viewMode(mode, o)
 }
 
 func viewMode(mode string, o api.Override) (string, *api.Override) {
@@ -63,13 +32,12 @@ func viewMode(mode string, o api.Override) (string, *api.Override) {
 
 // View returns a copy of the pool's snapshot.
 func (p *Pool) View() api.View {
-	p.view.mu.Lock()
-	defer p.view.mu.Unlock()
-	v := p.view.v
+	snap := p.snap.Load()
+	v := snap.view
 	v.WorkerList = slices.Clone(v.WorkerList)
 	mem, _ := p.units.(memoryReader)
-	listed := make(map[string]units.Worker, len(p.view.listed))
-	for _, w := range p.view.listed {
+	listed := make(map[string]units.Worker, len(snap.listed))
+	for _, w := range snap.listed {
 		listed[w.Unit] = w
 	}
 	// Uptimes are as of the last tick: brought to now.
@@ -107,9 +75,7 @@ func (p *Pool) View() api.View {
 // Explain returns the pool's last n decisions, oldest first (all of those
 // kept when n <= 0).
 func (p *Pool) Explain(n int) []api.Explanation {
-	p.view.mu.Lock()
-	defer p.view.mu.Unlock()
-	ring := p.view.ring
+	ring := p.snap.Load().ring
 	if n > 0 && n < len(ring) {
 		ring = ring[len(ring)-n:]
 	}
@@ -146,7 +112,7 @@ type memoryReader interface {
 	MemoryUsage(units.Worker) (usage, limit uint64, limitSet bool, err error)
 }
 
-// buildView makes the snapshot at the end of a tick, under p.mu. listed is
+// buildView makes the view at the end of a tick, as the pool's owner. listed is
 // the tick's unit listing (nil when there was none); e the tick's
 // explanation (nil when the tick decided nothing).
 func (p *Pool) buildView(now time.Time, listed []units.Worker, e *api.Explanation) {
@@ -185,10 +151,8 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *api.Explanatio
 		d := p.fleet.draining[unit]
 		v.WorkerList = append(v.WorkerList, api.WorkerView{Slot: d.slot, Unit: unit, State: "draining", Restarts: p.restarts[d.slot]})
 	}
-	p.view.set(v, e)
-	p.view.mu.Lock()
-	p.view.listed = listed
-	p.view.mu.Unlock()
+	p.pub.setView(v, e)
+	p.pub.listed = listed
 }
 
 // queueView is a source's reading as status and the metrics show it.

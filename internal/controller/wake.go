@@ -36,16 +36,18 @@ type watchState struct {
 // (Update swaps p.src and kicks the loop, which comes back here). The old
 // source's watch ends with its context.
 func (p *Pool) rewatch(ctx context.Context) {
-	p.mu.Lock()
 	src, poll := p.src, p.cfg.PollInterval
-	p.mu.Unlock()
 	if src == p.watch.src {
 		return
 	}
 	p.stopWatch()
-	for _, old := range p.takeRetired() {
+	// A read of a retired source still running was given up (its context
+	// ended) by the reload: closing the source ends it too, should the
+	// source not honour its context.
+	for _, old := range p.retired {
 		old.Close()
 	}
+	p.retired = nil
 	p.watch.src = src
 	w, ok := src.(source.Watcher)
 	if !ok {
