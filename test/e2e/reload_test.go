@@ -41,7 +41,9 @@ func (e *env) lastReload() string {
 // file, with the problems named by file and key where the reload's own
 // output goes (and on stderr of `flexiq-scaled reload` run by hand), and
 // succeeds on a good one; the journal says what changed, or that nothing
-// did. A plain SIGHUP still reloads.
+// did. The request and the verdict travel over the control socket. A plain
+// SIGHUP still reloads, and a unit file from before (ExecReload= with
+// --pid $MAINPID) still works.
 func TestReloadVerdict(t *testing.T) {
 	e := setup(t)
 	good := e.poolConfig("verdict", "min_workers = 1\n")
@@ -104,8 +106,26 @@ func TestReloadVerdict(t *testing.T) {
 	e.configure(e.poolConfig("verdict", "min_workers = 2\n"))
 	e.sh("systemctl kill -s HUP " + daemonUnit)
 	e.waitWorkers("verdict", 2, 10*time.Second)
-	if left := e.sh("ls /run/flexiq-scaled | grep -E '^(request|verdict)[.]' || true"); left != "" {
-		t.Errorf("requests or verdicts left in the runtime directory:\n%s", left)
+
+	// The unit file of an older package, kept by a drop-in: --pid is
+	// accepted, and the verdict still decides the exit status.
+	e.write("/etc/systemd/system/"+daemonUnit+".d/50-old-reload.conf",
+		"[Service]\nExecReload=\nExecReload=/usr/bin/flexiq-scaled reload --pid $MAINPID\n")
+	e.sh("systemctl daemon-reload")
+	t.Cleanup(func() {
+		e.sb.Exec(e.ctx(), "sh", "-c", "rm -f /etc/systemd/system/"+daemonUnit+".d/50-old-reload.conf && systemctl daemon-reload")
+	})
+	e.configure(e.poolConfig("verdict", "min_workers = 1\n"))
+	if out, errs, code := e.run("systemctl", "reload", daemonUnit); code != 0 {
+		t.Errorf("reload through an old unit file: exit %d\n%s%s", code, out, errs)
+	}
+	e.waitWorkers("verdict", 1, 10*time.Second)
+	e.configure(good + "\n[pools.verdict.limits]\nmax_worker = 3\n")
+	if _, _, code := e.run("systemctl", "reload", daemonUnit); code == 0 {
+		t.Errorf("reload of an invalid file through an old unit file succeeded")
+	}
+	if left := e.sh("ls /run/flexiq-scaled | grep -E '^(request|verdict)[.]|^daemon.pid$' || true"); left != "" {
+		t.Errorf("files of the old file-and-signal protocol in the runtime directory:\n%s", left)
 	}
 }
 
@@ -126,7 +146,7 @@ func TestRollCommand(t *testing.T) {
 	}
 	// Without a daemon the command fails at once rather than wait.
 	e.sh("systemctl stop " + daemonUnit)
-	if _, errs, code := e.run("flexiq-scaled", "roll", "rollme"); code != 1 || !strings.Contains(errs, "is flexiq-scaled running?") {
+	if _, errs, code := e.run("flexiq-scaled", "roll", "rollme"); code != 1 || !strings.Contains(errs, "flexiq-scaled is not running") {
 		t.Errorf("roll without a daemon: exit %d, stderr %q", code, errs)
 	}
 }
