@@ -107,8 +107,8 @@ func (d *daemon) resetUnconfigured(ctx context.Context, ws []units.Worker) {
 				"cannot reset failed %s of unconfigured pool %s: %v", w.Unit, w.Pool, err)
 			continue
 		}
-		d.log.Event(eventlog.Lifecycle, eventlog.Info, eventlog.Fields{"FLEXIQ_POOL": w.Pool, "FLEXIQ_UNIT": w.Unit, "FLEXIQ_RESULT": w.Result},
-			"pool=%s is not configured: reset failed %s (result %s)", w.Pool, w.Unit, w.Result)
+		d.log.With("pool", w.Pool).Event(eventlog.Lifecycle, eventlog.Info, eventlog.Fields{"FLEXIQ_UNIT": w.Unit, "FLEXIQ_RESULT": w.Result},
+			"is not configured: reset failed %s (result %s)", w.Unit, w.Result)
 	}
 }
 
@@ -140,8 +140,8 @@ func (d *daemon) drainOrphans(ctx context.Context, pool string, ws []units.Worke
 				"cannot drain %s of unconfigured pool %s: %v", w.Unit, pool, err)
 			continue
 		}
-		d.log.Event(eventlog.WorkerStopped, eventlog.Info, eventlog.Fields{"FLEXIQ_POOL": pool, "FLEXIQ_UNIT": w.Unit},
-			"pool=%s is not configured: draining %s", pool, w.Unit)
+		d.log.With("pool", pool).Event(eventlog.WorkerStopped, eventlog.Info, eventlog.Fields{"FLEXIQ_UNIT": w.Unit},
+			"is not configured: draining %s", w.Unit)
 		d.orphans.Add(1)
 		go func() {
 			defer d.orphans.Done()
@@ -328,8 +328,8 @@ func (d *daemon) endRemoval(name string) {
 	case <-r.done:
 	case <-time.After(5 * time.Second):
 	}
-	d.log.Event(eventlog.Lifecycle, eventlog.Info, eventlog.Fields{"FLEXIQ_POOL": name},
-		"pool=%s added back while draining: its draining workers finish on their own", name)
+	d.log.With("pool", name).Event(eventlog.Lifecycle, eventlog.Info, nil,
+		"added back while draining: its draining workers finish on their own")
 }
 
 // problemLines splits a configuration error into one line per problem.

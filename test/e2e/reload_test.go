@@ -262,4 +262,11 @@ drain_timeout_sec = 4
 	if ws := e.workers("readd", "active"); len(ws) != 1 {
 		e.errorf("after the old instance's drain, pool readd has %v active, want 1", ws)
 	}
+	// The journal entry of a logger.With("pool", ...) is the one that was
+	// written by hand: MESSAGE_ID, one FLEXIQ_POOL, the same MESSAGE.
+	es := e.entries("-u", daemonUnit, "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b07", "FLEXIQ_POOL=readd")
+	if len(es) != 1 || es[0].Field("MESSAGE") != "pool=readd added back while draining: its draining workers finish on their own" ||
+		es[0].Field("FLEXIQ_POOL") != "readd" || es[0].Field("PRIORITY") != "6" {
+		e.errorf("the re-added pool's journal entry: %v", es)
+	}
 }
