@@ -83,3 +83,14 @@ func TestReloadBySIGHUPAndAbandonedAsk(t *testing.T) {
 		t.Errorf("after SIGHUP: %+v, %v", v, err)
 	}
 }
+
+// A reload asked of a daemon whose loop has ended is refused at once.
+func TestReloadAfterTheLoop(t *testing.T) {
+	d := &daemon{reloads: make(chan reloadAsk), loopDone: make(chan struct{})}
+	close(d.loopDone)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := d.Reload(ctx); err == nil || !strings.Contains(err.Error(), "stopping") || ctx.Err() != nil {
+		t.Errorf("err = %v after %v", err, ctx.Err())
+	}
+}

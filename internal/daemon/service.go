@@ -31,7 +31,6 @@ func (d *daemon) kickStatus() {
 // reloads, so reloads never overlap. hup says a SIGHUP came during the
 // start, after the configuration was read: it is honoured first.
 func (d *daemon) serveSignals(ctx context.Context, sigs <-chan os.Signal, hup bool) int {
-	defer close(d.loopDone)
 	if hup {
 		d.reload(ctx, d.queuedReloads(nil))
 	}
@@ -39,6 +38,9 @@ func (d *daemon) serveSignals(ctx context.Context, sigs <-chan os.Signal, hup bo
 		select {
 		case s := <-sigs:
 			if s != syscall.SIGHUP {
+				// A drain may take minutes: a reload asked
+				// meanwhile is told at once that none will come.
+				close(d.loopDone)
 				return d.shutdown(ctx, s)
 			}
 			// A plain SIGHUP answers no one, but takes along the
