@@ -17,7 +17,7 @@ import (
 
 	"github.com/flexiq/flexiq-scaled/internal/atomicfile"
 	"github.com/flexiq/flexiq-scaled/internal/config"
-	"github.com/flexiq/flexiq-scaled/internal/daemon"
+	"github.com/flexiq/flexiq-scaled/internal/control"
 )
 
 // `pool add` and `pool rm` manage one drop-in per pool, conf.d/NAME.toml,
@@ -278,12 +278,11 @@ func checkAll(path string, stderr io.Writer) []string {
 // refuses puts the file back as it was (undo); one that is not running
 // leaves it for its next start.
 func poolReload(name string, cf controlFlags, stdout, stderr io.Writer, undo func()) int {
-	c, err := cf.client()
-	if err != nil {
+	v, err := cf.client().Reload()
+	if errors.Is(err, control.ErrNotRunning) {
 		fmt.Fprintf(stderr, "%s %s: not reloaded, the change applies when the daemon starts: %v\n", prog, name, err)
 		return exitOK
 	}
-	v, err := c.Ask(daemon.Request{Op: daemon.OpReload})
 	if err != nil {
 		return failf(stderr, name, "reload: %v", err)
 	}

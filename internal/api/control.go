@@ -35,3 +35,16 @@ type ChangeResponse struct {
 type ErrorResponse struct {
 	Error string `json:"error"`
 }
+
+// ReloadResponse is the daemon's verdict on POST /v1/reload, given once a
+// reload that read the configuration after the request has run. A rejected
+// configuration is a verdict, answered 200 with OK false, not an error.
+type ReloadResponse struct {
+	OK bool `json:"ok"`
+	// Changes say what the reload did, one line each ("nothing changed"
+	// if nothing did).
+	Changes []string `json:"changes,omitempty"`
+	// Problems say why it was refused or only partly applied: one
+	// "FILE: KEY: MESSAGE" each for a rejected configuration.
+	Problems []string `json:"problems,omitempty"`
+}

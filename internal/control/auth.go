@@ -18,7 +18,7 @@ import (
 
 // The groups that the package creates (sysusers.d): members of ReadGroup
 // may read (status, explain), members of AdminGroup may also change
-// (pause, resume, pin, unpin, roll). Root may do everything. ReadGroup is
+// (pause, resume, pin, unpin, roll, reload). Root may do everything. ReadGroup is
 // also metrics.sock's group.
 const (
 	ReadGroup  = "flexiq-scaled"

@@ -21,6 +21,14 @@ import (
 // ErrNotRunning means nothing listens on the control socket.
 var ErrNotRunning = errors.New("flexiq-scaled is not running")
 
+// ErrOlderDaemon means the daemon does not know the request: it is older
+// than this command (during a package upgrade, before its restart).
+var ErrOlderDaemon = errors.New("the running daemon is older than this command and does not know this request")
+
+// ReloadTimeout is how long Reload waits for the verdict by default: below
+// systemd's default TimeoutStartSec= (90 s), which also bounds ExecReload=.
+const ReloadTimeout = 60 * time.Second
+
 // Error is an answer other than 200, with the daemon's message.
 type Error struct {
 	Status  int
@@ -80,6 +88,17 @@ func (c *Client) Change(pool, verb string, req api.ChangeRequest) (api.ChangeRes
 	return out, c.do(http.MethodPost, "/v1/pools/"+url.PathEscape(pool)+"/"+verb, req, &out)
 }
 
+// Reload asks the daemon to re-read its configuration and returns its
+// verdict, waiting for it up to c.Timeout (ReloadTimeout if zero).
+func (c *Client) Reload() (api.ReloadResponse, error) {
+	var out api.ReloadResponse
+	rc := *c
+	if rc.Timeout <= 0 {
+		rc.Timeout = ReloadTimeout
+	}
+	return out, rc.do(http.MethodPost, "/v1/reload", struct{}{}, &out)
+}
+
 func (c *Client) do(method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
@@ -118,7 +137,12 @@ func (c *Client) do(method, path string, in, out any) error {
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e api.ErrorResponse
-		if json.Unmarshal(b, &e) != nil || e.Error == "" {
+		if json.Unmarshal(b, &e) != nil && resp.StatusCode == http.StatusNotFound {
+			// Every 404 of ours carries JSON; the mux's own, for a
+			// path it does not know, does not.
+			return fmt.Errorf("%w (%s %s)", ErrOlderDaemon, method, path)
+		}
+		if e.Error == "" {
 			e.Error = fmt.Sprintf("the daemon answered %s", resp.Status)
 		}
 		return &Error{Status: resp.StatusCode, Message: e.Error}

@@ -19,7 +19,8 @@ import (
 
 // fakeBackend is one pool, "email", with max_workers 10.
 type fakeBackend struct {
-	o api.Override
+	o      api.Override
+	reload func(context.Context) (api.ReloadResponse, error)
 }
 
 func (b *fakeBackend) Views(pool string) ([]api.View, error) {
@@ -56,6 +57,13 @@ func (b *fakeBackend) Roll(pools []string, reason string) ([]string, error) {
 	return []string{"pool email: rollout requested"}, nil
 }
 
+func (b *fakeBackend) Reload(ctx context.Context) (api.ReloadResponse, error) {
+	if b.reload != nil {
+		return b.reload(ctx)
+	}
+	return api.ReloadResponse{OK: true, Changes: []string{"nothing changed"}}, nil
+}
+
 // The groups of the table: 100 is flexiq-scaled, 101 flexiq-scaled-admin.
 var testAuth = Authorizer{
 	GroupID: func(name string) (uint32, error) {
@@ -84,16 +92,17 @@ func TestAuthorisation(t *testing.T) {
 	pause := call{"POST", "/v1/pools/email/pause", `{"for_sec": 600}`}
 	pin := call{"POST", "/v1/pools/email/pin", `{"workers": 3}`}
 	roll := call{"POST", "/v1/pools/email/roll", `{}`}
+	reload := call{"POST", "/v1/reload", ""}
 	cases := []struct {
 		peer *Peer
 		c    call
 		want int
 	}{
-		{&root, status, 200}, {&root, pause, 200}, {&root, pin, 200}, {&root, roll, 200},
-		{&admin, status, 200}, {&admin, explain, 200}, {&admin, pause, 200}, {&admin, roll, 200},
-		{&reader, status, 200}, {&reader, explain, 200}, {&reader, pause, 403}, {&reader, pin, 403}, {&reader, roll, 403},
-		{&primary, status, 200}, {&primary, pause, 403},
-		{&nobody, status, 403}, {&nobody, explain, 403}, {&nobody, pause, 403},
+		{&root, status, 200}, {&root, pause, 200}, {&root, pin, 200}, {&root, roll, 200}, {&root, reload, 200},
+		{&admin, status, 200}, {&admin, explain, 200}, {&admin, pause, 200}, {&admin, roll, 200}, {&admin, reload, 200},
+		{&reader, status, 200}, {&reader, explain, 200}, {&reader, pause, 403}, {&reader, pin, 403}, {&reader, roll, 403}, {&reader, reload, 403},
+		{&primary, status, 200}, {&primary, pause, 403}, {&primary, reload, 403},
+		{&nobody, status, 403}, {&nobody, explain, 403}, {&nobody, pause, 403}, {&nobody, reload, 403},
 		{nil, status, 403}, // no credentials: nothing
 	}
 	for _, tc := range cases {

@@ -33,6 +33,10 @@ type Backend interface {
 	SetOverride(pool string, o api.Override) (api.Override, error)
 	// Roll asks for a rollout of the pools; it returns one line per pool.
 	Roll(pools []string, reason string) ([]string, error)
+	// Reload re-reads the configuration, by a reload that starts after
+	// the call, and returns its verdict; an error only if ctx ended (the
+	// asker left, or the daemon stops) before there was one.
+	Reload(ctx context.Context) (api.ReloadResponse, error)
 }
 
 // MaxForSec is the longest pause or pin with a deadline: a year. Longer
@@ -66,6 +70,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/pools/{pool}/pin", s.change(s.pin))
 	mux.HandleFunc("POST /v1/pools/{pool}/unpin", s.change(s.unpin))
 	mux.HandleFunc("POST /v1/pools/{pool}/roll", s.change(s.roll))
+	mux.HandleFunc("POST /v1/reload", s.change(s.reload))
 	return mux
 }
 
@@ -257,6 +262,26 @@ func (s *Server) roll(w http.ResponseWriter, r *http.Request, p Peer, req api.Ch
 		msg = lines[0]
 	}
 	writeJSON(w, http.StatusOK, api.ChangeResponse{Pool: pool, Message: msg})
+}
+
+// ReloadWait bounds how long the daemon holds a reload's connection open
+// for the verdict: beyond the socket's WriteTimeout, which is sized for
+// answers that need no waiting, and at least as long as a client waits by
+// default (ReloadTimeout).
+const ReloadWait = ReloadTimeout + 5*time.Second
+
+func (s *Server) reload(w http.ResponseWriter, r *http.Request, _ Peer, _ api.ChangeRequest) {
+	// Without this the verdict of a reload stuck behind a slow tick
+	// could not be written.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(ReloadWait))
+	ctx, cancel := context.WithTimeout(r.Context(), ReloadWait)
+	defer cancel()
+	v, err := s.Backend.Reload(ctx)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "no verdict: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 func (s *Server) logf(format string, args ...any) {

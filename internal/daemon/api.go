@@ -1,20 +1,51 @@
 package daemon
 
 // The daemon's side of the control socket (package control): the pools'
-// snapshots, their decisions, and the operator's changes.
+// snapshots, their decisions, the operator's changes, and reloads; and the
+// daemon's directories.
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
-	// Named apart from the file-and-signal protocol's control type (control.go).
 	ctlsock "github.com/flexiq/flexiq-scaled/internal/control"
 	"github.com/flexiq/flexiq-scaled/internal/controller"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 )
+
+// RuntimeDir is the daemon's runtime directory, which holds the control
+// socket: $RUNTIME_DIRECTORY when systemd set it (RuntimeDirectory=, for
+// ExecStart= and ExecReload= alike), else /run/flexiq-scaled, or
+// $XDG_RUNTIME_DIR/flexiq-scaled for the user's service manager.
+func RuntimeDir(user bool) string {
+	return serviceDir("RUNTIME_DIRECTORY", user, "XDG_RUNTIME_DIR", "/run/user/"+strconv.Itoa(os.Getuid()), "/run")
+}
+
+// serviceDir is the daemon's directory of one kind: what systemd set in env
+// (RuntimeDirectory=, StateDirectory=, ...), else flexiq-scaled under the
+// system's base, or under $userEnv (userDefault if unset) for the user's
+// service manager.
+func serviceDir(env string, user bool, userEnv, userDefault, system string) string {
+	if d := os.Getenv(env); d != "" {
+		// Several entries of the directive are joined with ':'.
+		d, _, _ = strings.Cut(d, ":")
+		return d
+	}
+	if user {
+		base := os.Getenv(userEnv)
+		if base == "" {
+			base = userDefault
+		}
+		return filepath.Join(base, "flexiq-scaled")
+	}
+	return filepath.Join(system, "flexiq-scaled")
+}
 
 // StateDir is where the operator's overrides live: $STATE_DIRECTORY when
 // systemd set it (StateDirectory=), else /var/lib/flexiq-scaled, or
@@ -105,4 +136,50 @@ func (d *daemon) Roll(names []string, reason string) ([]string, error) {
 		lines = append(lines, "pool "+p.Name()+": rollout requested")
 	}
 	return lines, nil
+}
+
+// reloadAsk is one Reload call waiting for its verdict; reply holds one, so
+// that the loop never waits for an asker that left.
+type reloadAsk struct {
+	reply chan api.ReloadResponse
+}
+
+// Reload implements control.Backend: it hands the request to the signal
+// loop, which alone reloads, and waits for the verdict. The loop takes
+// every request waiting before it reads the file (see serveSignals), so
+// this one is answered by a reload that read the file after it was made.
+func (d *daemon) Reload(ctx context.Context) (api.ReloadResponse, error) {
+	ask := reloadAsk{reply: make(chan api.ReloadResponse, 1)}
+	select {
+	case d.reloads <- ask:
+	case <-d.loopDone:
+		return api.ReloadResponse{}, errors.New("the daemon is stopping")
+	case <-ctx.Done():
+		return api.ReloadResponse{}, fmt.Errorf("waiting for a reload to start: %w", ctx.Err())
+	}
+	select {
+	case v := <-ask.reply:
+		return v, nil
+	case <-ctx.Done():
+		return api.ReloadResponse{}, fmt.Errorf("waiting for the reload's verdict: %w", ctx.Err())
+	}
+}
+
+// queuedReloads returns asks with every reload request already waiting.
+func (d *daemon) queuedReloads(asks []reloadAsk) []reloadAsk {
+	for {
+		select {
+		case a := <-d.reloads:
+			asks = append(asks, a)
+		default:
+			return asks
+		}
+	}
+}
+
+// answerAll gives every ask the verdict.
+func answerAll(asks []reloadAsk, v api.ReloadResponse) {
+	for _, a := range asks {
+		a.reply <- v
+	}
 }

@@ -14,9 +14,9 @@ import (
 // leaves the pools as written and the budget open.
 func applyCapacity(log *eventlog.Logger, cfg *config.Config) capacity.Budget {
 	for _, c := range config.ApplyCapacity(cfg) {
-		log.Event(eventlog.CapacityCapped, eventlog.Warning, eventlog.Fields{
-			"FLEXIQ_POOL": c.Pool, "FLEXIQ_MAX_WORKERS": fmt.Sprint(c.From), "FLEXIQ_CAPPED_AT": fmt.Sprint(c.To)},
-			"pool=%s max_workers = %d is above capacity: %s; capped at %d", c.Pool, c.From, c.Why, c.To)
+		log.With("pool", c.Pool).Event(eventlog.CapacityCapped, eventlog.Warning, eventlog.Fields{
+			"FLEXIQ_MAX_WORKERS": fmt.Sprint(c.From), "FLEXIQ_CAPPED_AT": fmt.Sprint(c.To)},
+			"max_workers = %d is above capacity: %s; capped at %d", c.From, c.Why, c.To)
 	}
 	h, err := capacity.ReadHost()
 	if err != nil {

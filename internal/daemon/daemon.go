@@ -4,7 +4,7 @@
 //
 // The files, by concern:
 //   - daemon.go: the daemon's types and Run, its start-up in order
-//     (signals, directories, PID file, configuration, the service manager);
+//     (signals, directories, configuration, the service manager);
 //   - service.go: the service's duties towards systemd: the signal loop,
 //     sd_notify, STATUS=, the watchdog and its judgement of stalled pools,
 //     and the unit the daemon runs in;
@@ -13,8 +13,8 @@
 //     reset of workers of pools no longer configured;
 //   - stop.go: the stop: shutdown (a drain, or a restart that leaves the
 //     workers to the next daemon) and the final sweep;
-//   - control.go: the file-and-signal protocol of reload and roll;
-//   - api.go: the daemon's side of the control socket;
+//   - api.go: the daemon's side of the control socket (reload among its
+//     requests) and the daemon's directories;
 //   - metrics.go: the /metrics endpoint;
 //   - capacity.go: max_workers capped at what fits on the host.
 package daemon
@@ -25,8 +25,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -43,9 +41,8 @@ import (
 type Options struct {
 	ConfigPath string
 	User       bool // the user's service manager instead of the system's
-	// RuntimeDir holds the pools' state files, the PID file and the
-	// control requests and verdicts, and the control socket;
-	// RuntimeDir(User) if empty.
+	// RuntimeDir holds the pools' state files and the control and
+	// metrics sockets; RuntimeDir(User) if empty.
 	RuntimeDir string
 	// StateDir holds the operator's pauses and pins; StateDir(User) if
 	// empty.
@@ -73,7 +70,11 @@ type daemon struct {
 	log   *eventlog.Logger
 	units *units.Manager
 
-	ctl *control
+	// reloads carries the control socket's reload requests to the
+	// signal loop, the one place that reloads; loopDone closes when that
+	// loop has ended, so that no request waits for it any longer.
+	reloads  chan reloadAsk
+	loopDone chan struct{}
 	// guard is the host guard, shared by every pool (issue 9).
 	guard *controller.HostGuard
 	// ledger is the host's worker budget, shared by the pools.
@@ -105,24 +106,17 @@ func Run(ctx context.Context, o Options) int {
 	}
 	// Signals are caught before anything else, so that a stop during
 	// startup is a stop and not a kill.
-	// SIGUSR1 asks for a roll (see control.go). Roomy, so that signals
-	// arriving during a slow start or reload are not dropped; a dropped
-	// one would lose no request anyway, as every pass reads them all.
+	// Roomy, so that signals arriving during a slow start or reload are
+	// not dropped.
 	sigs := make(chan os.Signal, 32)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	// SIGUSR1 asked a daemon before issue 18 for a roll; its default
+	// action would kill this one, workers' drain and all.
+	signal.Ignore(syscall.SIGUSR1)
 
 	log := eventlog.New(os.Stderr)
 	o = prepareDirs(o, log)
-	ctl := &control{dir: o.RuntimeDir, now: time.Now, logf: func(format string, args ...any) {
-		log.Event(eventlog.Lifecycle, eventlog.Warning, nil, format, args...)
-	}}
-	// Written before anything slow, so that `flexiq-scaled roll` during a
-	// long start finds a daemon that handles SIGUSR1; the request waits.
-	pidFile := filepath.Join(o.RuntimeDir, PIDFile)
-	if err := writeAtomic(o.RuntimeDir, PIDFile, []byte(strconv.Itoa(os.Getpid())+"\n")); err != nil {
-		log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "%v: flexiq-scaled roll and reload need --pid", err)
-	}
-	defer removePIDFile(pidFile)
+	removeOldProtocol(o.RuntimeDir)
 
 	cfg, warnings, err := loadConfig(o)
 	if err != nil {
@@ -134,7 +128,7 @@ func Run(ctx context.Context, o Options) int {
 	}
 	ledger := capacity.NewLedger(applyCapacity(log, cfg))
 
-	mgr, err := connect(ctx, o, log, sigs)
+	mgr, hup, err := connect(ctx, o, log, sigs)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "flexiq-scaled: %v\n", err)
 		return 1
@@ -142,10 +136,11 @@ func Run(ctx context.Context, o Options) int {
 	defer mgr.Close()
 	met := startMetrics(ctx, o, log, mgr)
 	d := &daemon{
-		opts: o, log: log, units: mgr, ctl: ctl, cfg: cfg, ledger: ledger, metrics: met,
+		opts: o, log: log, units: mgr, cfg: cfg, ledger: ledger, metrics: met,
 		pools: map[string]*runningPool{}, removed: map[string]*removal{},
 		statusKick: make(chan struct{}, 1),
-		guard:      controller.NewHostGuard(cfg.HostGuard, log, nil),
+		reloads:    make(chan reloadAsk), loopDone: make(chan struct{}),
+		guard: controller.NewHostGuard(cfg.HostGuard, log, nil),
 	}
 
 	if err := d.start(ctx); err != nil {
@@ -161,7 +156,7 @@ func Run(ctx context.Context, o Options) int {
 	stopWatchdog := d.startWatchdog(ctx)
 	defer stopWatchdog()
 
-	return d.serveSignals(ctx, sigs)
+	return d.serveSignals(ctx, sigs, hup)
 }
 
 // prepareDirs fills in the default runtime and state directories and
@@ -172,10 +167,10 @@ func prepareDirs(o Options, log *eventlog.Logger) Options {
 	}
 	// systemd creates it (RuntimeDirectory=); by hand, or with --user,
 	// the daemon does. Without it the daemon still scales, but keeps no
-	// state across restarts and cannot answer reload and roll requests:
-	// worth a warning, not a refusal to run.
+	// state across restarts and has no control socket: worth a warning,
+	// not a refusal to run.
 	if err := os.MkdirAll(o.RuntimeDir, 0o755); err != nil {
-		log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "runtime directory: %v: no state across restarts, and no answers to flexiq-scaled reload or roll", err)
+		log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "runtime directory: %v: no state across restarts, and no control socket", err)
 	}
 	if o.StateDir == "" {
 		o.StateDir = StateDir(o.User)
@@ -186,11 +181,17 @@ func prepareDirs(o Options, log *eventlog.Logger) Options {
 	return o
 }
 
-// removePIDFile removes the PID file if it is still ours: a restarted
-// daemon may already have written its own.
-func removePIDFile(path string) {
-	if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(os.Getpid()) {
-		os.Remove(path)
+// removeOldProtocol removes what the file-and-signal protocol of daemons
+// before issue 18 left in the runtime directory, which RuntimeDirectory-
+// Preserve= keeps across restarts: its PID file, and requests and verdicts
+// nobody will answer or collect. Nothing reads them: a roll asked of the
+// old daemon is never replayed by this one.
+func removeOldProtocol(dir string) {
+	for _, pattern := range []string{"daemon.pid", "request.*", "verdict.*"} {
+		old, _ := filepath.Glob(filepath.Join(dir, pattern))
+		for _, f := range old {
+			os.Remove(f)
+		}
 	}
 }
 
@@ -221,8 +222,9 @@ func loadConfig(o Options) (*config.Config, []string, error) {
 }
 
 // connect reaches the service manager, retrying with backoff: at boot the
-// bus may come up after us. A stop signal meanwhile gives up.
-func connect(ctx context.Context, o Options, log *eventlog.Logger, sigs <-chan os.Signal) (*units.Manager, error) {
+// bus may come up after us. A stop signal meanwhile gives up; a SIGHUP is
+// remembered (hup) for once the daemon has started.
+func connect(ctx context.Context, o Options, log *eventlog.Logger, sigs <-chan os.Signal) (mgr *units.Manager, hup bool, err error) {
 	delay := 100 * time.Millisecond
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -230,19 +232,20 @@ func connect(ctx context.Context, o Options, log *eventlog.Logger, sigs <-chan o
 		mgr, err := units.Connect(cctx, units.Options{User: o.User})
 		cancel()
 		if err == nil {
-			return mgr, nil
+			return mgr, hup, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("connecting to the service manager: %w", err)
+			return nil, false, fmt.Errorf("connecting to the service manager: %w", err)
 		}
 		log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "cannot reach the service manager yet, retrying in %s: %v", delay, err)
 		select {
 		case s := <-sigs:
-			// A reload or roll now would find nothing to act on;
-			// their requests wait for the end of the start.
-			if s != syscall.SIGHUP && s != syscall.SIGUSR1 {
-				return nil, fmt.Errorf("stopped by %s while connecting to the service manager", s)
+			// A reload now would find nothing to act on: it
+			// happens once the daemon has started.
+			if s != syscall.SIGHUP {
+				return nil, false, fmt.Errorf("stopped by %s while connecting to the service manager", s)
 			}
+			hup = true
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, 5*time.Second)

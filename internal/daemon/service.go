@@ -26,31 +26,34 @@ func (d *daemon) kickStatus() {
 	}
 }
 
-// serveSignals answers the control requests made during the start, then
-// reloads on SIGHUP and rolls on SIGUSR1 until a stop signal, and returns
-// the exit code.
-func (d *daemon) serveSignals(ctx context.Context, sigs <-chan os.Signal) int {
-	ctl := d.ctl
-	// Requests made while the daemon was starting: their signal may have
-	// been swallowed by connect.
-	if reqs := ctl.pending(OpReload); len(reqs) > 0 {
-		d.reload(ctx, reqs)
+// serveSignals reloads on SIGHUP and on every reload request from the
+// control socket until a stop signal, and returns the exit code. It alone
+// reloads, so reloads never overlap. hup says a SIGHUP came during the
+// start, after the configuration was read: it is honoured first.
+func (d *daemon) serveSignals(ctx context.Context, sigs <-chan os.Signal, hup bool) int {
+	if hup {
+		d.reload(ctx, d.queuedReloads(nil))
 	}
-	d.roll(ctl.pending(OpRoll))
-
-	for s := range sigs {
-		switch s {
-		case syscall.SIGHUP:
-			// Read the requests before the file: each is answered by
-			// a reload that read the file after it was made.
-			d.reload(ctx, ctl.pending(OpReload))
-		case syscall.SIGUSR1:
-			d.roll(ctl.pending(OpRoll))
-		default:
-			return d.shutdown(ctx, s)
+	for {
+		select {
+		case s := <-sigs:
+			if s != syscall.SIGHUP {
+				// A drain may take minutes: a reload asked
+				// meanwhile is told at once that none will come.
+				close(d.loopDone)
+				return d.shutdown(ctx, s)
+			}
+			// A plain SIGHUP answers no one, but takes along the
+			// requests already waiting.
+			d.reload(ctx, d.queuedReloads(nil))
+		case ask := <-d.reloads:
+			// Every request waiting now is taken before the file
+			// is read: each is answered by a reload that read it
+			// after the request was made, and a burst of them costs
+			// one reload.
+			d.reload(ctx, d.queuedReloads([]reloadAsk{ask}))
 		}
 	}
-	return 0
 }
 
 // startWatchdog starts the goroutine that feeds systemd's watchdog and

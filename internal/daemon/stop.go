@@ -115,8 +115,8 @@ func (d *daemon) sweep(ctx context.Context) {
 						"cannot stop %s, still %s after the pools drained: %v", w.Unit, w.ActiveState, err)
 					continue
 				}
-				d.log.Event(eventlog.WorkerStopped, eventlog.Warning, eventlog.Fields{"FLEXIQ_POOL": w.Pool, "FLEXIQ_SLOT": strconv.Itoa(w.Slot), "FLEXIQ_UNIT": w.Unit},
-					"pool=%s %s was still %s after the pools drained: stopping it", w.Pool, w.Unit, w.ActiveState)
+				d.log.With("pool", w.Pool).Event(eventlog.WorkerStopped, eventlog.Warning, eventlog.Fields{"FLEXIQ_SLOT": strconv.Itoa(w.Slot), "FLEXIQ_UNIT": w.Unit},
+					"%s was still %s after the pools drained: stopping it", w.Unit, w.ActiveState)
 				stopping.Add(1)
 				go func() {
 					defer stopping.Done()

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/controller"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
@@ -106,8 +107,8 @@ func (d *daemon) resetUnconfigured(ctx context.Context, ws []units.Worker) {
 				"cannot reset failed %s of unconfigured pool %s: %v", w.Unit, w.Pool, err)
 			continue
 		}
-		d.log.Event(eventlog.Lifecycle, eventlog.Info, eventlog.Fields{"FLEXIQ_POOL": w.Pool, "FLEXIQ_UNIT": w.Unit, "FLEXIQ_RESULT": w.Result},
-			"pool=%s is not configured: reset failed %s (result %s)", w.Pool, w.Unit, w.Result)
+		d.log.With("pool", w.Pool).Event(eventlog.Lifecycle, eventlog.Info, eventlog.Fields{"FLEXIQ_UNIT": w.Unit, "FLEXIQ_RESULT": w.Result},
+			"is not configured: reset failed %s (result %s)", w.Unit, w.Result)
 	}
 }
 
@@ -139,8 +140,8 @@ func (d *daemon) drainOrphans(ctx context.Context, pool string, ws []units.Worke
 				"cannot drain %s of unconfigured pool %s: %v", w.Unit, pool, err)
 			continue
 		}
-		d.log.Event(eventlog.WorkerStopped, eventlog.Info, eventlog.Fields{"FLEXIQ_POOL": pool, "FLEXIQ_UNIT": w.Unit},
-			"pool=%s is not configured: draining %s", pool, w.Unit)
+		d.log.With("pool", pool).Event(eventlog.WorkerStopped, eventlog.Info, eventlog.Fields{"FLEXIQ_UNIT": w.Unit},
+			"is not configured: draining %s", w.Unit)
 		d.orphans.Add(1)
 		go func() {
 			defer d.orphans.Done()
@@ -149,11 +150,11 @@ func (d *daemon) drainOrphans(ctx context.Context, pool string, ws []units.Worke
 	}
 }
 
-// reload re-reads the configuration on SIGHUP and answers reqs, the
-// reload requests read before the file. An invalid file changes nothing:
-// the daemon keeps running on the configuration it has, and each request
-// gets the problems.
-func (d *daemon) reload(ctx context.Context, reqs []Request) {
+// reload re-reads the configuration and answers asks, the reload requests
+// taken before the file was read. An invalid file changes nothing: the
+// daemon keeps running on the configuration it has, and each request gets
+// the problems.
+func (d *daemon) reload(ctx context.Context, asks []reloadAsk) {
 	notify(fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", monotonicUsec()))
 	defer func() { notify("READY=1\nSTATUS=" + d.status()) }()
 
@@ -161,9 +162,7 @@ func (d *daemon) reload(ctx context.Context, reqs []Request) {
 	if err != nil {
 		d.log.Event(eventlog.ConfigReloaded, eventlog.Err, eventlog.Fields{"FLEXIQ_ERROR": err.Error()},
 			"reload rejected, keeping the running configuration:\n%v", err)
-		for _, r := range reqs {
-			d.ctl.answer(r, Verdict{Problems: problemLines(err)})
-		}
+		answerAll(asks, api.ReloadResponse{Problems: problemLines(err)})
 		return
 	}
 	for _, w := range warnings {
@@ -179,7 +178,7 @@ func (d *daemon) reload(ctx context.Context, reqs []Request) {
 	changes := d.reloadDaemonWide(oldCfg, cfg)
 	poolChanges, problems, added := d.reloadPools(ctx, old, oldCfg, cfg)
 	changes = append(changes, poolChanges...)
-	d.answerReload(reqs, changes, problems)
+	d.answerReload(asks, changes, problems)
 
 	// Bringing new pools to min_workers may take a while: the verdict is
 	// out already.
@@ -248,7 +247,7 @@ func (d *daemon) reloadPools(ctx context.Context, old map[string]*runningPool, o
 }
 
 // answerReload logs the reload's verdict and answers every request with it.
-func (d *daemon) answerReload(reqs []Request, changes, problems []string) {
+func (d *daemon) answerReload(asks []reloadAsk, changes, problems []string) {
 	if len(changes) == 0 {
 		changes = []string{"nothing changed"}
 	}
@@ -258,9 +257,7 @@ func (d *daemon) answerReload(reqs []Request, changes, problems []string) {
 	}
 	d.log.Event(eventlog.ConfigReloaded, prio, eventlog.Fields{"FLEXIQ_CHANGES": strings.Join(changes, "; ")},
 		"configuration %s from %s: %s", verdict, d.opts.ConfigPath, strings.Join(changes, "; "))
-	for _, r := range reqs {
-		d.ctl.answer(r, Verdict{OK: len(problems) == 0, Changes: changes, Problems: problems})
-	}
+	answerAll(asks, api.ReloadResponse{OK: len(problems) == 0, Changes: changes, Problems: problems})
 }
 
 // startAdded brings the pools added by a reload to min_workers, adopting
@@ -331,46 +328,8 @@ func (d *daemon) endRemoval(name string) {
 	case <-r.done:
 	case <-time.After(5 * time.Second):
 	}
-	d.log.Event(eventlog.Lifecycle, eventlog.Info, eventlog.Fields{"FLEXIQ_POOL": name},
-		"pool=%s added back while draining: its draining workers finish on their own", name)
-}
-
-// roll asks each requested pool for a rolling replacement of its workers
-// and answers every request. A request naming a pool that is not
-// configured rolls nothing.
-func (d *daemon) roll(reqs []Request) {
-	for _, r := range reqs {
-		d.mu.Lock()
-		var ps []*controller.Pool
-		var unknown []string
-		for _, name := range r.Pools {
-			if rp, ok := d.pools[name]; ok {
-				ps = append(ps, rp.pool)
-			} else {
-				unknown = append(unknown, name)
-			}
-		}
-		d.mu.Unlock()
-		switch {
-		case len(r.Pools) == 0:
-			d.ctl.answer(r, Verdict{Problems: []string{"no pool named"}})
-			continue
-		case len(unknown) > 0:
-			d.ctl.answer(r, Verdict{Problems: []string{"no such pool: " + strings.Join(unknown, ", ")}})
-			d.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "roll refused: no such pool: %s", strings.Join(unknown, ", "))
-			continue
-		}
-		reason := r.Reason
-		if reason == "" {
-			reason = "flexiq-scaled roll"
-		}
-		var changes []string
-		for _, p := range ps {
-			p.Roll(reason)
-			changes = append(changes, "pool "+p.Name()+": rollout requested")
-		}
-		d.ctl.answer(r, Verdict{OK: true, Changes: changes})
-	}
+	d.log.With("pool", name).Event(eventlog.Lifecycle, eventlog.Info, nil,
+		"added back while draining: its draining workers finish on their own")
 }
 
 // problemLines splits a configuration error into one line per problem.

@@ -1,6 +1,7 @@
-// Package eventlog writes the daemon's history: to the journal, with
-// structured FLEXIQ_* fields and a fixed MESSAGE_ID per kind of event, when
-// the journal is there, and as plain lines on stderr otherwise.
+// Package eventlog writes the daemon's history through log/slog: to the
+// journal (github.com/systemd/slog-journal), with structured FLEXIQ_* fields
+// and a fixed MESSAGE_ID per kind of event, when the journal is there, and
+// as plain lines on stderr otherwise.
 //
 // The MESSAGE_IDs make the history queryable without parsing text:
 //
@@ -9,12 +10,13 @@
 package eventlog
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/journal"
@@ -72,57 +74,84 @@ const (
 // Fields are extra journal fields; keys are upper case, e.g. "FLEXIQ_POOL".
 type Fields map[string]string
 
-// Logger writes events. It is safe for concurrent use.
+// Logger writes events through a log/slog handler: the journal's, or lines
+// on a writer (handler.go). It is safe for concurrent use.
 type Logger struct {
-	mu      sync.Mutex
-	journal bool
-	w       io.Writer
-	tap     func(Kind, Fields)
+	h      slog.Handler
+	shared *shared
+	// with are the fields that With added, which every event carries;
+	// prefix is what With puts at the start of every MESSAGE.
+	with   Fields
+	prefix string
 }
 
-// SetTap has every later event also handed to tap (the metrics count worker
-// starts and crashes this way). Set it before the logger is shared.
-func (l *Logger) SetTap(tap func(Kind, Fields)) { l.tap = tap }
+// shared is what a Logger and those made from it by With have in common.
+type shared struct {
+	tap func(Kind, Fields)
+}
+
+// SetTap has every later event, of this logger and of those made from it
+// by With, also handed to tap (the metrics count worker starts and crashes
+// this way), with all its fields. Set it before the logger is shared.
+func (l *Logger) SetTap(tap func(Kind, Fields)) { l.shared.tap = tap }
 
 // New logs to the journal when it is reachable (the daemon runs under
-// systemd), and to w otherwise.
+// systemd), and to w otherwise, or whenever the journal is gone.
 func New(w io.Writer) *Logger {
-	return &Logger{journal: journal.Enabled(), w: w}
+	lines := newLineHandler(w)
+	if !journal.Enabled() {
+		return newLogger(lines)
+	}
+	jh, err := newJournalHandler()
+	if err != nil {
+		return newLogger(lines)
+	}
+	return newLogger(&fallbackHandler{primary: jh, fallback: lines, available: journalAvailable})
 }
 
 // NewWriter always logs to w; for tests and the command line.
-func NewWriter(w io.Writer) *Logger { return &Logger{w: w} }
+func NewWriter(w io.Writer) *Logger { return newLogger(newLineHandler(w)) }
 
-// Event records one event of kind k.
-func (l *Logger) Event(k Kind, p Priority, f Fields, format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	if l.tap != nil {
-		l.tap(k, f)
+func newLogger(h slog.Handler) *Logger { return &Logger{h: h, shared: &shared{}} }
+
+// With returns a logger whose events all carry the field FLEXIQ_KEY=value
+// and whose messages all start with "key=value ": With("pool", name) writes
+// what call sites used to write by hand, FLEXIQ_POOL and "pool=NAME ".
+func (l *Logger) With(key, value string) *Logger {
+	field := "FLEXIQ_" + strings.ToUpper(key)
+	with := make(Fields, len(l.with)+1)
+	maps.Copy(with, l.with)
+	with[field] = value
+	return &Logger{
+		h:      l.h.WithAttrs([]slog.Attr{slog.String(field, value)}),
+		shared: l.shared,
+		with:   with,
+		prefix: l.prefix + key + "=" + value + " ",
 	}
-	if l.journal {
-		vars := make(map[string]string, len(f)+1)
-		maps.Copy(vars, f)
-		vars["MESSAGE_ID"] = string(k)
-		if err := journal.Send(msg, p, vars); err == nil {
-			return
-		}
-		// Journal gone (journald restarting): fall through to stderr,
-		// which systemd also forwards to the journal once it is back.
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	fmt.Fprintf(l.w, "%s <%d> %s%s\n", time.Now().Format(time.RFC3339), p, msg, renderFields(f))
 }
 
-func renderFields(f Fields) string {
-	if len(f) == 0 {
-		return ""
+// Event records one event of kind k. A field of f that With set already is
+// With's.
+func (l *Logger) Event(k Kind, p Priority, f Fields, format string, args ...any) {
+	msg := l.prefix + fmt.Sprintf(format, args...)
+	if tap := l.shared.tap; tap != nil {
+		all := maps.Clone(f)
+		if all == nil {
+			all = make(Fields, len(l.with))
+		}
+		maps.Copy(all, l.with)
+		tap(k, all)
 	}
-	var b strings.Builder
-	for _, k := range slices.Sorted(maps.Keys(f)) {
-		fmt.Fprintf(&b, " %s=%q", k, f[k])
+	// No time and no PC: the journal stamps the entry itself, and code
+	// locations were never part of the entries.
+	r := slog.NewRecord(time.Time{}, levelOf(p), msg, 0)
+	r.AddAttrs(slog.String(messageIDKey, string(k)))
+	for _, key := range slices.Sorted(maps.Keys(f)) {
+		if _, ok := l.with[key]; !ok {
+			r.AddAttrs(slog.String(key, f[key]))
+		}
 	}
-	return b.String()
+	_ = l.h.Handle(context.Background(), r)
 }
 
 // Throttle decides when a repeating failure is worth a log line: the first

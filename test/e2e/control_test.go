@@ -74,6 +74,9 @@ rm -f /var/lib/flexiq-scaled/override-*.json`)
 		{"ctladmin", []string{"resume", "ctl"}, false, ""},
 		{"ctlreader", []string{"roll", "ctl"}, true, "flexiq-scaled-admin"},
 		{"ctladmin", []string{"roll", "ctl", "--reason", "deploy by ctladmin"}, false, ""},
+		// reload goes over the same socket, with the same rights.
+		{"ctlreader", []string{"reload"}, true, "flexiq-scaled-admin"},
+		{"ctladmin", []string{"reload"}, false, ""},
 	} {
 		out, err := as(c.user, c.args...)
 		switch {

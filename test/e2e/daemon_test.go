@@ -452,6 +452,15 @@ func TestUserManager(t *testing.T) {
 	if !strings.Contains(cg, "/user@0.service/flexiq.slice/flexiq-mine.slice/flexiq-mine@1.service") {
 		t.Errorf("worker cgroup %q is not under the user manager's flexiq.slice", cg)
 	}
+	// reload --user finds the daemon's socket in $XDG_RUNTIME_DIR.
+	e.write("/etc/flexiq-scaled/user.toml", e.poolConfig("mine", "min_workers = 3\n"))
+	if out, errs, code := e.run("sh", "-c", user+"flexiq-scaled reload --user"); code != 0 || !strings.Contains(out, "pool mine: min_workers") {
+		t.Errorf("reload --user: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	e.eventually(15*time.Second, "3 workers after the reload", func() (bool, string) {
+		out := e.sh(user + "systemctl --user list-units --plain --no-legend 'flexiq-mine@*.service'")
+		return strings.Count(out, " active running ") == 3, out
+	})
 	e.sh(user + "systemctl --user stop flexiq-scaled-user.service")
 	if out := e.sh(user + "systemctl --user list-units --plain --no-legend 'flexiq-mine@*.service'"); strings.TrimSpace(out) != "" {
 		t.Errorf("workers left after stopping the user daemon:\n%s", out)

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flexiq/flexiq-scaled/test/sandbox"
 )
 
 // run runs argv in the sandbox and returns its stdout, its stderr and its
@@ -41,7 +43,9 @@ func (e *env) lastReload() string {
 // file, with the problems named by file and key where the reload's own
 // output goes (and on stderr of `flexiq-scaled reload` run by hand), and
 // succeeds on a good one; the journal says what changed, or that nothing
-// did. A plain SIGHUP still reloads.
+// did. The request and the verdict travel over the control socket. A plain
+// SIGHUP still reloads, and a unit file from before (ExecReload= with
+// --pid $MAINPID) still works.
 func TestReloadVerdict(t *testing.T) {
 	e := setup(t)
 	good := e.poolConfig("verdict", "min_workers = 1\n")
@@ -104,8 +108,28 @@ func TestReloadVerdict(t *testing.T) {
 	e.configure(e.poolConfig("verdict", "min_workers = 2\n"))
 	e.sh("systemctl kill -s HUP " + daemonUnit)
 	e.waitWorkers("verdict", 2, 10*time.Second)
-	if left := e.sh("ls /run/flexiq-scaled | grep -E '^(request|verdict)[.]' || true"); left != "" {
-		t.Errorf("requests or verdicts left in the runtime directory:\n%s", left)
+
+	// The unit file of an older package, kept by a drop-in: --pid is
+	// accepted, and the verdict still decides the exit status.
+	e.write("/etc/systemd/system/"+daemonUnit+".d/50-old-reload.conf",
+		"[Service]\nExecReload=\nExecReload=/usr/bin/flexiq-scaled reload --pid $MAINPID\n")
+	e.sh("systemctl daemon-reload")
+	t.Cleanup(func() {
+		e.sb.Exec(e.ctx(), "sh", "-c", "rm -f /etc/systemd/system/"+daemonUnit+".d/50-old-reload.conf && systemctl daemon-reload")
+	})
+	e.configure(e.poolConfig("verdict", "min_workers = 1\n"))
+	if out, errs, code := e.run("systemctl", "reload", daemonUnit); code != 0 {
+		t.Errorf("reload through an old unit file: exit %d\n%s%s", code, out, errs)
+	}
+	if msg := e.lastReload(); !strings.Contains(msg, "pool verdict: min_workers") {
+		t.Errorf("reload through an old unit file logged %q", msg)
+	}
+	e.configure(good + "\n[pools.verdict.limits]\nmax_worker = 3\n")
+	if _, _, code := e.run("systemctl", "reload", daemonUnit); code == 0 {
+		t.Errorf("reload of an invalid file through an old unit file succeeded")
+	}
+	if left := e.sh("ls /run/flexiq-scaled | grep -E '^(request|verdict)[.]|^daemon.pid$' || true"); left != "" {
+		t.Errorf("files of the old file-and-signal protocol in the runtime directory:\n%s", left)
 	}
 }
 
@@ -126,7 +150,7 @@ func TestRollCommand(t *testing.T) {
 	}
 	// Without a daemon the command fails at once rather than wait.
 	e.sh("systemctl stop " + daemonUnit)
-	if _, errs, code := e.run("flexiq-scaled", "roll", "rollme"); code != 1 || !strings.Contains(errs, "is flexiq-scaled running?") {
+	if _, errs, code := e.run("flexiq-scaled", "roll", "rollme"); code != 1 || !strings.Contains(errs, "flexiq-scaled is not running") {
 		t.Errorf("roll without a daemon: exit %d, stderr %q", code, errs)
 	}
 }
@@ -239,5 +263,17 @@ drain_timeout_sec = 4
 	time.Sleep(6 * time.Second) // beyond the old drain's timeout
 	if ws := e.workers("readd", "active"); len(ws) != 1 {
 		e.errorf("after the old instance's drain, pool readd has %v active, want 1", ws)
+	}
+	// The journal entry of a logger.With("pool", ...) is the one that was
+	// written by hand: MESSAGE_ID, one FLEXIQ_POOL, the same MESSAGE.
+	var readded []sandbox.JournalEntry
+	for _, en := range e.entries("-u", daemonUnit, "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b07", "FLEXIQ_POOL=readd") {
+		if strings.Contains(en.Field("MESSAGE"), "added back") {
+			readded = append(readded, en)
+		}
+	}
+	if len(readded) != 1 || readded[0].Field("MESSAGE") != "pool=readd added back while draining: its draining workers finish on their own" ||
+		readded[0].Field("FLEXIQ_POOL") != "readd" || readded[0].Field("PRIORITY") != "6" {
+		e.errorf("the re-added pool's journal entry: %v", readded)
 	}
 }
