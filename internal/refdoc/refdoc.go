@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
@@ -30,18 +31,56 @@ var (
 	sourceIntro string
 )
 
-// SourcePages are the pages of docs/sources, in the order the man page
+// sourcePages are the pages of docs/sources, in the order the man page
 // takes them in: the man page is installed where docs/ is not, so it
-// carries what they say of each queue system.
-var SourcePages = []string{"README.md", "flexiq.md", "postgres.md", "redis.md", "prometheus.md", "command.md"}
+// carries what they say of each queue system. The order is that of the
+// overview, README.md, and of its first links to its sibling pages (a
+// family's page, then its types'); a page it does not link comes last, by
+// name, so that a new type's page is in the man page even before the
+// overview names it.
+func sourcePages(dir string) ([]string, error) {
+	overview, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	if err != nil {
+		return nil, err
+	}
+	all, err := filepath.Glob(filepath.Join(dir, "*.md"))
+	if err != nil {
+		return nil, err
+	}
+	exists := map[string]bool{}
+	for _, p := range all {
+		exists[filepath.Base(p)] = true
+	}
+	order := []string{"README.md"}
+	seen := map[string]bool{"README.md": true}
+	for _, m := range reSiblingLink.FindAllStringSubmatch(string(overview), -1) {
+		if name := m[1]; exists[name] && !seen[name] {
+			order, seen[name] = append(order, name), true
+		}
+	}
+	for _, p := range all { // Glob sorts
+		if name := filepath.Base(p); !seen[name] {
+			order = append(order, name)
+		}
+	}
+	return order, nil
+}
+
+// reSiblingLink is a Markdown link to a page in the same folder.
+var reSiblingLink = regexp.MustCompile(`\]\(([^/)#\s]+\.md)(?:#[^)]*)?\)`)
 
 // Files are the generated files, by their paths in the repository whose
 // root is root.
 func Files(root string) (map[string]string, error) {
 	tables, sources := config.Reference(), config.SourceTypeDocs()
+	dir := filepath.Join(root, "docs", "sources")
+	names, err := sourcePages(dir)
+	if err != nil {
+		return nil, fmt.Errorf("the man page's source pages: %w", err)
+	}
 	var pages []string
-	for _, name := range SourcePages {
-		text, err := os.ReadFile(filepath.Join(root, "docs", "sources", name))
+	for _, name := range names {
+		text, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			return nil, fmt.Errorf("the man page's source pages: %w", err)
 		}

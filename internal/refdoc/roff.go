@@ -14,7 +14,7 @@ var (
 	reCode   = regexp.MustCompile("`([^`]*)`")
 	reBold   = regexp.MustCompile(`\*\*([^*]+)\*\*`)
 	reItalic = regexp.MustCompile(`\*([^*\s][^*]*)\*`)
-	reLink   = regexp.MustCompile(`\[([^\]]+)\]\(([^)]+)\)`)
+	reLink   = regexp.MustCompile("\\[((?:`[^`]*`|[^\\]])+)\\]\\(([^)]+)\\)")
 	reNumber = regexp.MustCompile(`^\d+\. `)
 )
 
@@ -39,8 +39,16 @@ func escape(s string) string {
 	return glyphs.Replace(s)
 }
 
-// inline renders one line of Markdown text as roff text.
+// inline renders one line of Markdown text as roff text. Links go first,
+// as their text may be code (a source type's name).
 func inline(s string) string {
+	s = reLink.ReplaceAllStringFunc(s, func(m string) string {
+		sub := reLink.FindStringSubmatch(m)
+		if strings.HasPrefix(sub[2], "http") {
+			return sub[1] + " (" + sub[2] + ")"
+		}
+		return sub[1]
+	})
 	var b strings.Builder
 	for s != "" {
 		loc := reCode.FindStringIndex(s)
@@ -57,13 +65,6 @@ func inline(s string) string {
 }
 
 func emphasis(s string) string {
-	s = reLink.ReplaceAllStringFunc(s, func(m string) string {
-		sub := reLink.FindStringSubmatch(m)
-		if strings.HasPrefix(sub[2], "http") {
-			return sub[1] + " (" + sub[2] + ")"
-		}
-		return sub[1]
-	})
 	s = reBold.ReplaceAllString(s, `\fB$1\fR`)
 	return reItalic.ReplaceAllString(s, `\fI$1\fR`)
 }
