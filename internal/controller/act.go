@@ -22,7 +22,7 @@ func (p *Pool) apply(ctx context.Context, now time.Time, r reconciled) {
 	}
 	for _, s := range r.restarted {
 		p.log.Event(eventlog.WorkerStarted, eventlog.Notice, p.workerFields(s.worker.slot, s.worker.unit, nil),
-			"pool=%s worker %s was restarted from outside the daemon; adopted as it is", p.name, s.worker.unit)
+			"worker %s was restarted from outside the daemon; adopted as it is", s.worker.unit)
 	}
 	for _, s := range r.stopped {
 		p.report.stopped(s)
@@ -90,7 +90,7 @@ func (p *Pool) startWorkers(ctx context.Context, now time.Time, n int, why strin
 			case errors.Is(r.err, units.ErrUnitExists):
 				taken[r.slot], exists = true, true
 				p.log.Event(eventlog.Lifecycle, eventlog.Info, p.workerFields(r.slot, unit, nil),
-					"pool=%s slot %d is still taken (%v); re-listing and using another slot", p.name, r.slot, r.err)
+					"slot %d is still taken (%v); re-listing and using another slot", r.slot, r.err)
 			case isConditionSkip(r.err):
 				p.conditionSkipped(now, r.slot, unit, r.err)
 			case r.err != nil:
@@ -101,7 +101,7 @@ func (p *Pool) startWorkers(ctx context.Context, now time.Time, n int, why strin
 				p.fleet.live[r.slot] = w
 				started = append(started, w)
 				n--
-				p.log.Event(eventlog.WorkerStarted, eventlog.Info, p.workerFields(r.slot, unit, nil), "pool=%s started %s (%s)", p.name, unit, why)
+				p.log.Event(eventlog.WorkerStarted, eventlog.Info, p.workerFields(r.slot, unit, nil), "started %s (%s)", unit, why)
 			}
 		}
 		if !exists {
@@ -142,7 +142,7 @@ func (p *Pool) stopWorker(ctx context.Context, w *worker, why string) bool {
 	_, err := p.units.StopWorker(sctx, w.unit)
 	cancel()
 	if err != nil {
-		p.log.Event(eventlog.WorkerDraining, eventlog.Err, p.workerFields(w.slot, w.unit, nil), "pool=%s cannot stop %s (%s): %v", p.name, w.unit, why, err)
+		p.log.Event(eventlog.WorkerDraining, eventlog.Err, p.workerFields(w.slot, w.unit, nil), "cannot stop %s (%s): %v", w.unit, why, err)
 		return false
 	}
 	p.fleet.stop(w)
@@ -164,7 +164,7 @@ func (p *Pool) Drain(ctx context.Context, why string) {
 		}
 	})
 	if dry {
-		p.log.Event(eventlog.Lifecycle, eventlog.Info, p.fields(nil), "pool=%s is in dry-run: leaving its units as they are (%s)", p.name, why)
+		p.log.Event(eventlog.Lifecycle, eventlog.Info, nil, "is in dry-run: leaving its units as they are (%s)", why)
 		return
 	}
 	for ctx.Err() == nil {
@@ -254,5 +254,3 @@ func workerSpec(c *config.Pool, slot int, revision string) units.WorkerSpec {
 func (p *Pool) workerFields(slot int, unit string, extra eventlog.Fields) eventlog.Fields {
 	return p.report.workerFields(slot, unit, extra)
 }
-
-func (p *Pool) fields(extra eventlog.Fields) eventlog.Fields { return p.report.fields(extra) }

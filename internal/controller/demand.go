@@ -24,8 +24,8 @@ func (p *Pool) observeDemand(read demandRead, obs *policy.Observation) {
 	}
 	if err := read.err; err != nil {
 		if !p.demand.failed {
-			p.log.Event(eventlog.SourceError, eventlog.Warning, p.fields(eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
-				"pool=%s cannot read arrivals and service times, the Little's law signal sits out: %v", p.name, err)
+			p.log.Event(eventlog.SourceError, eventlog.Warning, eventlog.Fields{"FLEXIQ_ERROR": err.Error()},
+				"cannot read arrivals and service times, the Little's law signal sits out: %v", err)
 		}
 		p.demand.failed = true
 		return

@@ -237,11 +237,11 @@ func (p *Pool) decide(now time.Time, params policy.Params, obs policy.Observatio
 		d := r.Strategy
 		if err := sc.rules.Err; err != nil {
 			if log, suppressed := sc.ruleErr.Fail(now); log {
-				p.log.Event(eventlog.RuleError, eventlog.Warning, p.fields(eventlog.Fields{"FLEXIQ_RULE": d.Rule, "FLEXIQ_ERROR": err.Error()}),
-					"pool=%s %v: holding at %d workers (%d more failures since the last report)", p.name, err, d.Current, suppressed)
+				p.log.Event(eventlog.RuleError, eventlog.Warning, eventlog.Fields{"FLEXIQ_RULE": d.Rule, "FLEXIQ_ERROR": err.Error()},
+					"%v: holding at %d workers (%d more failures since the last report)", err, d.Current, suppressed)
 			}
 		} else if obs.Valid && sc.ruleErr.OK() {
-			p.log.Event(eventlog.RuleError, eventlog.Notice, p.fields(nil), "pool=%s rules evaluate again", p.name)
+			p.log.Event(eventlog.RuleError, eventlog.Notice, nil, "rules evaluate again")
 		}
 	}
 	if chk.active {
@@ -311,12 +311,12 @@ func (p *Pool) logGuard(asked, d policy.Decision, chk guardCheck) {
 		f["FLEXIQ_MEM_AVAILABLE"] = strconv.FormatUint(h.Reading.MemAvailable, 10)
 	}
 	if d.Guard == policy.GuardForced {
-		p.log.Event(eventlog.HostGuardEmergency, eventlog.Warning, p.fields(f),
-			"pool=%s host guard emergency: draining one worker, %d -> %d (%s; %s)", p.name, d.Current, d.Desired, f["FLEXIQ_REASON"], h)
+		p.log.Event(eventlog.HostGuardEmergency, eventlog.Warning, f,
+			"host guard emergency: draining one worker, %d -> %d (%s; %s)", d.Current, d.Desired, f["FLEXIQ_REASON"], h)
 		return
 	}
-	p.log.Event(eventlog.HostGuardBlocked, eventlog.Notice, p.fields(f),
-		"pool=%s host guard holds scale-up %d -> %d at %d (%s; %s)", p.name, asked.Current, asked.Desired, d.Desired, f["FLEXIQ_REASON"], h)
+	p.log.Event(eventlog.HostGuardBlocked, eventlog.Notice, f,
+		"host guard holds scale-up %d -> %d at %d (%s; %s)", asked.Current, asked.Desired, d.Desired, f["FLEXIQ_REASON"], h)
 }
 
 // savedScaling is the part of the state file (state.go) that the rate

@@ -112,7 +112,7 @@ func (p *Pool) expireOverride(now time.Time) {
 	old := p.override
 	p.override = api.Override{}
 	if err := p.overrideStore().Remove(p.name); err != nil {
-		p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil), "pool=%s cannot remove %s: %v", p.name, p.overridePath(), err)
+		p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "cannot remove %s: %v", p.overridePath(), err)
 	}
 	p.logOverride(old, api.Override{}, fmt.Sprintf(" (its --for deadline %s passed)", old.Until.Format(time.RFC3339)))
 	p.overrideChanged()
@@ -132,11 +132,11 @@ func (p *Pool) logOverride(old, o api.Override, why string) {
 	}
 	switch {
 	case o.Kind == api.OverridePaused:
-		p.log.Event(eventlog.PoolPaused, eventlog.Notice, p.fields(f), "pool=%s %s%s: scaling stopped, crashed workers are still replaced", p.name, o, by)
+		p.log.Event(eventlog.PoolPaused, eventlog.Notice, f, "%s%s: scaling stopped, crashed workers are still replaced", o, by)
 	case o.Kind == api.OverridePinned:
-		p.log.Event(eventlog.PoolPinned, eventlog.Notice, p.fields(f), "pool=%s %s%s: holding exactly %d workers", p.name, o, by, o.Workers)
+		p.log.Event(eventlog.PoolPinned, eventlog.Notice, f, "%s%s: holding exactly %d workers", o, by, o.Workers)
 	case old.Kind != api.OverrideNone:
-		p.log.Event(eventlog.PoolResumed, eventlog.Notice, p.fields(f), "pool=%s resumed scaling, was %s%s%s", p.name, old.Kind, why, by)
+		p.log.Event(eventlog.PoolResumed, eventlog.Notice, f, "resumed scaling, was %s%s%s", old.Kind, why, by)
 	}
 }
 
@@ -172,7 +172,7 @@ func (p *Pool) loadOverride() {
 		err = fmt.Errorf("unknown kind %q", so.Kind)
 	}
 	if err != nil {
-		p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil), "pool=%s ignoring its override file %s: %v", p.name, path, err)
+		p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "ignoring its override file %s: %v", path, err)
 		return
 	}
 	p.override = so.Override
@@ -181,7 +181,7 @@ func (p *Pool) loadOverride() {
 		p.expireOverride(now)
 		return
 	}
-	p.log.Event(eventlog.Lifecycle, eventlog.Info, p.fields(nil), "pool=%s restored its override from %s: %s", p.name, path, p.override)
+	p.log.Event(eventlog.Lifecycle, eventlog.Info, nil, "restored its override from %s: %s", path, p.override)
 	p.overrideChanged()
 }
 
@@ -251,8 +251,8 @@ func (p *Pool) wouldScale(d policy.Decision, e *api.Explanation) {
 	if d.Action == policy.Stable {
 		verb = fmt.Sprintf("would stay at %d", d.Current)
 	}
-	p.log.Event(eventlog.DryRunDecision, eventlog.Notice, p.fields(eventlog.Fields{
+	p.log.Event(eventlog.DryRunDecision, eventlog.Notice, eventlog.Fields{
 		"FLEXIQ_CURRENT": strconv.Itoa(d.Current), "FLEXIQ_DESIRED": strconv.Itoa(d.Desired),
 		"FLEXIQ_ACTION": string(d.Action), "FLEXIQ_MODE": "dry-run",
-	}), "pool=%s dry-run: %s (%s)", p.name, verb, d.Rationale)
+	}, "dry-run: %s (%s)", verb, d.Rationale)
 }

@@ -139,6 +139,8 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 	if opts.NewSource == nil {
 		opts.NewSource = source.New
 	}
+	// Every entry of the pool carries FLEXIQ_POOL and starts "pool=NAME ".
+	log = log.With("pool", cfg.Name)
 	src, err := openSource(opts.NewSource, cfg, log)
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %w", cfg.Name, err)
@@ -153,7 +155,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		cfg:    cfg,
 		src:    src,
 		fleet:  newFleet(),
-		report: newReporter(cfg.Name, log),
+		report: newReporter(log),
 		wake:   make(chan struct{}, 1),
 
 		restarts: map[int]int{},
@@ -201,10 +203,10 @@ func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 	p.target = max(adopted, p.cfg.MinWorkers)
 	if st, why := p.loadState(now); st != nil {
 		p.restore(now, st)
-		p.log.Event(eventlog.Lifecycle, eventlog.Info, p.fields(nil),
-			"pool=%s restored its state from %s: target %d, %d recommendations in its windows", p.name, p.statePath(), p.target, len(st.History))
+		p.log.Event(eventlog.Lifecycle, eventlog.Info, nil,
+			"restored its state from %s: target %d, %d recommendations in its windows", p.statePath(), p.target, len(st.History))
 	} else if why != "" {
-		p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil), "pool=%s ignoring its state file: %s", p.name, why)
+		p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "ignoring its state file: %s", why)
 	}
 	// As the HPA does for a target it has no history of, the count found
 	// counts as a recommendation made now, so that the first ticks cannot
@@ -216,7 +218,7 @@ func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 	}
 	p.target = min(max(p.target, p.cfg.MinWorkers), p.cfg.MaxWorkers)
 	if adopted > 0 {
-		p.log.Event(eventlog.Lifecycle, eventlog.Info, p.fields(nil), "pool=%s adopted %d running workers", p.name, adopted)
+		p.log.Event(eventlog.Lifecycle, eventlog.Info, nil, "adopted %d running workers", adopted)
 	}
 	if o := p.activeOverride(p.wallNow()); o.Kind == api.OverridePinned {
 		p.target = min(o.Workers, p.cfg.MaxWorkers)

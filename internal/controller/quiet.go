@@ -58,7 +58,7 @@ func (p *Pool) retire(ctx context.Context, now time.Time, w *worker, why string)
 	cancel()
 	if err != nil {
 		p.log.Event(eventlog.WorkerDraining, eventlog.Warning, p.workerFields(w.slot, w.unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
-			"pool=%s cannot send %s to %s (%v): stopping it without a quiet phase", p.name, p.cfg.QuietSignal, w.unit, err)
+			"cannot send %s to %s (%v): stopping it without a quiet phase", p.cfg.QuietSignal, w.unit, err)
 		return p.stopWorker(ctx, w, why)
 	}
 	p.fleet.stop(w)
@@ -104,12 +104,12 @@ func (p *Pool) quietStep(ctx context.Context, now time.Time) {
 		if err != nil {
 			// Asked again at the next tick.
 			p.log.Event(eventlog.WorkerQuiet, eventlog.Err, p.workerFields(q.slot, unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
-				"pool=%s cannot stop %s at the end of its quiet phase: %v", p.name, unit, err)
+				"cannot stop %s at the end of its quiet phase: %v", unit, err)
 			continue
 		}
 		late := now.Sub(q.deadline).Round(time.Millisecond)
 		p.log.Event(eventlog.WorkerQuiet, eventlog.Info, p.workerFields(q.slot, unit, eventlog.Fields{"FLEXIQ_LATE_MS": fmt.Sprint(late.Milliseconds())}),
-			"pool=%s quiet phase of %s over: stopping it (%s, then SIGKILL after %s)", p.name, unit, p.cfg.DrainSignal, p.cfg.DrainTimeout)
+			"quiet phase of %s over: stopping it (%s, then SIGKILL after %s)", unit, p.cfg.DrainSignal, p.cfg.DrainTimeout)
 		q.timer.Stop()
 		delete(p.quiet, unit)
 		changed = true
@@ -152,8 +152,8 @@ func (p *Pool) saveQuiet() {
 		err = p.quietStore().Save(p.name, st)
 	}
 	if err != nil {
-		p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil),
-			"pool=%s cannot save its quiet workers (a restart would take them for live ones): %v", p.name, err)
+		p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil,
+			"cannot save its quiet workers (a restart would take them for live ones): %v", err)
 	}
 }
 
@@ -170,7 +170,7 @@ func (p *Pool) restoreQuiet(now time.Time, existing []units.Worker) {
 		err = fmt.Errorf("version %d of pool %q, want version %d of %q", st.Version, st.Pool, quietVersion, p.name)
 	}
 	if err != nil {
-		p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil), "pool=%s ignoring its quiet workers file %s: %v", p.name, p.quietPath(), err)
+		p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "ignoring its quiet workers file %s: %v", p.quietPath(), err)
 		return
 	}
 	byUnit := indexByUnit(existing)
@@ -186,7 +186,7 @@ func (p *Pool) restoreQuiet(now time.Time, existing []units.Worker) {
 		p.fleet.draining[e.Unit] = drainingUnit{slot: e.Slot, ours: true}
 		p.addQuiet(now, e.Unit, &quietUnit{slot: e.Slot, invocation: w.InvocationID, deadline: deadline})
 		p.log.Event(eventlog.Lifecycle, eventlog.Info, p.workerFields(e.Slot, e.Unit, nil),
-			"pool=%s resumed the quiet phase of %s: its stop is due in %s", p.name, e.Unit, max(0, deadline.Sub(now)).Round(time.Millisecond))
+			"resumed the quiet phase of %s: its stop is due in %s", e.Unit, max(0, deadline.Sub(now)).Round(time.Millisecond))
 	}
 	p.saveQuiet()
 }

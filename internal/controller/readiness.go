@@ -112,10 +112,9 @@ func (p *Pool) deferStarts(now time.Time, n int, why string, waiting []string) {
 		p.ready.deferring, p.ready.deferredSince = true, now
 	}
 	p.ready.waitingFor = w
-	p.log.Event(eventlog.ScaleUpDeferred, eventlog.Notice, p.fields(eventlog.Fields{
-		"FLEXIQ_WAITING_FOR": w, "FLEXIQ_DEFERRED": fmt.Sprint(n), "FLEXIQ_REASON": why}),
-		"pool=%s scale-up deferred: %d workers (%s) wait for %s; requires = [%s]",
-		p.name, n, why, w, strings.Join(p.cfg.Requires, ", "))
+	p.log.Event(eventlog.ScaleUpDeferred, eventlog.Notice, eventlog.Fields{
+		"FLEXIQ_WAITING_FOR": w, "FLEXIQ_DEFERRED": fmt.Sprint(n), "FLEXIQ_REASON": why},
+		"scale-up deferred: %d workers (%s) wait for %s; requires = [%s]", n, why, w, strings.Join(p.cfg.Requires, ", "))
 }
 
 // releaseDeferred ends a deferral episode.
@@ -125,8 +124,8 @@ func (p *Pool) releaseDeferred(now time.Time) {
 	}
 	waited := now.Sub(p.ready.deferredSince).Round(time.Second)
 	p.ready.deferring, p.ready.waitingFor = false, ""
-	p.log.Event(eventlog.ScaleUpDeferred, eventlog.Info, p.fields(eventlog.Fields{"FLEXIQ_WAITED_SEC": fmt.Sprint(waited.Seconds())}),
-		"pool=%s required units are active: releasing the deferred scale-up after %s", p.name, waited)
+	p.log.Event(eventlog.ScaleUpDeferred, eventlog.Info, eventlog.Fields{"FLEXIQ_WAITED_SEC": fmt.Sprint(waited.Seconds())},
+		"required units are active: releasing the deferred scale-up after %s", waited)
 }
 
 // claimCapacity claims room for n workers in the host's budget and returns
@@ -141,14 +140,14 @@ func (p *Pool) claimCapacity(n int, why string) int {
 		p.target = min(p.target, len(p.fleet.live)+granted)
 		if !p.ready.exhausted {
 			p.ready.exhausted = true
-			p.log.Event(eventlog.CapacityExhausted, eventlog.Warning, p.fields(eventlog.Fields{
-				"FLEXIQ_WANTED": fmt.Sprint(n), "FLEXIQ_GRANTED": fmt.Sprint(granted), "FLEXIQ_REASON": why, "FLEXIQ_SHORT": short}),
-				"pool=%s capacity exhausted: %d of %d workers (%s) skipped, short of %s", p.name, n-granted, n, why, short)
+			p.log.Event(eventlog.CapacityExhausted, eventlog.Warning, eventlog.Fields{
+				"FLEXIQ_WANTED": fmt.Sprint(n), "FLEXIQ_GRANTED": fmt.Sprint(granted), "FLEXIQ_REASON": why, "FLEXIQ_SHORT": short},
+				"capacity exhausted: %d of %d workers (%s) skipped, short of %s", n-granted, n, why, short)
 		}
 	} else if p.ready.exhausted {
 		p.ready.exhausted = false
-		p.log.Event(eventlog.CapacityExhausted, eventlog.Info, p.fields(nil),
-			"pool=%s capacity available again: starting %d workers (%s)", p.name, n, why)
+		p.log.Event(eventlog.CapacityExhausted, eventlog.Info, nil,
+			"capacity available again: starting %d workers (%s)", n, why)
 	}
 	return granted
 }
@@ -170,8 +169,7 @@ func (p *Pool) conditionSkipped(now time.Time, slot int, unit string, err error)
 	}
 	p.ready.skipping = true
 	p.log.Event(eventlog.ConditionSkip, eventlog.Notice, p.workerFields(slot, unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
-		"pool=%s %s skipped: start_condition not met yet (not a crash, no backoff); retrying every %s",
-		p.name, unit, max(p.cfg.PollInterval, time.Second))
+		"%s skipped: start_condition not met yet (not a crash, no backoff); retrying every %s", unit, max(p.cfg.PollInterval, time.Second))
 }
 
 // conditionPassed ends a skip episode after a start that went through.
@@ -181,7 +179,7 @@ func (p *Pool) conditionPassed(started []*worker) {
 	}
 	w := started[0]
 	p.log.Event(eventlog.ConditionSkip, eventlog.Info, p.workerFields(w.slot, w.unit, eventlog.Fields{"FLEXIQ_SKIPS": fmt.Sprint(p.ready.skips)}),
-		"pool=%s start_condition passes: %s started after %d skipped starts", p.name, w.unit, p.ready.skips)
+		"start_condition passes: %s started after %d skipped starts", w.unit, p.ready.skips)
 	p.ready.skipping, p.ready.skips, p.ready.retryAt = false, 0, time.Time{}
 }
 

@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -16,8 +17,7 @@ import (
 // each thing once: the last decision logged, and whether the source (or the
 // state file) is in a run of failures.
 type reporter struct {
-	pool     string
-	log      *eventlog.Logger
+	log      *eventlog.Logger // the pool's: With("pool", name)
 	last     decisionKey
 	srcLog   *eventlog.Throttle
 	stateLog *eventlog.Throttle
@@ -31,20 +31,17 @@ type decisionKey struct {
 	desired int
 }
 
-func newReporter(pool string, log *eventlog.Logger) reporter {
-	return reporter{pool: pool, log: log, srcLog: eventlog.NewThrottle(sourceLogRate), stateLog: eventlog.NewThrottle(sourceLogRate)}
+func newReporter(log *eventlog.Logger) reporter {
+	return reporter{log: log, srcLog: eventlog.NewThrottle(sourceLogRate), stateLog: eventlog.NewThrottle(sourceLogRate)}
 }
 
-func (r *reporter) fields(extra eventlog.Fields) eventlog.Fields {
-	f := eventlog.Fields{"FLEXIQ_POOL": r.pool}
-	for k, v := range extra {
-		f[k] = v
-	}
-	return f
-}
-
+// workerFields are a worker's entry's fields; the pool's logger adds
+// FLEXIQ_POOL.
 func (r *reporter) workerFields(slot int, unit string, extra eventlog.Fields) eventlog.Fields {
-	f := r.fields(extra)
+	f := maps.Clone(extra)
+	if f == nil {
+		f = eventlog.Fields{}
+	}
 	f["FLEXIQ_SLOT"] = strconv.Itoa(slot)
 	f["FLEXIQ_UNIT"] = unit
 	return f
@@ -94,8 +91,7 @@ func (r *reporter) decision(d policy.Decision, o policy.Observation, c source.Co
 		}
 		queue += demandFields(f, d, o)
 	}
-	r.log.Event(eventlog.Decision, eventlog.Notice, r.fields(f), "pool=%s %s workers=%d -> %d (%s)",
-		r.pool, queue, d.Current, d.Desired, d.Rationale)
+	r.log.Event(eventlog.Decision, eventlog.Notice, f, "%s workers=%d -> %d (%s)", queue, d.Current, d.Desired, d.Rationale)
 }
 
 func (r *reporter) sourceFailed(now time.Time, err error, live int) {
@@ -107,13 +103,13 @@ func (r *reporter) sourceFailed(now time.Time, err error, live int) {
 	if suppressed > 0 {
 		more = fmt.Sprintf(" (%d more failures since the last report)", suppressed)
 	}
-	r.log.Event(eventlog.SourceError, eventlog.Warning, r.fields(eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
-		"pool=%s source unavailable, holding at %d workers within the pool's bounds: %v%s", r.pool, live, err, more)
+	r.log.Event(eventlog.SourceError, eventlog.Warning, eventlog.Fields{"FLEXIQ_ERROR": err.Error()},
+		"source unavailable, holding at %d workers within the pool's bounds: %v%s", live, err, more)
 }
 
 func (r *reporter) sourceOK(c source.Counts) {
 	if r.srcLog.OK() {
-		r.log.Event(eventlog.SourceRecovered, eventlog.Notice, r.fields(nil), "pool=%s source recovered: %d pending, %d running", r.pool, c.Pending, c.Running)
+		r.log.Event(eventlog.SourceRecovered, eventlog.Notice, nil, "source recovered: %d pending, %d running", c.Pending, c.Running)
 	}
 }
 
@@ -128,8 +124,7 @@ func (r *reporter) crashed(c crash) {
 	r.log.Event(eventlog.WorkerCrashed, eventlog.Err, r.workerFields(c.worker.slot, c.worker.unit, eventlog.Fields{
 		"FLEXIQ_RESULT": result, "FLEXIQ_EXIT_STATUS": strconv.Itoa(int(c.unit.ExecMainStatus)),
 		"FLEXIQ_BACKOFF_SEC": strconv.FormatFloat(c.delay.Seconds(), 'f', -1, 64),
-	}), "pool=%s worker %s stopped without being asked: it %s, Result=%s; slot %d may restart in %s",
-		r.pool, c.worker.unit, how, result, c.worker.slot, c.delay)
+	}), "worker %s stopped without being asked: it %s, Result=%s; slot %d may restart in %s", c.worker.unit, how, result, c.worker.slot, c.delay)
 }
 
 // startFailed reports a start job that failed, with the unit's own Result
@@ -148,7 +143,7 @@ func (r *reporter) startFailed(slot int, unit, why string, err error, delay time
 		f["FLEXIQ_RESULT"] = "start-failed"
 	}
 	r.log.Event(eventlog.WorkerCrashed, eventlog.Err, r.workerFields(slot, unit, f),
-		"pool=%s worker %s failed to start (%s): %v%s; slot %d may retry in %s", r.pool, unit, why, err, exitHint(se), slot, delay)
+		"worker %s failed to start (%s): %v%s; slot %d may retry in %s", unit, why, err, exitHint(se), slot, delay)
 }
 
 // exitHint explains the exit statuses that systemd itself sets when it
@@ -172,7 +167,7 @@ func exitHint(se *units.StartError) string {
 
 func (r *reporter) draining(slot int, unit, why string) {
 	r.log.Event(eventlog.WorkerDraining, eventlog.Info, r.workerFields(slot, unit, eventlog.Fields{"FLEXIQ_REASON": why}),
-		"pool=%s draining %s (%s)", r.pool, unit, why)
+		"draining %s (%s)", unit, why)
 }
 
 // stopped reports a drained unit as systemd left it. A drain that ended
@@ -190,7 +185,7 @@ func (r *reporter) stopped(s stopped) {
 	default:
 		pri, note = eventlog.Warning, fmt.Sprintf(" (%s)", exitText(s.exit))
 	}
-	r.log.Event(eventlog.WorkerStopped, pri, r.workerFields(s.slot, s.unit, f), "pool=%s %s stopped, Result=%s%s", r.pool, s.unit, s.result, note)
+	r.log.Event(eventlog.WorkerStopped, pri, r.workerFields(s.slot, s.unit, f), "%s stopped, Result=%s%s", s.unit, s.result, note)
 }
 
 func exitText(w units.Worker) string {

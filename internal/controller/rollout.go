@@ -73,8 +73,8 @@ func (p *Pool) rolloutStep(ctx context.Context, now time.Time) {
 	if len(old) == 0 {
 		if p.roll.active {
 			p.roll.active = false
-			p.log.Event(eventlog.RolloutDone, eventlog.Notice, p.fields(eventlog.Fields{"FLEXIQ_REVISION": rev}),
-				"pool=%s rollout done: all %d workers run revision %s", p.name, len(p.fleet.live), rev)
+			p.log.Event(eventlog.RolloutDone, eventlog.Notice, eventlog.Fields{"FLEXIQ_REVISION": rev},
+				"rollout done: all %d workers run revision %s", len(p.fleet.live), rev)
 		}
 		return
 	}
@@ -84,9 +84,9 @@ func (p *Pool) rolloutStep(ctx context.Context, now time.Time) {
 		if why == "" {
 			why = "the worker definition changed"
 		}
-		p.log.Event(eventlog.RolloutProgress, eventlog.Notice, p.fields(eventlog.Fields{
+		p.log.Event(eventlog.RolloutProgress, eventlog.Notice, eventlog.Fields{
 			"FLEXIQ_REVISION": rev, "FLEXIQ_REMAINING": strconv.Itoa(len(old)),
-		}), "pool=%s rollout to revision %s begins (%s): %d workers to replace, %d at a time", p.name, rev, why, len(old), maxSurge(p.cfg))
+		}, "rollout to revision %s begins (%s): %d workers to replace, %d at a time", rev, why, len(old), maxSurge(p.cfg))
 	}
 	started := p.startWorkers(ctx, now, p.admitSurge(ctx, now, min(maxSurge(p.cfg), len(old))), "rollout")
 	for i, w := range pickVictims(old, len(started), rev) {
@@ -94,9 +94,9 @@ func (p *Pool) rolloutStep(ctx context.Context, now time.Time) {
 			continue
 		}
 		left := len(old) - i - 1
-		p.log.Event(eventlog.RolloutProgress, eventlog.Info, p.fields(eventlog.Fields{
+		p.log.Event(eventlog.RolloutProgress, eventlog.Info, eventlog.Fields{
 			"FLEXIQ_REVISION": rev, "FLEXIQ_OLD_REVISION": w.revision, "FLEXIQ_REMAINING": strconv.Itoa(left),
 			"FLEXIQ_UNIT": w.unit, "FLEXIQ_NEW_UNIT": started[i].unit,
-		}), "pool=%s rollout: %s replaced by %s; %d of %d left", p.name, w.unit, started[i].unit, left, p.roll.from)
+		}, "rollout: %s replaced by %s; %d of %d left", w.unit, started[i].unit, left, p.roll.from)
 	}
 }

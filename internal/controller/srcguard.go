@@ -18,11 +18,10 @@ func openSource(open func(config.Source) (source.Source, error), cfg *config.Poo
 	if err != nil {
 		return nil, err
 	}
-	pool := cfg.Name
 	return source.Guard(src, cfg.Source.Type, func(pe *source.PanicError) {
 		log.Event(eventlog.SourceError, eventlog.Err,
-			eventlog.Fields{"FLEXIQ_POOL": pool, "FLEXIQ_ERROR": pe.Error(), "FLEXIQ_STACK": string(pe.Stack)},
-			"pool=%s %v; the pool holds as for any source error (the stack, logged once for this source, follows)\n%s", pool, pe, pe.Stack)
+			eventlog.Fields{"FLEXIQ_ERROR": pe.Error(), "FLEXIQ_STACK": string(pe.Stack)},
+			"%v; the pool holds as for any source error (the stack, logged once for this source, follows)\n%s", pe, pe.Stack)
 	}), nil
 }
 
@@ -31,12 +30,12 @@ func openSource(open func(config.Source) (source.Source, error), cfg *config.Poo
 func (p *Pool) watchEvents(poll fmt.Stringer) source.WatchEvents {
 	return source.WatchEvents{
 		Lost: func(err error) {
-			p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil),
-				"pool=%s wake-up is lost, polling every %s until it is back: %v", p.name, poll, err)
+			p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil,
+				"wake-up is lost, polling every %s until it is back: %v", poll, err)
 		},
 		Restored: func(how string) {
-			p.log.Event(eventlog.Lifecycle, eventlog.Info, p.fields(nil),
-				"pool=%s wake-up is active again: %s", p.name, how)
+			p.log.Event(eventlog.Lifecycle, eventlog.Info, nil,
+				"wake-up is active again: %s", how)
 		},
 	}
 }

@@ -78,7 +78,7 @@ func (p *Pool) saveState(now time.Time) {
 	}
 	if err := p.stateStore().Save(p.name, st); err != nil {
 		if log, _ := p.report.stateLog.Fail(now); log {
-			p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil), "pool=%s cannot save its state (a restart would forget its windows): %v", p.name, err)
+			p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "cannot save its state (a restart would forget its windows): %v", err)
 		}
 		return
 	}

@@ -27,8 +27,8 @@ func (p *Pool) threadsPerWorker(read threadsRead) int {
 		case read.err != nil:
 			origin = "fallback: cannot read flexiq's workers"
 			if !p.threads.failed {
-				p.log.Event(eventlog.SourceError, eventlog.Warning, p.fields(eventlog.Fields{"FLEXIQ_ERROR": read.err.Error()}),
-					"pool=%s cannot read its workers' threads, using threads_per_worker_fallback %d: %v", p.name, n, read.err)
+				p.log.Event(eventlog.SourceError, eventlog.Warning, eventlog.Fields{"FLEXIQ_ERROR": read.err.Error()},
+					"cannot read its workers' threads, using threads_per_worker_fallback %d: %v", n, read.err)
 			}
 		case read.found:
 			n, origin = read.n, "from flexiq's live workers"
@@ -37,8 +37,8 @@ func (p *Pool) threadsPerWorker(read threadsRead) int {
 	}
 	if n != p.threads.n || origin != p.threads.origin {
 		if p.threads.n != 0 || p.cfg.ThreadsAuto {
-			p.log.Event(eventlog.Lifecycle, eventlog.Notice, p.fields(eventlog.Fields{"FLEXIQ_THREADS": strconv.Itoa(n)}),
-				"pool=%s threads per worker: %s", p.name, describeThreads(n, origin, p.threads.n))
+			p.log.Event(eventlog.Lifecycle, eventlog.Notice, eventlog.Fields{"FLEXIQ_THREADS": strconv.Itoa(n)},
+				"threads per worker: %s", describeThreads(n, origin, p.threads.n))
 		}
 		p.threads.n, p.threads.origin = n, origin
 	}

@@ -57,7 +57,7 @@ func (p *Pool) beginTick(ctx context.Context) tickRun {
 	listed, err := p.list(ctx)
 	if err != nil {
 		// Without the unit list the current count is unknown: act on nothing.
-		p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil), "pool=%s cannot list workers: %v", p.name, err)
+		p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "cannot list workers: %v", err)
 		run.hold.Rationale, run.done = "hold: cannot list workers", true
 		return run
 	}

@@ -51,13 +51,13 @@ func (p *Pool) rewatch(ctx context.Context) {
 	p.watch.src = src
 	w, ok := src.(source.Watcher)
 	if !ok {
-		p.log.Event(eventlog.Lifecycle, eventlog.Info, p.fields(nil),
-			"pool=%s wake-up is off: its source has no way to tell when work arrives; polling every %s", p.name, poll)
+		p.log.Event(eventlog.Lifecycle, eventlog.Info, nil,
+			"wake-up is off: its source has no way to tell when work arrives; polling every %s", poll)
 		return
 	}
 	if os.Getenv(noWakeEnv) != "" {
-		p.log.Event(eventlog.Lifecycle, eventlog.Info, p.fields(nil),
-			"pool=%s wake-up is off: %s is set; polling every %s", p.name, noWakeEnv, poll)
+		p.log.Event(eventlog.Lifecycle, eventlog.Info, nil,
+			"wake-up is off: %s is set; polling every %s", noWakeEnv, poll)
 		return
 	}
 	wctx, cancel := context.WithCancel(ctx)
@@ -76,13 +76,13 @@ func (p *Pool) rewatch(ctx context.Context) {
 		how, err := w.Watch(wctx, wake)
 		if err != nil {
 			if wctx.Err() == nil {
-				p.log.Event(eventlog.Lifecycle, eventlog.Warning, p.fields(nil),
-					"pool=%s wake-up is off, polling every %s: %v", p.name, poll, err)
+				p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil,
+					"wake-up is off, polling every %s: %v", poll, err)
 			}
 			return
 		}
-		p.log.Event(eventlog.Lifecycle, eventlog.Info, p.fields(nil),
-			"pool=%s wake-up is active: %s; at most one extra tick per %s, polling every %s as the fallback", p.name, how, wakeGap, poll)
+		p.log.Event(eventlog.Lifecycle, eventlog.Info, nil,
+			"wake-up is active: %s; at most one extra tick per %s, polling every %s as the fallback", how, wakeGap, poll)
 		relayWakes(wctx, events, p.clock, p.kick)
 	}()
 }
