@@ -79,6 +79,10 @@ func diffStruct(a, b reflect.Value, prefix string) []string {
 			continue
 		}
 		fa, fb := a.Field(i), b.Field(i)
+		if t.Name() == "Source" && f.Name == "Settings" {
+			keys = append(keys, diffSettings(fa.Interface(), fb.Interface(), prefix)...)
+			continue
+		}
 		if key == flattened {
 			// A family of source settings: its keys are the table's own.
 			keys = append(keys, diffStruct(fa, fb, prefix)...)

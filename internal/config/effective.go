@@ -58,14 +58,13 @@ type effectivePool struct {
 	StartCondition            []string          `toml:"start_condition,omitempty"`
 	QuietSignal               string            `toml:"quiet_signal,omitempty"`
 	QuietPeriodSec            float64           `toml:"quiet_period_sec,omitzero"`
-	Source                    effectiveSource   `toml:"source"`
+	Source                    any               `toml:"source"` // effectiveSource, or effectiveSourceOf's struct
 	Limits                    *effectiveLimits  `toml:"limits,omitempty"`
 	effectiveScaling
 }
 
 type effectiveSource struct {
 	Type      string   `toml:"type"`
-	Path      string   `toml:"path,omitempty"`
 	Queues    []string `toml:"queues,omitempty"`
 	Namespace string   `toml:"namespace,omitempty"`
 	Query     string   `toml:"query,omitempty"`
@@ -132,7 +131,6 @@ func WriteEffective(w io.Writer, c *Config) error {
 			QuietPeriodSec:            p.QuietPeriod.Seconds(),
 			Source: effectiveSource{
 				Type:      p.Source.Type,
-				Path:      p.Source.Path,
 				Queues:    p.Source.Queues,
 				Namespace: p.Source.Namespace,
 				Query:     p.Source.Query,
@@ -145,6 +143,9 @@ func WriteEffective(w io.Writer, c *Config) error {
 				effectivePrometheus: p.Source.effectivePrometheus(),
 				effectiveCommand:    p.Source.effectiveCommand(),
 			},
+		}
+		if es := effectiveSourceOf(p.Source); es != nil {
+			e.Source = es
 		}
 		// app and exec together are an error, and exec is derived from app.
 		if p.App == "" {

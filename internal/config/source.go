@@ -1,17 +1,9 @@
 package config
 
 import (
-	"maps"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
-)
-
-// Source types of the SQLite family, which live in this file.
-const (
-	SourceFlexiqSQLite = "flexiq-sqlite" // flexiq's own task table
-	SourceSQLiteQuery  = "sqlite-query"  // any SQLite file, via a SELECT returning pending, running
 )
 
 // A sourceKind is one source type as the loader knows it: the keys it takes
@@ -36,27 +28,27 @@ func registerSource(k sourceKind) {
 }
 
 // SourceTypes lists the registered source types, sorted.
-func SourceTypes() []string { return slices.Sorted(maps.Keys(sourceKinds)) }
-
-func init() {
-	registerSource(sourceKind{name: SourceFlexiqSQLite, keys: []string{"path", "queues", "namespace"}, check: checkSQLite})
-	registerSource(sourceKind{name: SourceSQLiteQuery, keys: []string{"path", "query"}, check: checkSQLite})
-}
+func SourceTypes() []string { return allSourceTypes() }
 
 // source builds and checks the [pools.NAME.source] table.
 func (l *loader) source(p *Pool, r *rawSource, key func(string) string) {
 	s := &p.Source
 	l.str(key("type"), r.Type, &s.Type)
+	t, typed := sourceTypes[s.Type]
 	kind, known := sourceKinds[s.Type]
-	if !known {
+	if !known && !typed {
 		l.add(key("type"), "unknown source type %q (want one of %s)", s.Type, strings.Join(SourceTypes(), ", "))
 		return // which keys belong depends on the type
 	}
 	for _, k := range setKeys(r) {
-		if k == "type" || slices.Contains(kind.keys, k) {
+		if k == "type" || typeTakes(s.Type, k) {
 			continue
 		}
 		l.add(key(k), "only for %s sources, not %s", strings.Join(typesTaking(k), ", "), s.Type)
+	}
+	if typed {
+		l.decodeSource(s, t, r, key)
+		return
 	}
 	// The checks see only the keys their type takes.
 	mine := *r
@@ -103,44 +95,11 @@ func walkKeys(v reflect.Value, fn func(name string, v *value)) {
 func typesTaking(key string) []string {
 	var types []string
 	for _, name := range SourceTypes() {
-		if slices.Contains(sourceKinds[name].keys, key) {
+		if typeTakes(name, key) {
 			types = append(types, name)
 		}
 	}
 	return types
-}
-
-// checkSQLite checks the SQLite family: a database file, and for
-// sqlite-query the query.
-func checkSQLite(l *loader, s *Source, r *rawSource, key func(string) string) {
-	switch {
-	case !r.Path.set():
-		l.add(key("path"), "missing: the database file to read")
-	case !l.str(key("path"), r.Path, &s.Path):
-	case !filepath.IsAbs(s.Path):
-		l.add(key("path"), "must be an absolute path")
-	default:
-		// As written: the daemon would hold the pool at 0 for ever,
-		// with the file there for everyone but itself to see. This
-		// holds under `run --user` too, which has no such sandbox, so
-		// that a file means the same to both managers. CheckPaths
-		// follows the symlinks.
-		if h, hidden := hiddenBy(filepath.Clean(s.Path)); hidden {
-			l.add(key("path"), "%s is invisible to the daemon: %s", s.Path, h.explain())
-		}
-	}
-	l.queues(s, r, key)
-	l.str(key("namespace"), r.Namespace, &s.Namespace)
-	if s.Type != SourceSQLiteQuery {
-		return
-	}
-	hasQuery := l.str(key("query"), r.Query, &s.Query)
-	switch {
-	case !r.Query.set():
-		l.add(key("query"), "required for %s sources: a SELECT returning pending, running", SourceSQLiteQuery)
-	case hasQuery && strings.TrimSpace(s.Query) == "":
-		l.add(key("query"), "must not be empty")
-	}
 }
 
 // queues reads the queues key, shared by most types.
@@ -153,4 +112,15 @@ func (l *loader) queues(s *Source, r *rawSource, key func(string) string) {
 			s.Queues = nil // an empty filter means all queues, as an absent one does
 		}
 	}
+}
+
+// rawValue is key's value in a raw source table.
+func rawValue(r *rawSource, key string) value {
+	var found value
+	walkKeys(reflect.ValueOf(r).Elem(), func(name string, v *value) {
+		if name == key {
+			found = *v
+		}
+	})
+	return found
 }

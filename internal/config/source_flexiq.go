@@ -60,7 +60,7 @@ func checkFlexiqNet(l *loader, s *Source, r *rawSource, key func(string) string)
 
 // threadsAutoSources are the source types that can read threads_per_worker
 // from flexiq's workers table or registry.
-var threadsAutoSources = []string{SourceFlexiqPostgres, SourceFlexiqRedis, SourceFlexiqSQLite}
+var threadsAutoSources = []string{SourceFlexiqPostgres, SourceFlexiqRedis}
 
 // DefaultThreadsFallback is the threads_per_worker that "auto" falls back
 // to when no live worker says: flexiq's own default (AutoscaleConfig), as for

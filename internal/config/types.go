@@ -105,13 +105,15 @@ type Pool struct {
 	Scaling Scaling
 }
 
-// Source is the [pools.NAME.source] table. Type says which of the other
-// fields apply; each source type registers its keys and its checks (see
-// source.go), and the settings of a family of types live in a struct of
-// their own, in a file of their own.
+// Source is the [pools.NAME.source] table. A type registered with
+// RegisterSourceType (sourcetype.go) keeps its settings in Settings, a
+// struct of its own file in internal/source; the types still registered in
+// source.go use the fields below it.
 type Source struct {
-	Type      string   // a registered source type, e.g. "flexiq-sqlite"
-	Path      string   // SQLite types: the database file
+	Type string // a registered source type, e.g. "flexiq-sqlite"
+	// Settings are the checked settings of a RegisterSourceType type, as
+	// its Decode returned them; nil for the others.
+	Settings  any
 	Queues    []string // the queues to read (summed); for flexiq types a filter, empty = all
 	Namespace string   // flexiq types: optional namespace filter; empty = no filter
 	Query     string   // sqlite-query: read-only SELECT returning pending, running[, paused]

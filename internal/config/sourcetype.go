@@ -1,0 +1,246 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// DefaultSourceType is the type of a pool whose source table names none.
+const DefaultSourceType = "flexiq-sqlite"
+
+// A SourceType is one source type as its own file in internal/source
+// declares it: its keys, documented, and the checks that turn the table into
+// its settings. The file registers it once, from an init function, with the
+// opener beside it; config keeps no list of types of its own and so never
+// imports the package that implements them.
+type SourceType struct {
+	// Name is what type = "..." says, e.g. "flexiq-sqlite".
+	Name string
+	// Doc is one paragraph for the type's table in the reference.
+	Doc string
+	// Keys are the keys the type takes besides type, in the order the
+	// reference lists them. Any other key of the table is refused before
+	// Decode runs.
+	Keys []KeyDoc
+	// Decode checks the table through d and returns the type's settings, a
+	// struct value comparable with reflect.DeepEqual (reload diffs) whose
+	// exported fields carry their keys as toml tags (WriteEffective, Diff).
+	// Problems go to d; what Decode returns then is not used.
+	Decode func(d *SourceDecoder) any
+	// Threads says the type can read threads_per_worker = "auto" from
+	// flexiq's live workers.
+	Threads bool
+	// Demand says the type reads arrivals and service times, for
+	// demand = "littles_law".
+	Demand bool
+}
+
+// LocalFile is implemented by the settings of a type that reads a file on
+// this machine (a SQLite database): CheckPaths follows its symlinks, and
+// Warnings says when it does not exist yet.
+type LocalFile interface {
+	// LocalFile returns the file's key in the table and its path.
+	LocalFile() (key, path string)
+}
+
+// localFile is the file s reads, if any.
+func localFile(s Source) (key, path string, ok bool) {
+	if f, is := s.Settings.(LocalFile); is {
+		key, path = f.LocalFile()
+		return key, path, path != ""
+	}
+	return "", "", false
+}
+
+var sourceTypes = map[string]SourceType{}
+
+// RegisterSourceType adds a source type. It panics on a name registered
+// twice: two files claiming one type is a build mistake.
+func RegisterSourceType(t SourceType) {
+	if _, dup := sourceTypes[t.Name]; dup {
+		panic("config: source type registered twice: " + t.Name)
+	}
+	if _, dup := sourceKinds[t.Name]; dup {
+		panic("config: source type registered twice: " + t.Name)
+	}
+	sourceTypes[t.Name] = t
+}
+
+// SourceTypeDocs documents the table of each registered type, sorted by
+// name, for the generated reference.
+func SourceTypeDocs() []TableDoc {
+	var docs []TableDoc
+	for _, name := range SourceTypes() {
+		t, ok := sourceTypes[name]
+		if !ok {
+			continue
+		}
+		keys := append([]KeyDoc{{Name: "type", Type: "string", Required: true,
+			Limits: fmt.Sprintf("%q", name), Doc: "The source type."}}, t.Keys...)
+		docs = append(docs, TableDoc{Name: fmt.Sprintf("pools.NAME.source (type = %q)", name), Doc: t.Doc, Keys: keys})
+	}
+	return docs
+}
+
+func (t SourceType) keyNames() []string {
+	names := make([]string, len(t.Keys))
+	for i, k := range t.Keys {
+		names[i] = k.Name
+	}
+	return names
+}
+
+// decodeSource hands the table to its type's Decode. The keys the type does
+// not take have been reported already; Decode sees only its own.
+func (l *loader) decodeSource(s *Source, t SourceType, r *rawSource, key func(string) string) {
+	d := &SourceDecoder{l: l, typ: s.Type, key: key, keys: map[string]value{}}
+	mine := t.keyNames()
+	for _, k := range setKeys(r) {
+		if slices.Contains(mine, k) {
+			d.keys[k] = rawValue(r, k)
+		}
+	}
+	before := len(l.problems)
+	settings := t.Decode(d)
+	if len(l.problems) == before {
+		s.Settings = settings
+	}
+}
+
+// SourceDecoder is what a source type's Decode reads its table through. Its
+// getters copy a key into dst when it is written and of the right type, and
+// report whether they did; a wrong type is reported under the key's full
+// name, "pools.NAME.source.KEY", as every other problem of the file is.
+type SourceDecoder struct {
+	l    *loader
+	typ  string
+	key  func(string) string
+	keys map[string]value
+}
+
+// Type is the source type being decoded.
+func (d *SourceDecoder) Type() string { return d.typ }
+
+// Has says whether key is written in the table.
+func (d *SourceDecoder) Has(key string) bool { return d.keys[key].set() }
+
+// Errorf reports a problem with key.
+func (d *SourceDecoder) Errorf(key, format string, args ...any) {
+	d.l.add(d.key(key), format, args...)
+}
+
+// String reads a string.
+func (d *SourceDecoder) String(key string, dst *string) bool {
+	return d.l.str(d.key(key), d.keys[key], dst)
+}
+
+// Strings reads an array of strings.
+func (d *SourceDecoder) Strings(key string, dst *[]string) bool {
+	return d.l.strings(d.key(key), d.keys[key], dst)
+}
+
+// Int reads an integer that fits in 32 bits.
+func (d *SourceDecoder) Int(key string, dst *int) bool {
+	return d.l.integer(d.key(key), d.keys[key], dst)
+}
+
+// Number reads a finite number, integers included.
+func (d *SourceDecoder) Number(key string, dst *float64) bool {
+	return d.l.number(d.key(key), d.keys[key], dst)
+}
+
+// Seconds reads a number of seconds.
+func (d *SourceDecoder) Seconds(key string, dst *time.Duration) bool {
+	return d.l.seconds(d.key(key), d.keys[key], dst)
+}
+
+// StringMap reads a table of strings.
+func (d *SourceDecoder) StringMap(key string, dst *map[string]string) bool {
+	return d.l.stringMap(d.key(key), d.keys[key], dst)
+}
+
+// Raw is key's value as the TOML decoder found it (nil when absent), for a
+// type whose key takes more than one shape.
+func (d *SourceDecoder) Raw(key string) any { return d.keys[key].raw }
+
+// Queues reads the queues key that most types share: queue names, none
+// empty; an empty list is no filter, as an absent one is (nil).
+func (d *SourceDecoder) Queues(dst *[]string) {
+	if d.Strings("queues", dst) {
+		if slices.Contains(*dst, "") {
+			d.Errorf("queues", "queue names must not be empty")
+		}
+		if len(*dst) == 0 {
+			*dst = nil
+		}
+	}
+}
+
+// LocalFile reads key as the absolute path of a file the daemon reads, and
+// refuses one that the daemon's sandbox hides (hidden.go). what says what the
+// file is, for the problem of a missing key.
+func (d *SourceDecoder) LocalFile(key, what string, dst *string) {
+	switch {
+	case !d.Has(key):
+		d.Errorf(key, "missing: %s", what)
+	case !d.String(key, dst):
+	case !filepath.IsAbs(*dst):
+		d.Errorf(key, "must be an absolute path")
+	default:
+		// As written: the daemon would hold the pool at 0 for ever,
+		// with the file there for everyone but itself to see. This
+		// holds under `run --user` too, which has no such sandbox, so
+		// that a file means the same to both managers. CheckPaths
+		// follows the symlinks.
+		if h, hidden := hiddenBy(filepath.Clean(*dst)); hidden {
+			d.Errorf(key, "%s is invisible to the daemon: %s", *dst, h.explain())
+		}
+	}
+}
+
+// allSourceTypes lists the types of both registries, sorted.
+func allSourceTypes() []string {
+	var names []string
+	for name := range sourceTypes {
+		names = append(names, name)
+	}
+	for name := range sourceKinds {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// threadsSources lists the types that can read threads_per_worker = "auto".
+func threadsSources() []string {
+	var names []string
+	for _, name := range allSourceTypes() {
+		if sourceTypes[name].Threads || slices.Contains(threadsAutoSources, name) {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// demandSources names the types that can feed demand = "littles_law",
+// quoted.
+func demandSources() string {
+	var names []string
+	for _, name := range allSourceTypes() {
+		if sourceTypes[name].Demand {
+			names = append(names, fmt.Sprintf("%q", name))
+		}
+	}
+	return strings.Join(names, " or ")
+}
+
+// typeTakes says whether source type name takes key.
+func typeTakes(name, key string) bool {
+	if t, ok := sourceTypes[name]; ok {
+		return slices.Contains(t.keyNames(), key)
+	}
+	return slices.Contains(sourceKinds[name].keys, key)
+}
