@@ -44,7 +44,6 @@ var keyNames = map[string]string{
 	"Source.Redis":              flattened,
 	"Source.Postgres":           flattened,
 	"Source.Prometheus":         flattened,
-	"Source.Command":            flattened,
 	"Pool.Name":                 "",
 	"Pool.ThreadsAuto":          "threads_per_worker",
 	"Pool.UserExplicit":         "user",

@@ -74,7 +74,6 @@ type effectiveSource struct {
 	effectiveRedis
 	effectivePostgres
 	effectivePrometheus
-	effectiveCommand
 }
 
 type effectiveLimits struct {
@@ -141,7 +140,6 @@ func WriteEffective(w io.Writer, c *Config) error {
 				effectiveRedis:      p.Source.effectiveRedis(),
 				effectivePostgres:   p.Source.effectivePostgres(),
 				effectivePrometheus: p.Source.effectivePrometheus(),
-				effectiveCommand:    p.Source.effectiveCommand(),
 			},
 		}
 		if es := effectiveSourceOf(p.Source); es != nil {

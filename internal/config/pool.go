@@ -151,7 +151,7 @@ func (l *loader) pool(name string, r *rawPool, daemonPoll time.Duration) *Pool {
 	}
 	l.drainSignal(p, r, key)
 	l.readiness(p, r, key)
-	l.source(p, &r.Source, func(k string) string { return key("source", k) })
+	l.source(p, r.Source, func(k string) string { return key("source", k) })
 	l.demand(p, r, key)
 	l.warm(p, r, key)
 	if threads := threadsSources(); p.ThreadsAuto && !slices.Contains(threads, p.Source.Type) {

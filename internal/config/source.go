@@ -1,6 +1,7 @@
 package config
 
 import (
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -30,50 +31,36 @@ func registerSource(k sourceKind) {
 // SourceTypes lists the registered source types, sorted.
 func SourceTypes() []string { return allSourceTypes() }
 
-// source builds and checks the [pools.NAME.source] table.
-func (l *loader) source(p *Pool, r *rawSource, key func(string) string) {
+// source builds and checks the [pools.NAME.source] table: its type, then
+// the keys the type does not take, then the type's own checks, which see
+// only its keys.
+func (l *loader) source(p *Pool, r rawSourceTable, key func(string) string) {
 	s := &p.Source
-	l.str(key("type"), r.Type, &s.Type)
+	l.str(key("type"), r["type"], &s.Type)
 	t, typed := sourceTypes[s.Type]
 	kind, known := sourceKinds[s.Type]
 	if !known && !typed {
 		l.add(key("type"), "unknown source type %q (want one of %s)", s.Type, strings.Join(SourceTypes(), ", "))
 		return // which keys belong depends on the type
 	}
-	for _, k := range setKeys(r) {
-		if k == "type" || typeTakes(s.Type, k) {
-			continue
+	mine := rawSourceTable{}
+	for _, k := range slices.Sorted(maps.Keys(r)) {
+		switch {
+		case k == "type":
+		case typeTakes(s.Type, k):
+			mine[k] = r[k]
+		case isSourceKey(k):
+			l.add(key(k), "only for %s sources, not %s", strings.Join(typesTaking(k), ", "), s.Type)
 		}
-		l.add(key(k), "only for %s sources, not %s", strings.Join(typesTaking(k), ", "), s.Type)
+		// Keys no type takes were reported with the file's unknown keys.
 	}
 	if typed {
-		l.decodeSource(s, t, r, key)
+		l.decodeSource(s, t, mine, key)
 		return
 	}
-	// The checks see only the keys their type takes.
-	mine := *r
-	clearKeys(&mine, kind.keys)
-	kind.check(l, s, &mine, key)
-}
-
-// setKeys lists the keys written in a source table, by their TOML names.
-func setKeys(r *rawSource) []string {
-	var keys []string
-	walkKeys(reflect.ValueOf(r).Elem(), func(name string, v *value) {
-		if v.set() {
-			keys = append(keys, name)
-		}
-	})
-	return keys
-}
-
-// clearKeys unsets every key that is not in keep (type always stays).
-func clearKeys(r *rawSource, keep []string) {
-	walkKeys(reflect.ValueOf(r).Elem(), func(name string, v *value) {
-		if name != "type" && !slices.Contains(keep, name) {
-			*v = value{}
-		}
-	})
+	var old rawSource
+	walkKeys(reflect.ValueOf(&old).Elem(), func(name string, v *value) { *v = mine[name] })
+	kind.check(l, s, &old, key)
 }
 
 // walkKeys visits every value field of a raw table, embedded structs
@@ -112,15 +99,4 @@ func (l *loader) queues(s *Source, r *rawSource, key func(string) string) {
 			s.Queues = nil // an empty filter means all queues, as an absent one does
 		}
 	}
-}
-
-// rawValue is key's value in a raw source table.
-func rawValue(r *rawSource, key string) value {
-	var found value
-	walkKeys(reflect.ValueOf(r).Elem(), func(name string, v *value) {
-		if name == key {
-			found = *v
-		}
-	})
-	return found
 }

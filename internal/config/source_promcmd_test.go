@@ -67,8 +67,8 @@ func TestPrometheusAndCommandSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = c.Pools["email"].Source
-	if !slices.Equal(got.Command.Command, []string{"/usr/local/bin/q", "--queue", "mail"}) || got.Command.TimeoutSec != DefaultCommandTimeoutSec {
-		t.Errorf("command defaults: %+v", got.Command)
+	if !slices.Equal(setting(got, "command").([]string), []string{"/usr/local/bin/q", "--queue", "mail"}) || setting(got, "timeout_sec") != 10.0 {
+		t.Errorf("command defaults: %+v", got.Settings)
 	}
 	if got.Prometheus != (Prometheus{}) {
 		t.Errorf("a command source has prometheus settings: %+v", got.Prometheus)

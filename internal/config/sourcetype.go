@@ -95,14 +95,8 @@ func (t SourceType) keyNames() []string {
 
 // decodeSource hands the table to its type's Decode. The keys the type does
 // not take have been reported already; Decode sees only its own.
-func (l *loader) decodeSource(s *Source, t SourceType, r *rawSource, key func(string) string) {
-	d := &SourceDecoder{l: l, typ: s.Type, key: key, keys: map[string]value{}}
-	mine := t.keyNames()
-	for _, k := range setKeys(r) {
-		if slices.Contains(mine, k) {
-			d.keys[k] = rawValue(r, k)
-		}
-	}
+func (l *loader) decodeSource(s *Source, t SourceType, r rawSourceTable, key func(string) string) {
+	d := &SourceDecoder{l: l, typ: s.Type, key: key, keys: r}
 	before := len(l.problems)
 	settings := t.Decode(d)
 	if len(l.problems) == before {
@@ -201,6 +195,16 @@ func (d *SourceDecoder) LocalFile(key, what string, dst *string) {
 	}
 }
 
+// Hidden says whether the daemon's sandbox hides path (hidden.go), and why,
+// for a file that the daemon itself opens or runs.
+func (d *SourceDecoder) Hidden(path string) (why string, hidden bool) {
+	h, hidden := hiddenBy(filepath.Clean(path))
+	if !hidden {
+		return "", false
+	}
+	return fmt.Sprintf(h.reason, h.dir), true
+}
+
 // allSourceTypes lists the types of both registries, sorted.
 func allSourceTypes() []string {
 	var names []string
@@ -235,6 +239,24 @@ func demandSources() string {
 		}
 	}
 	return strings.Join(names, " or ")
+}
+
+// isSourceKey says whether any source type takes key (type included).
+func isSourceKey(key string) bool {
+	return key == "type" || len(typesTaking(key)) > 0
+}
+
+// sourceKeyNames lists every key a source table may hold, sorted.
+func sourceKeyNames() []string {
+	names := []string{"type"}
+	for _, t := range sourceTypes {
+		names = append(names, t.keyNames()...)
+	}
+	for _, k := range sourceKinds {
+		names = append(names, k.keys...)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // typeTakes says whether source type name takes key.

@@ -130,8 +130,6 @@ type Source struct {
 	Postgres Postgres
 	// Prometheus holds the prometheus type's settings.
 	Prometheus Prometheus
-	// Command holds the command type's settings.
-	Command Command
 }
 
 // Conn is where a network source connects. The credentials never sit in the
