@@ -43,7 +43,6 @@ var keyNames = map[string]string{
 	"Source.Conn":               flattened,
 	"Source.Redis":              flattened,
 	"Source.Postgres":           flattened,
-	"Source.Prometheus":         flattened,
 	"Pool.Name":                 "",
 	"Pool.ThreadsAuto":          "threads_per_worker",
 	"Pool.UserExplicit":         "user",

@@ -126,10 +126,18 @@ func TestDiffCoversEveryField(t *testing.T) {
 // Every key of a registered source type's settings, when changed, is
 // reported as that key of the source table, and one the type takes.
 func TestDiffSourceSettings(t *testing.T) {
-	for _, typ := range []struct{ name, table string }{
+	types := []struct{ name, table string }{
 		{"flexiq-sqlite", `path = "/var/lib/q.db"`},
 		{"sqlite-query", `path = "/var/lib/q.db"` + "\nquery = \"SELECT 1, 1\""},
-	} {
+		{"command", `command = ["/usr/bin/q"]`},
+		{"prometheus", `url = "http://h"` + "\npending_query = \"q\""},
+	}
+	for name := range sourceTypes {
+		if !slices.ContainsFunc(types, func(t struct{ name, table string }) bool { return t.name == name }) {
+			t.Errorf("source type %s: no table to test its settings' diff with", name)
+		}
+	}
+	for _, typ := range types {
 		c, err := parse("/etc/x.toml", []byte("[pools.p]\napp = \"a:q\"\n[pools.p.source]\ntype = \""+typ.name+"\"\n"+typ.table))
 		if err != nil {
 			t.Fatalf("%s: %v", typ.name, err)

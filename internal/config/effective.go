@@ -73,7 +73,6 @@ type effectiveSource struct {
 	effectiveConn
 	effectiveRedis
 	effectivePostgres
-	effectivePrometheus
 }
 
 type effectiveLimits struct {
@@ -136,10 +135,9 @@ func WriteEffective(w io.Writer, c *Config) error {
 				Schema:    p.Source.Schema,
 				KeyPrefix: p.Source.KeyPrefix,
 
-				effectiveConn:       p.Source.effectiveConn(),
-				effectiveRedis:      p.Source.effectiveRedis(),
-				effectivePostgres:   p.Source.effectivePostgres(),
-				effectivePrometheus: p.Source.effectivePrometheus(),
+				effectiveConn:     p.Source.effectiveConn(),
+				effectiveRedis:    p.Source.effectiveRedis(),
+				effectivePostgres: p.Source.effectivePostgres(),
 			},
 		}
 		if es := effectiveSourceOf(p.Source); es != nil {

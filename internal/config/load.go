@@ -124,7 +124,6 @@ type rawSource struct {
 	rawConn
 	rawRedis
 	rawPostgres
-	rawPrometheus
 }
 
 type rawLimits struct {

@@ -3,6 +3,7 @@ package config
 import (
 	"reflect"
 	"strings"
+	"time"
 )
 
 // A source type's settings are a struct of its own package; config reads
@@ -35,7 +36,7 @@ func settingsKey(f reflect.StructField) string {
 
 // effectiveSourceOf is the source table as WriteEffective writes it: type,
 // then the settings' keys in their declared order, each with its tag
-// (omitempty and all).
+// (omitempty and all); a time.Duration is written in seconds.
 func effectiveSourceOf(s Source) any {
 	if s.Settings == nil {
 		return nil
@@ -44,7 +45,11 @@ func effectiveSourceOf(s Source) any {
 	fields := []reflect.StructField{{Name: "Type", Type: reflect.TypeFor[string](), Tag: `toml:"type"`}}
 	var values []reflect.Value
 	settingsFields(v, func(f reflect.StructField, fv reflect.Value) {
-		fields = append(fields, reflect.StructField{Name: f.Name, Type: f.Type, Tag: f.Tag})
+		if f.Type == reflect.TypeFor[time.Duration]() {
+			// As every duration of the file: seconds, fractions kept.
+			fv = reflect.ValueOf(fv.Interface().(time.Duration).Seconds())
+		}
+		fields = append(fields, reflect.StructField{Name: f.Name, Type: fv.Type(), Tag: f.Tag})
 		values = append(values, fv)
 	})
 	out := reflect.New(reflect.StructOf(fields)).Elem()

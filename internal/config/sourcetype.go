@@ -28,11 +28,15 @@ type SourceType struct {
 	// Decode checks the table through d and returns the type's settings, a
 	// struct value comparable with reflect.DeepEqual (reload diffs) whose
 	// exported fields carry their keys as toml tags (WriteEffective, Diff).
-	// Problems go to d; what Decode returns then is not used.
+	// With problems (reported to d), what it returns is only read by the
+	// checks that follow; the configuration is refused anyway.
 	Decode func(d *SourceDecoder) any
 	// Threads says the type can read threads_per_worker = "auto" from
 	// flexiq's live workers.
 	Threads bool
+	// PromQL says the type's settings are a PromQLSource: trigger rules
+	// may use promql() against its server.
+	PromQL bool
 	// Demand says the type reads arrivals and service times, for
 	// demand = "littles_law".
 	Demand bool
@@ -97,11 +101,9 @@ func (t SourceType) keyNames() []string {
 // not take have been reported already; Decode sees only its own.
 func (l *loader) decodeSource(s *Source, t SourceType, r rawSourceTable, key func(string) string) {
 	d := &SourceDecoder{l: l, typ: s.Type, key: key, keys: r}
-	before := len(l.problems)
-	settings := t.Decode(d)
-	if len(l.problems) == before {
-		s.Settings = settings
-	}
+	// Kept even with problems, as the old fields were: the checks that
+	// follow (trigger rules) read what could be read.
+	s.Settings = t.Decode(d)
 }
 
 // SourceDecoder is what a source type's Decode reads its table through. Its
@@ -227,6 +229,25 @@ func threadsSources() []string {
 		}
 	}
 	return names
+}
+
+// PromQLSource is implemented by the settings of a type that serves the
+// promql() of trigger rules (rules.go).
+type PromQLSource interface {
+	// PromQLScrapeInterval is the server's scrape interval, against which
+	// range windows are checked; 0 means DefaultScrapeInterval.
+	PromQLScrapeInterval() time.Duration
+}
+
+// promQLSources names the types whose settings serve promql(), quoted.
+func promQLSources() string {
+	var names []string
+	for _, name := range allSourceTypes() {
+		if sourceTypes[name].PromQL {
+			names = append(names, fmt.Sprintf("%q", name))
+		}
+	}
+	return strings.Join(names, " or ")
 }
 
 // demandSources names the types that can feed demand = "littles_law",

@@ -128,19 +128,32 @@ type Source struct {
 	Redis Redis
 	// Postgres holds postgres-query's settings and its presets'.
 	Postgres Postgres
-	// Prometheus holds the prometheus type's settings.
-	Prometheus Prometheus
 }
 
 // Conn is where a network source connects. The credentials never sit in the
 // configuration file in clear: the URL may come from a file or a systemd
 // credential, and the password from another.
+//
+// A source type's settings embed it: its keys are then the table's own
+// (WriteEffective, Diff), and SourceConn tells CheckCredentials where the
+// secrets are.
 type Conn struct {
-	URL                string // redis://, postgres://, http(s):// without a password
-	URLFile            string // a root-only file holding the URL
-	URLCredential      string // a systemd credential ($CREDENTIALS_DIRECTORY/NAME) holding the URL
-	PasswordFile       string // a root-only file holding the password
-	PasswordCredential string // a systemd credential holding the password
+	URL                string `toml:"url,omitempty"`                 // redis://, postgres://, http(s):// without a password
+	URLFile            string `toml:"url_file,omitempty"`            // a root-only file holding the URL
+	URLCredential      string `toml:"url_credential,omitempty"`      // a systemd credential ($CREDENTIALS_DIRECTORY/NAME) holding the URL
+	PasswordFile       string `toml:"password_file,omitempty"`       // a root-only file holding the password
+	PasswordCredential string `toml:"password_credential,omitempty"` // a systemd credential holding the password
+}
+
+// SourceConn returns c; settings that embed a Conn have it too.
+func (c Conn) SourceConn() Conn { return c }
+
+// connOf is where s connects: its settings' Conn, or the old field.
+func connOf(s Source) Conn {
+	if c, ok := s.Settings.(interface{ SourceConn() Conn }); ok {
+		return c.SourceConn()
+	}
+	return s.Conn
 }
 
 // Limits is the optional [pools.NAME.limits] table, passed as unit properties.
