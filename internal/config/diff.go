@@ -41,7 +41,6 @@ const flattened = "."
 // not a setting at all.
 var keyNames = map[string]string{
 	"Source.Conn":               flattened,
-	"Source.Redis":              flattened,
 	"Source.Postgres":           flattened,
 	"Pool.Name":                 "",
 	"Pool.ThreadsAuto":          "threads_per_worker",

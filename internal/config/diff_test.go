@@ -131,6 +131,12 @@ func TestDiffSourceSettings(t *testing.T) {
 		{"sqlite-query", `path = "/var/lib/q.db"` + "\nquery = \"SELECT 1, 1\""},
 		{"command", `command = ["/usr/bin/q"]`},
 		{"prometheus", `url = "http://h"` + "\npending_query = \"q\""},
+		{"redis", `url = "redis://h"` + "\nkeys = [{ key = \"q\" }]"},
+		{"bullmq", `url = "redis://h"` + "\nqueues = [\"q\"]"},
+		{"celery", `url = "redis://h"` + "\nqueues = [\"q\"]"},
+		{"rq", `url = "redis://h"` + "\nqueues = [\"q\"]"},
+		{"sidekiq", `url = "redis://h"` + "\nqueues = [\"q\"]"},
+		{"flexiq-redis", `url = "redis://h"` + "\nqueues = [\"q\"]"},
 	}
 	for name := range sourceTypes {
 		if !slices.ContainsFunc(types, func(t struct{ name, table string }) bool { return t.name == name }) {

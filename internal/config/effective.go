@@ -69,9 +69,7 @@ type effectiveSource struct {
 	Namespace string   `toml:"namespace,omitempty"`
 	Query     string   `toml:"query,omitempty"`
 	Schema    string   `toml:"schema,omitempty"`
-	KeyPrefix string   `toml:"key_prefix,omitempty"`
 	effectiveConn
-	effectiveRedis
 	effectivePostgres
 }
 
@@ -133,10 +131,8 @@ func WriteEffective(w io.Writer, c *Config) error {
 				Namespace: p.Source.Namespace,
 				Query:     p.Source.Query,
 				Schema:    p.Source.Schema,
-				KeyPrefix: p.Source.KeyPrefix,
 
 				effectiveConn:     p.Source.effectiveConn(),
-				effectiveRedis:    p.Source.effectiveRedis(),
 				effectivePostgres: p.Source.effectivePostgres(),
 			},
 		}

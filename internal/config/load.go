@@ -120,9 +120,7 @@ type rawSource struct {
 	Namespace value `toml:"namespace"`
 	Query     value `toml:"query"`
 	Schema    value `toml:"schema"`
-	KeyPrefix value `toml:"key_prefix"`
 	rawConn
-	rawRedis
 	rawPostgres
 }
 

@@ -8,26 +8,19 @@ import "regexp"
 // redis_backend/ for flexiq-redis.
 const (
 	SourceFlexiqPostgres = "flexiq-postgres"
-	SourceFlexiqRedis    = "flexiq-redis"
 )
 
 // Defaults of flexiq's own storage: PostgresStorage::new uses schema
 // "flexiq" (storage/postgres/mod.rs) and RedisStorage::new the key prefix
 // "flexiq:" (storage/redis_backend/mod.rs).
 const (
-	DefaultFlexiqSchema    = "flexiq"
-	DefaultFlexiqKeyPrefix = "flexiq:"
+	DefaultFlexiqSchema = "flexiq"
 )
 
 func init() {
 	registerSource(sourceKind{
 		name:  SourceFlexiqPostgres,
 		keys:  append([]string{"queues", "namespace", "schema"}, connKeys...),
-		check: checkFlexiqNet,
-	})
-	registerSource(sourceKind{
-		name:  SourceFlexiqRedis,
-		keys:  append([]string{"queues", "namespace", "key_prefix"}, connKeys...),
 		check: checkFlexiqNet,
 	})
 }
@@ -46,21 +39,12 @@ func checkFlexiqNet(l *loader, s *Source, r *rawSource, key func(string) string)
 		if l.str(key("schema"), r.Schema, &s.Schema) && !flexiqSchemaRE.MatchString(s.Schema) {
 			l.add(key("schema"), "%q: flexiq takes only letters, digits and underscores", s.Schema)
 		}
-	case SourceFlexiqRedis:
-		l.conn(s, r, key, "redis", "rediss")
-		s.KeyPrefix = DefaultFlexiqKeyPrefix
-		l.str(key("key_prefix"), r.KeyPrefix, &s.KeyPrefix)
-		// flexiq keeps no set of its queue names in Redis: each queue is
-		// its own sorted set, found only by name.
-		if len(s.Queues) == 0 && !r.Queues.set() {
-			l.add(key("queues"), "required for %s sources: flexiq keeps no list of its queues in Redis", SourceFlexiqRedis)
-		}
 	}
 }
 
 // threadsAutoSources are the source types that can read threads_per_worker
 // from flexiq's workers table or registry.
-var threadsAutoSources = []string{SourceFlexiqPostgres, SourceFlexiqRedis}
+var threadsAutoSources = []string{SourceFlexiqPostgres}
 
 // DefaultThreadsFallback is the threads_per_worker that "auto" falls back
 // to when no live worker says: flexiq's own default (AutoscaleConfig), as for

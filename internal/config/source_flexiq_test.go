@@ -21,7 +21,7 @@ func TestFlexiqNetSources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := c.Pools["email"].Source; s.KeyPrefix != "app:" || s.Namespace != "acme" {
+	if s := c.Pools["email"].Source; setting(s, "key_prefix") != "app:" || setting(s, "namespace") != "acme" {
 		t.Errorf("flexiq-redis: %+v", s)
 	}
 	var b strings.Builder

@@ -158,6 +158,43 @@ func (d *SourceDecoder) StringMap(key string, dst *map[string]string) bool {
 	return d.l.stringMap(d.key(key), d.keys[key], dst)
 }
 
+// Key is key's full name in the file, as problems name it:
+// "pools.NAME.source.KEY".
+func (d *SourceDecoder) Key(key string) string { return d.key(key) }
+
+// Names lists the keys written in the table, sorted.
+func (d *SourceDecoder) Names() []string {
+	var names []string
+	for k, v := range d.keys {
+		if v.set() {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// WrongType reports that key holds something else than want ("an array of
+// tables"), saying what it holds.
+func (d *SourceDecoder) WrongType(key, want string) {
+	d.l.wrongType(d.key(key), want, d.keys[key])
+}
+
+// Item decodes element i of the array of tables under key: its problems
+// are named "pools.NAME.source.KEY[i].SUBKEY".
+func (d *SourceDecoder) Item(key string, i int, table map[string]any) *SourceDecoder {
+	keys := make(map[string]value, len(table))
+	for k, v := range table {
+		keys[k] = value{raw: v}
+	}
+	full := fmt.Sprintf("%s[%d]", d.key(key), i)
+	return &SourceDecoder{l: d.l, typ: d.typ, keys: keys, key: func(k string) string { return full + "." + k }}
+}
+
+// EditDistance is the Levenshtein distance between a and b, for a type
+// that suggests the key an unknown one was meant to be.
+func EditDistance(a, b string) int { return editDistance(a, b) }
+
 // Raw is key's value as the TOML decoder found it (nil when absent), for a
 // type whose key takes more than one shape.
 func (d *SourceDecoder) Raw(key string) any { return d.keys[key].raw }

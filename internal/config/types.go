@@ -118,14 +118,9 @@ type Source struct {
 	Namespace string   // flexiq types: optional namespace filter; empty = no filter
 	Query     string   // sqlite-query: read-only SELECT returning pending, running[, paused]
 	Schema    string   // PostgreSQL types: the schema of the queue's tables
-	// KeyPrefix is the prefix of a Redis queue's keys: flexiq's "flexiq:",
-	// BullMQ's prefix option ("bull"), Celery's global_keyprefix.
-	KeyPrefix string
 
 	// Conn is where a network source connects, and as whom.
 	Conn Conn
-	// Redis holds the generic redis type's settings and its presets'.
-	Redis Redis
 	// Postgres holds postgres-query's settings and its presets'.
 	Postgres Postgres
 }
