@@ -6,18 +6,6 @@ import (
 	"slices"
 )
 
-// rawConn holds the connection keys that every network source shares.
-type rawConn struct {
-	URL                value `toml:"url"`
-	URLFile            value `toml:"url_file"`
-	URLCredential      value `toml:"url_credential"`
-	PasswordFile       value `toml:"password_file"`
-	PasswordCredential value `toml:"password_credential"`
-}
-
-// connKeys are the keys of rawConn, for a network type's registration.
-var connKeys = []string{"url", "url_file", "url_credential", "password_file", "password_credential"}
-
 // ConnKeys documents the connection keys every network source takes; what
 // the URL's scheme must be is the type's to say, in its table's Doc.
 var ConnKeys = []KeyDoc{
@@ -33,36 +21,15 @@ var ConnKeys = []KeyDoc{
 		Doc: "A systemd credential holding the password."},
 }
 
-type effectiveConn struct {
-	URL                string `toml:"url,omitempty"`
-	URLFile            string `toml:"url_file,omitempty"`
-	URLCredential      string `toml:"url_credential,omitempty"`
-	PasswordFile       string `toml:"password_file,omitempty"`
-	PasswordCredential string `toml:"password_credential,omitempty"`
-}
-
-func (s Source) effectiveConn() effectiveConn { return effectiveConn(s.Conn) }
-
-// conn checks a network source's connection keys: exactly one of url,
-// url_file and url_credential, with a scheme from schemes when the URL is
-// written out, no credential in it (CheckConnURL: password_file or
-// password_credential carry the password), and absolute paths. The files
+// Conn reads a network source's connection keys (ConnKeys) into c: exactly
+// one of url, url_file and url_credential, with a scheme from schemes when
+// the URL is written out, no credential in it (CheckConnURL: password_file
+// or password_credential carry the password), and absolute paths. The files
 // themselves are judged by CheckCredentials when the daemon loads or
 // reloads the configuration, and by check-config: a missing or unsafe one
 // refuses the configuration before the running one is dropped.
-func (l *loader) conn(s *Source, r *rawSource, key func(string) string, schemes ...string) {
-	l.connKeys(&s.Conn, map[string]value{"url": r.URL, "url_file": r.URLFile, "url_credential": r.URLCredential,
-		"password_file": r.PasswordFile, "password_credential": r.PasswordCredential}, key, schemes)
-}
-
-// Conn reads the connection keys (ConnKeys) into dst: exactly one of url,
-// url_file and url_credential, with a scheme from schemes when the URL is
-// written out and no credential in it, and absolute paths.
-func (d *SourceDecoder) Conn(dst *Conn, schemes ...string) {
-	d.l.connKeys(dst, d.keys, d.key, schemes)
-}
-
-func (l *loader) connKeys(c *Conn, r map[string]value, key func(string) string, schemes []string) {
+func (d *SourceDecoder) Conn(c *Conn, schemes ...string) {
+	l, r, key := d.l, d.keys, d.key
 	n := 0
 	if l.str(key("url"), r["url"], &c.URL) {
 		n++

@@ -32,7 +32,7 @@ func DiffDaemon(old, new *Daemon) []string {
 }
 
 // flattened marks, in keyNames, a struct whose fields are keys of the
-// enclosing table, as the embedded families of rawSource are.
+// enclosing table, as Pool.Scaling's are.
 const flattened = "."
 
 // keyNames maps a field (by "Struct.Field") to its key in the file where
@@ -40,8 +40,6 @@ const flattened = "."
 // and fields derived from a key report that key. "" skips a field that is
 // not a setting at all.
 var keyNames = map[string]string{
-	"Source.Conn":               flattened,
-	"Source.Postgres":           flattened,
 	"Pool.Name":                 "",
 	"Pool.ThreadsAuto":          "threads_per_worker",
 	"Pool.UserExplicit":         "user",

@@ -58,19 +58,9 @@ type effectivePool struct {
 	StartCondition            []string          `toml:"start_condition,omitempty"`
 	QuietSignal               string            `toml:"quiet_signal,omitempty"`
 	QuietPeriodSec            float64           `toml:"quiet_period_sec,omitzero"`
-	Source                    any               `toml:"source"` // effectiveSource, or effectiveSourceOf's struct
+	Source                    any               `toml:"source"` // effectiveSourceOf's struct
 	Limits                    *effectiveLimits  `toml:"limits,omitempty"`
 	effectiveScaling
-}
-
-type effectiveSource struct {
-	Type      string   `toml:"type"`
-	Queues    []string `toml:"queues,omitempty"`
-	Namespace string   `toml:"namespace,omitempty"`
-	Query     string   `toml:"query,omitempty"`
-	Schema    string   `toml:"schema,omitempty"`
-	effectiveConn
-	effectivePostgres
 }
 
 type effectiveLimits struct {
@@ -125,19 +115,7 @@ func WriteEffective(w io.Writer, c *Config) error {
 			StartCondition:            p.StartCondition,
 			QuietSignal:               p.QuietSignal,
 			QuietPeriodSec:            p.QuietPeriod.Seconds(),
-			Source: effectiveSource{
-				Type:      p.Source.Type,
-				Queues:    p.Source.Queues,
-				Namespace: p.Source.Namespace,
-				Query:     p.Source.Query,
-				Schema:    p.Source.Schema,
-
-				effectiveConn:     p.Source.effectiveConn(),
-				effectivePostgres: p.Source.effectivePostgres(),
-			},
-		}
-		if es := effectiveSourceOf(p.Source); es != nil {
-			e.Source = es
+			Source:                    effectiveSourceOf(p.Source),
 		}
 		// app and exec together are an error, and exec is derived from app.
 		if p.App == "" {

@@ -111,19 +111,6 @@ func (t *rawSourceTable) UnmarshalTOML(data any) error {
 	return nil
 }
 
-// rawSource holds the keys of the types still checked in source_*.go, for
-// those checks; source fills it from the rawSourceTable.
-type rawSource struct {
-	Type      value `toml:"type"`
-	Path      value `toml:"path"`
-	Queues    value `toml:"queues"`
-	Namespace value `toml:"namespace"`
-	Query     value `toml:"query"`
-	Schema    value `toml:"schema"`
-	rawConn
-	rawPostgres
-}
-
 type rawLimits struct {
 	CPUQuota  value `toml:"cpu_quota"`
 	MemoryMax value `toml:"memory_max"`

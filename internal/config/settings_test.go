@@ -18,6 +18,15 @@ func settingField(settings reflect.Value, key string) reflect.Value {
 	return found
 }
 
+// hasSetting says whether s's settings have key.
+func hasSetting(s Source, key string) bool {
+	found := false
+	settingsFields(reflect.ValueOf(s.Settings), func(f reflect.StructField, _ reflect.Value) {
+		found = found || settingsKey(f) == key
+	})
+	return found
+}
+
 // setting is the value of key in s's settings.
 func setting(s Source, key string) any {
 	return settingField(reflect.ValueOf(s.Settings), key).Interface()

@@ -38,20 +38,18 @@ func settingsKey(f reflect.StructField) string {
 // then the settings' keys in their declared order, each with its tag
 // (omitempty and all); a time.Duration is written in seconds.
 func effectiveSourceOf(s Source) any {
-	if s.Settings == nil {
-		return nil
-	}
-	v := reflect.ValueOf(s.Settings)
 	fields := []reflect.StructField{{Name: "Type", Type: reflect.TypeFor[string](), Tag: `toml:"type"`}}
 	var values []reflect.Value
-	settingsFields(v, func(f reflect.StructField, fv reflect.Value) {
-		if f.Type == reflect.TypeFor[time.Duration]() {
-			// As every duration of the file: seconds, fractions kept.
-			fv = reflect.ValueOf(fv.Interface().(time.Duration).Seconds())
-		}
-		fields = append(fields, reflect.StructField{Name: f.Name, Type: fv.Type(), Tag: f.Tag})
-		values = append(values, fv)
-	})
+	if s.Settings != nil {
+		settingsFields(reflect.ValueOf(s.Settings), func(f reflect.StructField, fv reflect.Value) {
+			if f.Type == reflect.TypeFor[time.Duration]() {
+				// As every duration of the file: seconds, fractions kept.
+				fv = reflect.ValueOf(fv.Interface().(time.Duration).Seconds())
+			}
+			fields = append(fields, reflect.StructField{Name: f.Name, Type: fv.Type(), Tag: f.Tag})
+			values = append(values, fv)
+		})
+	}
 	out := reflect.New(reflect.StructOf(fields)).Elem()
 	out.Field(0).SetString(s.Type)
 	for i, fv := range values {

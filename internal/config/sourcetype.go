@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -67,9 +68,6 @@ func RegisterSourceType(t SourceType) {
 	if _, dup := sourceTypes[t.Name]; dup {
 		panic("config: source type registered twice: " + t.Name)
 	}
-	if _, dup := sourceKinds[t.Name]; dup {
-		panic("config: source type registered twice: " + t.Name)
-	}
 	sourceTypes[t.Name] = t
 }
 
@@ -97,13 +95,46 @@ func (t SourceType) keyNames() []string {
 	return names
 }
 
-// decodeSource hands the table to its type's Decode. The keys the type does
-// not take have been reported already; Decode sees only its own.
-func (l *loader) decodeSource(s *Source, t SourceType, r rawSourceTable, key func(string) string) {
-	d := &SourceDecoder{l: l, typ: s.Type, key: key, keys: r}
-	// Kept even with problems, as the old fields were: the checks that
-	// follow (trigger rules) read what could be read.
+// SourceTypes lists the registered source types, sorted.
+func SourceTypes() []string { return slices.Sorted(maps.Keys(sourceTypes)) }
+
+// source builds and checks the [pools.NAME.source] table: its type, then
+// the keys the type does not take, then the type's own checks, which see
+// only its keys.
+func (l *loader) source(p *Pool, r rawSourceTable, key func(string) string) {
+	s := &p.Source
+	l.str(key("type"), r["type"], &s.Type)
+	t, known := sourceTypes[s.Type]
+	if !known {
+		l.add(key("type"), "unknown source type %q (want one of %s)", s.Type, strings.Join(SourceTypes(), ", "))
+		return // which keys belong depends on the type
+	}
+	mine := rawSourceTable{}
+	for _, k := range slices.Sorted(maps.Keys(r)) {
+		switch {
+		case k == "type":
+		case typeTakes(s.Type, k):
+			mine[k] = r[k]
+		case isSourceKey(k):
+			l.add(key(k), "only for %s sources, not %s", strings.Join(typesTaking(k), ", "), s.Type)
+		}
+		// Keys no type takes were reported with the file's unknown keys.
+	}
+	d := &SourceDecoder{l: l, typ: s.Type, key: key, keys: mine}
+	// Kept even with problems, as the fields of the old Source were: the
+	// checks that follow (trigger rules) read what could be read.
 	s.Settings = t.Decode(d)
+}
+
+// typesTaking lists the source types that take key.
+func typesTaking(key string) []string {
+	var types []string
+	for _, name := range SourceTypes() {
+		if typeTakes(name, key) {
+			types = append(types, name)
+		}
+	}
+	return types
 }
 
 // SourceDecoder is what a source type's Decode reads its table through. Its
@@ -126,6 +157,12 @@ func (d *SourceDecoder) Has(key string) bool { return d.keys[key].set() }
 // Errorf reports a problem with key.
 func (d *SourceDecoder) Errorf(key, format string, args ...any) {
 	d.l.add(d.key(key), format, args...)
+}
+
+// SubErrorf reports a problem with sub, a key of the table that key holds:
+// "pools.NAME.source.KEY.SUB", sub as written.
+func (d *SourceDecoder) SubErrorf(key, sub, format string, args ...any) {
+	d.l.add(d.key(key)+"."+sub, format, args...)
 }
 
 // String reads a string.
@@ -191,6 +228,10 @@ func (d *SourceDecoder) Item(key string, i int, table map[string]any) *SourceDec
 	return &SourceDecoder{l: d.l, typ: d.typ, keys: keys, key: func(k string) string { return full + "." + k }}
 }
 
+// Describe names what a raw TOML value is ("a string", "an array"), for a
+// type's own messages about a value of the wrong kind.
+func Describe(raw any) string { return describe(raw) }
+
 // EditDistance is the Levenshtein distance between a and b, for a type
 // that suggests the key an unknown one was meant to be.
 func EditDistance(a, b string) int { return editDistance(a, b) }
@@ -244,24 +285,11 @@ func (d *SourceDecoder) Hidden(path string) (why string, hidden bool) {
 	return fmt.Sprintf(h.reason, h.dir), true
 }
 
-// allSourceTypes lists the types of both registries, sorted.
-func allSourceTypes() []string {
-	var names []string
-	for name := range sourceTypes {
-		names = append(names, name)
-	}
-	for name := range sourceKinds {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
-}
-
 // threadsSources lists the types that can read threads_per_worker = "auto".
 func threadsSources() []string {
 	var names []string
-	for _, name := range allSourceTypes() {
-		if sourceTypes[name].Threads || slices.Contains(threadsAutoSources, name) {
+	for _, name := range SourceTypes() {
+		if sourceTypes[name].Threads {
 			names = append(names, name)
 		}
 	}
@@ -279,7 +307,7 @@ type PromQLSource interface {
 // promQLSources names the types whose settings serve promql(), quoted.
 func promQLSources() string {
 	var names []string
-	for _, name := range allSourceTypes() {
+	for _, name := range SourceTypes() {
 		if sourceTypes[name].PromQL {
 			names = append(names, fmt.Sprintf("%q", name))
 		}
@@ -291,7 +319,7 @@ func promQLSources() string {
 // quoted.
 func demandSources() string {
 	var names []string
-	for _, name := range allSourceTypes() {
+	for _, name := range SourceTypes() {
 		if sourceTypes[name].Demand {
 			names = append(names, fmt.Sprintf("%q", name))
 		}
@@ -310,17 +338,11 @@ func sourceKeyNames() []string {
 	for _, t := range sourceTypes {
 		names = append(names, t.keyNames()...)
 	}
-	for _, k := range sourceKinds {
-		names = append(names, k.keys...)
-	}
 	slices.Sort(names)
 	return slices.Compact(names)
 }
 
 // typeTakes says whether source type name takes key.
 func typeTakes(name, key string) bool {
-	if t, ok := sourceTypes[name]; ok {
-		return slices.Contains(t.keyNames(), key)
-	}
-	return slices.Contains(sourceKinds[name].keys, key)
+	return slices.Contains(sourceTypes[name].keyNames(), key)
 }

@@ -105,24 +105,14 @@ type Pool struct {
 	Scaling Scaling
 }
 
-// Source is the [pools.NAME.source] table. A type registered with
-// RegisterSourceType (sourcetype.go) keeps its settings in Settings, a
-// struct of its own file in internal/source; the types still registered in
-// source.go use the fields below it.
+// Source is the [pools.NAME.source] table: its type, registered by its own
+// file in internal/source (RegisterSourceType, sourcetype.go), and the
+// settings that type's Decode checked.
 type Source struct {
 	Type string // a registered source type, e.g. "flexiq-sqlite"
-	// Settings are the checked settings of a RegisterSourceType type, as
-	// its Decode returned them; nil for the others.
-	Settings  any
-	Queues    []string // the queues to read (summed); for flexiq types a filter, empty = all
-	Namespace string   // flexiq types: optional namespace filter; empty = no filter
-	Query     string   // sqlite-query: read-only SELECT returning pending, running[, paused]
-	Schema    string   // PostgreSQL types: the schema of the queue's tables
-
-	// Conn is where a network source connects, and as whom.
-	Conn Conn
-	// Postgres holds postgres-query's settings and its presets'.
-	Postgres Postgres
+	// Settings are a struct of the type's own (source.FlexiqSQLiteSettings),
+	// whose exported fields carry their keys as toml tags.
+	Settings any
 }
 
 // Conn is where a network source connects. The credentials never sit in the
@@ -143,12 +133,13 @@ type Conn struct {
 // SourceConn returns c; settings that embed a Conn have it too.
 func (c Conn) SourceConn() Conn { return c }
 
-// connOf is where s connects: its settings' Conn, or the old field.
+// connOf is where s connects: its settings' Conn, zero for a source that
+// does not connect.
 func connOf(s Source) Conn {
 	if c, ok := s.Settings.(interface{ SourceConn() Conn }); ok {
 		return c.SourceConn()
 	}
-	return s.Conn
+	return Conn{}
 }
 
 // Limits is the optional [pools.NAME.limits] table, passed as unit properties.
