@@ -39,7 +39,7 @@ type SourceType struct {
 	// may use promql() against its server.
 	PromQL bool
 	// Demand says the type reads arrivals and service times, for
-	// demand = "littles_law".
+	// demand = "littles-law".
 	Demand bool
 }
 
@@ -76,12 +76,12 @@ func RegisterSourceType(t SourceType) {
 func SourceTypeDocs() []TableDoc {
 	var docs []TableDoc
 	for _, name := range SourceTypes() {
-		t, ok := sourceTypes[name]
-		if !ok {
-			continue
+		t := sourceTypes[name]
+		typ := KeyDoc{Name: "type", Type: "string", Required: true, Limits: fmt.Sprintf("%q", name), Doc: "The source type."}
+		if name == DefaultSourceType {
+			typ.Required, typ.Default = false, fmt.Sprintf("%q", name)
 		}
-		keys := append([]KeyDoc{{Name: "type", Type: "string", Required: true,
-			Limits: fmt.Sprintf("%q", name), Doc: "The source type."}}, t.Keys...)
+		keys := append([]KeyDoc{typ}, t.Keys...)
 		docs = append(docs, TableDoc{Name: fmt.Sprintf("pools.NAME.source (type = %q)", name), Doc: t.Doc, Keys: keys})
 	}
 	return docs
