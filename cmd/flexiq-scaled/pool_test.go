@@ -3,10 +3,12 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/source"
 )
 
 // pool add writes what flexiq autoscale's flags mean, the file checks, and
@@ -46,7 +48,7 @@ func TestPoolAddRm(t *testing.T) {
 	if p.MinWorkers != 2 || p.MaxWorkers != 20 || p.TargetQueueDepthPerWorker != 25 ||
 		p.DrainTimeout.Seconds() != 60 || p.Tolerance != 0.2 || p.ScaleDownWindow.Seconds() != 120 ||
 		p.ThreadsPerWorker != 8 || p.TargetUtilisation != 0.5 || p.ScaleUpWindow.Seconds() != 1.5 ||
-		p.PollInterval.Seconds() != 3 || p.Source.Path != "/var/lib/flexiq/flexiq.db" ||
+		p.PollInterval.Seconds() != 3 || !reflect.DeepEqual(p.Source.Settings, source.FlexiqSQLiteSettings{Path: "/var/lib/flexiq/flexiq.db"}) ||
 		p.Environment["QUEUE"] != "email" || strings.Join(p.Exec, " ") != "/bin/sh -c exec sleep infinity" {
 		t.Errorf("pool %+v", p)
 	}

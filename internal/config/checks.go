@@ -203,8 +203,10 @@ func Warnings(c *Config) []string {
 			pr := Problem{File: c.FileOf(p.Name), Key: key, Msg: fmt.Sprintf(format, args...)}
 			warnings = append(warnings, pr.String())
 		}
-		if _, err := os.Stat(p.Source.Path); p.Source.Path != "" && errors.Is(err, fs.ErrNotExist) {
-			add(poolKey(p, "source", "path"), "%s does not exist yet; the pool holds at its current size until it appears", p.Source.Path)
+		if key, path, ok := localFile(p.Source); ok {
+			if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+				add(poolKey(p, "source", key), "%s does not exist yet; the pool holds at its current size until it appears", path)
+			}
 		}
 		// Root's in any spelling ("root", "0"); names that resolve to 0
 		// through NSS are checkUsers' to warn about.

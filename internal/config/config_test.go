@@ -206,8 +206,11 @@ func TestDefaults(t *testing.T) {
 		DrainTimeout:              30 * time.Second,
 		DrainSignal:               "SIGTERM",
 		DrainSignalNumber:         15,
-		Source:                    Source{Type: "flexiq-sqlite", Path: "/var/lib/flexiq/flexiq.db"},
 		Scaling:                   Scaling{Policy: PolicyHPA},
+	}
+	want.Source = withSetting(zeroSettings(c.Pools["email"].Source), "path", "/var/lib/flexiq/flexiq.db")
+	if want.Source.Type != "flexiq-sqlite" {
+		t.Errorf("default source type %q", want.Source.Type)
 	}
 	if got := c.Pools["email"]; !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", got, want)
@@ -275,13 +278,13 @@ memory_max = 1024
 		{"drain timeout", email.DrainTimeout, 12 * time.Second},
 		{"drain signal", email.DrainSignal, "SIGUSR1"},
 		{"drain signal number", email.DrainSignalNumber, 10},
-		{"queues", email.Source.Queues, []string{"email", "sms"}},
-		{"namespace", email.Source.Namespace, "prod"},
+		{"queues", setting(email.Source, "queues"), []string{"email", "sms"}},
+		{"namespace", setting(email.Source, "namespace"), "prod"},
 		{"cpu quota", email.Limits.CPUQuotaPerSecUSec, uint64(125_000)},
 		{"memory max", email.Limits.MemoryMaxBytes, uint64(1536 << 20)},
 		{"memory max as written", email.Limits.MemoryMax, "1.5G"},
 		{"tasks max", email.Limits.TasksMax, uint64(512)},
-		{"query", reports.Source.Query, "SELECT 1, 2"},
+		{"query", setting(reports.Source, "query"), "SELECT 1, 2"},
 		{"integer memory max", reports.Limits.MemoryMaxBytes, uint64(1024)},
 	}
 	for _, ch := range checks {
@@ -437,7 +440,7 @@ func TestWarnings(t *testing.T) {
 	// Load refuses a database under /tmp, which the daemon cannot see;
 	// Warnings only looks whether the file is there.
 	db := filepath.Join(t.TempDir(), "flexiq.db")
-	c.Pools["email"].Source.Path = db
+	c.Pools["email"].Source = withSetting(c.Pools["email"].Source, "path", db)
 	ws := strings.Join(Warnings(c), "\n")
 	for _, want := range []string{db + " does not exist yet", "workers run as root", "no stop timeout"} {
 		if !strings.Contains(ws, want) {

@@ -6,39 +6,32 @@ import (
 	"slices"
 )
 
-// rawConn holds the connection keys that every network source shares.
-type rawConn struct {
-	URL                value `toml:"url"`
-	URLFile            value `toml:"url_file"`
-	URLCredential      value `toml:"url_credential"`
-	PasswordFile       value `toml:"password_file"`
-	PasswordCredential value `toml:"password_credential"`
+// ConnKeys documents the connection keys every network source takes; what
+// the URL's scheme must be is the type's to say, in its table's Doc.
+var ConnKeys = []KeyDoc{
+	{Name: "url", Type: "string", Limits: "exactly one of url, url_file and url_credential; no password in it",
+		Doc: "Where the source connects, without a password: the password goes to `password_file` or `password_credential`."},
+	{Name: "url_file", Type: "string", Limits: "absolute path; root-owned, not a symbolic link, no group or other access",
+		Doc: "A root-only file holding the URL, for a URL that must not sit in the configuration."},
+	{Name: "url_credential", Type: "string", Limits: "a systemd credential name",
+		Doc: "A systemd credential (`LoadCredential=NAME:PATH` in a drop-in of the daemon's unit) holding the URL."},
+	{Name: "password_file", Type: "string", Limits: "absolute path; root-owned, not a symbolic link, no group or other access; not with password_credential",
+		Doc: "A root-only file holding the password, sent with the URL's user name."},
+	{Name: "password_credential", Type: "string", Limits: "a systemd credential name; not with password_file",
+		Doc: "A systemd credential holding the password."},
 }
 
-// connKeys are the keys of rawConn, for a network type's registration.
-var connKeys = []string{"url", "url_file", "url_credential", "password_file", "password_credential"}
-
-type effectiveConn struct {
-	URL                string `toml:"url,omitempty"`
-	URLFile            string `toml:"url_file,omitempty"`
-	URLCredential      string `toml:"url_credential,omitempty"`
-	PasswordFile       string `toml:"password_file,omitempty"`
-	PasswordCredential string `toml:"password_credential,omitempty"`
-}
-
-func (s Source) effectiveConn() effectiveConn { return effectiveConn(s.Conn) }
-
-// conn checks a network source's connection keys: exactly one of url,
-// url_file and url_credential, with a scheme from schemes when the URL is
-// written out, no credential in it (CheckConnURL: password_file or
-// password_credential carry the password), and absolute paths. The files
+// Conn reads a network source's connection keys (ConnKeys) into c: exactly
+// one of url, url_file and url_credential, with a scheme from schemes when
+// the URL is written out, no credential in it (CheckConnURL: password_file
+// or password_credential carry the password), and absolute paths. The files
 // themselves are judged by CheckCredentials when the daemon loads or
 // reloads the configuration, and by check-config: a missing or unsafe one
 // refuses the configuration before the running one is dropped.
-func (l *loader) conn(s *Source, r *rawSource, key func(string) string, schemes ...string) {
-	c := &s.Conn
+func (d *SourceDecoder) Conn(c *Conn, schemes ...string) {
+	l, r, key := d.l, d.keys, d.key
 	n := 0
-	if l.str(key("url"), r.URL, &c.URL) {
+	if l.str(key("url"), r["url"], &c.URL) {
 		n++
 		u, err := url.Parse(c.URL)
 		switch {
@@ -53,13 +46,13 @@ func (l *loader) conn(s *Source, r *rawSource, key func(string) string, schemes 
 			}
 		}
 	}
-	if l.str(key("url_file"), r.URLFile, &c.URLFile) {
+	if l.str(key("url_file"), r["url_file"], &c.URLFile) {
 		n++
 		if !filepath.IsAbs(c.URLFile) {
 			l.add(key("url_file"), "must be an absolute path")
 		}
 	}
-	if l.str(key("url_credential"), r.URLCredential, &c.URLCredential) {
+	if l.str(key("url_credential"), r["url_credential"], &c.URLCredential) {
 		n++
 		l.credentialName(key("url_credential"), c.URLCredential)
 	}
@@ -69,10 +62,10 @@ func (l *loader) conn(s *Source, r *rawSource, key func(string) string, schemes 
 	case n > 1:
 		l.add(key("url"), "set only one of url, url_file and url_credential")
 	}
-	if l.str(key("password_file"), r.PasswordFile, &c.PasswordFile) && !filepath.IsAbs(c.PasswordFile) {
+	if l.str(key("password_file"), r["password_file"], &c.PasswordFile) && !filepath.IsAbs(c.PasswordFile) {
 		l.add(key("password_file"), "must be an absolute path")
 	}
-	if l.str(key("password_credential"), r.PasswordCredential, &c.PasswordCredential) {
+	if l.str(key("password_credential"), r["password_credential"], &c.PasswordCredential) {
 		l.credentialName(key("password_credential"), c.PasswordCredential)
 	}
 	if c.PasswordFile != "" && c.PasswordCredential != "" {

@@ -17,7 +17,7 @@ import (
 // connWarnings, for the written URL and for the one read from a file.
 func CheckCredentials(c *Config) (problems, warnings []Problem) {
 	for _, p := range sortedPools(c) {
-		conn := p.Source.Conn
+		conn := connOf(p.Source)
 		file := c.FileOf(p.Name)
 		add := func(list *[]Problem, key, msg string) {
 			*list = append(*list, Problem{File: file, Key: poolKey(p, "source", key), Msg: msg})

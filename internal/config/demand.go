@@ -21,9 +21,9 @@ func (l *loader) demand(p *Pool, r *rawPool, key func(...string) string) {
 			// Arrivals and service times come from the job rows that
 			// flexiq keeps (created_at, started_at, completed_at); only
 			// that source reads them so far (source.DemandReader).
-			if p.Source.Type != SourceFlexiqSQLite {
-				l.add(key("demand"), "%q needs a source that reads arrivals and service times: type %q, not %q",
-					p.Demand, SourceFlexiqSQLite, p.Source.Type)
+			if !sourceTypes[p.Source.Type].Demand {
+				l.add(key("demand"), "%q needs a source that reads arrivals and service times: type %s, not %q",
+					p.Demand, demandSources(), p.Source.Type)
 			}
 		default:
 			l.add(key("demand"), "unknown mode %q (want %q or %q)", p.Demand, demandModes[0], demandModes[1])

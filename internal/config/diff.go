@@ -32,7 +32,7 @@ func DiffDaemon(old, new *Daemon) []string {
 }
 
 // flattened marks, in keyNames, a struct whose fields are keys of the
-// enclosing table, as the embedded families of rawSource are.
+// enclosing table, as Pool.Scaling's are.
 const flattened = "."
 
 // keyNames maps a field (by "Struct.Field") to its key in the file where
@@ -40,11 +40,6 @@ const flattened = "."
 // and fields derived from a key report that key. "" skips a field that is
 // not a setting at all.
 var keyNames = map[string]string{
-	"Source.Conn":               flattened,
-	"Source.Redis":              flattened,
-	"Source.Postgres":           flattened,
-	"Source.Prometheus":         flattened,
-	"Source.Command":            flattened,
 	"Pool.Name":                 "",
 	"Pool.ThreadsAuto":          "threads_per_worker",
 	"Pool.UserExplicit":         "user",
@@ -79,6 +74,10 @@ func diffStruct(a, b reflect.Value, prefix string) []string {
 			continue
 		}
 		fa, fb := a.Field(i), b.Field(i)
+		if t.Name() == "Source" && f.Name == "Settings" {
+			keys = append(keys, diffSettings(fa.Interface(), fb.Interface(), prefix)...)
+			continue
+		}
 		if key == flattened {
 			// A family of source settings: its keys are the table's own.
 			keys = append(keys, diffStruct(fa, fb, prefix)...)

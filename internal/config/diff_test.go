@@ -33,8 +33,8 @@ func TestDiff(t *testing.T) {
 		{"environment emptied", func(p *Pool) { p.Environment = nil }, []string{"environment"}},
 		{"exec argument", func(p *Pool) { p.Exec = append(slices.Clone(p.Exec), "-v") }, []string{"exec"}},
 		{"app and its exec", func(p *Pool) { p.App = "other:q"; p.Exec = []string{"flexiq", "worker", "--app", "other:q"} }, []string{"app", "exec"}},
-		{"source sub-table", func(p *Pool) { p.Source.Path = "/var/lib/x.db" }, []string{"source.path"}},
-		{"source queues", func(p *Pool) { p.Source.Queues = []string{"a"} }, []string{"source.queues"}},
+		{"source sub-table", func(p *Pool) { p.Source = withSetting(p.Source, "path", "/var/lib/x.db") }, []string{"source.path"}},
+		{"source queues", func(p *Pool) { p.Source = withSetting(p.Source, "queues", []string{"a"}) }, []string{"source.queues"}},
 		{"limits sub-table", func(p *Pool) { p.Limits.MemoryMax, p.Limits.MemoryMaxBytes = "1G", 1<<30 }, []string{"limits.memory_max"}},
 		{"limits tasks", func(p *Pool) { p.Limits.TasksMax = 9 }, []string{"limits.tasks_max"}},
 		{"user written explicitly", func(p *Pool) { p.UserExplicit = !p.UserExplicit }, []string{"user"}},
@@ -82,6 +82,10 @@ func TestDiffCoversEveryField(t *testing.T) {
 				collect(f.Type, prefix) // an embedded family: its keys are the table's
 				continue
 			}
+			if key == "source" {
+				valid["source.type"] = true // the settings' keys: TestDiffSourceSettings
+				continue
+			}
 			if ft := f.Type; ft.Kind() == reflect.Struct || (ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct) {
 				collect(ft, prefix+key+".")
 				continue
@@ -105,6 +109,9 @@ func TestDiffCoversEveryField(t *testing.T) {
 			if name == "Name" {
 				continue
 			}
+			if name == "Source.Settings" {
+				continue // TestDiffSourceSettings
+			}
 			old, new := &Pool{}, &Pool{}
 			setNonZero(t, reflect.ValueOf(new).Elem().FieldByIndex(fieldIndex(pt, name)), name)
 			got := Diff(old, new)
@@ -114,6 +121,61 @@ func TestDiffCoversEveryField(t *testing.T) {
 		}
 	}
 	walk(reflect.ValueOf(Pool{}), "")
+}
+
+// Every key of a registered source type's settings, when changed, is
+// reported as that key of the source table, and one the type takes.
+func TestDiffSourceSettings(t *testing.T) {
+	types := []struct{ name, table string }{
+		{"flexiq-sqlite", `path = "/var/lib/q.db"`},
+		{"sqlite-query", `path = "/var/lib/q.db"` + "\nquery = \"SELECT 1, 1\""},
+		{"command", `command = ["/usr/bin/q"]`},
+		{"prometheus", `url = "http://h"` + "\npending_query = \"q\""},
+		{"redis", `url = "redis://h"` + "\nkeys = [{ key = \"q\" }]"},
+		{"bullmq", `url = "redis://h"` + "\nqueues = [\"q\"]"},
+		{"celery", `url = "redis://h"` + "\nqueues = [\"q\"]"},
+		{"rq", `url = "redis://h"` + "\nqueues = [\"q\"]"},
+		{"sidekiq", `url = "redis://h"` + "\nqueues = [\"q\"]"},
+		{"flexiq-redis", `url = "redis://h"` + "\nqueues = [\"q\"]"},
+		{"flexiq-postgres", `url = "postgres://h/db"`},
+		{"postgres-query", `url = "postgres://h/db"` + "\nquery = \"SELECT @a AS pending, 0 AS running\"\nparams = { a = 1 }"},
+		{"river", `url = "postgres://h/db"`},
+		{"pg-boss", `url = "postgres://h/db"`},
+		{"graphile-worker", `url = "postgres://h/db"`},
+		{"oban", `url = "postgres://h/db"`},
+		{"good_job", `url = "postgres://h/db"`},
+		{"solid-queue", `url = "postgres://h/db"`},
+	}
+	for name := range sourceTypes {
+		if !slices.ContainsFunc(types, func(t struct{ name, table string }) bool { return t.name == name }) {
+			t.Errorf("source type %s: no table to test its settings' diff with", name)
+		}
+	}
+	for _, typ := range types {
+		c, err := parse("/etc/x.toml", []byte("[pools.p]\napp = \"a:q\"\n[pools.p.source]\ntype = \""+typ.name+"\"\n"+typ.table))
+		if err != nil {
+			t.Fatalf("%s: %v", typ.name, err)
+		}
+		base := c.Pools["p"]
+		v := reflect.ValueOf(base.Source.Settings)
+		for i := range v.NumField() {
+			c := reflect.New(v.Type()).Elem()
+			c.Set(v)
+			name := v.Type().Field(i).Name
+			fv := c.Field(i)
+			if fv.Kind() == reflect.String && fv.String() != "" {
+				fv.SetString(fv.String() + "x")
+			} else {
+				setNonZero(t, fv, "Source.Settings."+name)
+			}
+			changed := *base
+			changed.Source.Settings = c.Interface()
+			got := Diff(base, &changed)
+			if len(got) != 1 || !strings.HasPrefix(got[0], "source.") || !typeTakes(typ.name, strings.TrimPrefix(got[0], "source.")) {
+				t.Errorf("%s: changing %s: Diff = %q, want one key of the type", typ.name, name, got)
+			}
+		}
+	}
 }
 
 func fieldIndex(t reflect.Type, dotted string) []int {

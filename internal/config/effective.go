@@ -58,24 +58,9 @@ type effectivePool struct {
 	StartCondition            []string          `toml:"start_condition,omitempty"`
 	QuietSignal               string            `toml:"quiet_signal,omitempty"`
 	QuietPeriodSec            float64           `toml:"quiet_period_sec,omitzero"`
-	Source                    effectiveSource   `toml:"source"`
+	Source                    any               `toml:"source"` // effectiveSourceOf's struct
 	Limits                    *effectiveLimits  `toml:"limits,omitempty"`
 	effectiveScaling
-}
-
-type effectiveSource struct {
-	Type      string   `toml:"type"`
-	Path      string   `toml:"path,omitempty"`
-	Queues    []string `toml:"queues,omitempty"`
-	Namespace string   `toml:"namespace,omitempty"`
-	Query     string   `toml:"query,omitempty"`
-	Schema    string   `toml:"schema,omitempty"`
-	KeyPrefix string   `toml:"key_prefix,omitempty"`
-	effectiveConn
-	effectiveRedis
-	effectivePostgres
-	effectivePrometheus
-	effectiveCommand
 }
 
 type effectiveLimits struct {
@@ -130,21 +115,7 @@ func WriteEffective(w io.Writer, c *Config) error {
 			StartCondition:            p.StartCondition,
 			QuietSignal:               p.QuietSignal,
 			QuietPeriodSec:            p.QuietPeriod.Seconds(),
-			Source: effectiveSource{
-				Type:      p.Source.Type,
-				Path:      p.Source.Path,
-				Queues:    p.Source.Queues,
-				Namespace: p.Source.Namespace,
-				Query:     p.Source.Query,
-				Schema:    p.Source.Schema,
-				KeyPrefix: p.Source.KeyPrefix,
-
-				effectiveConn:       p.Source.effectiveConn(),
-				effectiveRedis:      p.Source.effectiveRedis(),
-				effectivePostgres:   p.Source.effectivePostgres(),
-				effectivePrometheus: p.Source.effectivePrometheus(),
-				effectiveCommand:    p.Source.effectiveCommand(),
-			},
+			Source:                    effectiveSourceOf(p.Source),
 		}
 		// app and exec together are an error, and exec is derived from app.
 		if p.App == "" {

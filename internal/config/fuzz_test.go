@@ -85,8 +85,10 @@ func FuzzParse(f *testing.F) {
 			if len(p.Exec) == 0 || p.Exec[0] == "" {
 				t.Fatalf("pool %s accepted with exec %q", name, p.Exec)
 			}
-			if _, hidden := hiddenBy(filepath.Clean(p.Source.Path)); hidden {
-				t.Fatalf("pool %s accepted with a hidden source %q", name, p.Source.Path)
+			if _, path, ok := localFile(p.Source); ok {
+				if _, hidden := hiddenBy(filepath.Clean(path)); hidden {
+					t.Fatalf("pool %s accepted with a hidden source %q", name, path)
+				}
 			}
 		}
 		checkUsers(c, noNSS)

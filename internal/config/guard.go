@@ -41,7 +41,6 @@ func init() {
 	// Config diffs name these fields by their keys.
 	keyNames["Scaling.Priority"] = "priority"
 	keyNames["Pool.Scaling"] = flattened
-	keyNames["Prometheus.ScrapeInterval"] = "scrape_interval_sec"
 }
 
 // hostGuard builds [host_guard]; nil when the table is absent.

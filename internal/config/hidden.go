@@ -50,14 +50,18 @@ func (h hiddenDir) explain() string {
 func CheckPaths(c *Config) []Problem {
 	var problems []Problem
 	for _, p := range sortedPools(c) {
-		clean := filepath.Clean(p.Source.Path)
+		key, path, ok := localFile(p.Source)
+		if !ok {
+			continue
+		}
+		clean := filepath.Clean(path)
 		resolved := resolvePath(clean)
 		if resolved == clean {
 			continue // Load judged this very path
 		}
 		if h, hidden := hiddenBy(resolved); hidden {
-			problems = append(problems, Problem{File: c.FileOf(p.Name), Key: poolKey(p, "source", "path"),
-				Msg: fmt.Sprintf("%s leads to %s, and %s", p.Source.Path, resolved, h.explain())})
+			problems = append(problems, Problem{File: c.FileOf(p.Name), Key: poolKey(p, "source", key),
+				Msg: fmt.Sprintf("%s leads to %s, and %s", path, resolved, h.explain())})
 		}
 	}
 	return problems

@@ -48,61 +48,67 @@ type rawDaemon struct {
 }
 
 type rawPool struct {
-	App                       value     `toml:"app"`
-	Exec                      value     `toml:"exec"`
-	User                      value     `toml:"user"`
-	Group                     value     `toml:"group"`
-	WorkingDirectory          value     `toml:"working_directory"`
-	Environment               value     `toml:"environment"`
-	EnvironmentFile           value     `toml:"environment_file"`
-	Hardening                 value     `toml:"hardening"`
-	MaxSurge                  value     `toml:"max_surge"`
-	Mode                      value     `toml:"mode"`
-	MinWorkers                value     `toml:"min_workers"`
-	MaxWorkers                value     `toml:"max_workers"`
-	TargetQueueDepthPerWorker value     `toml:"target_queue_depth_per_worker"`
-	TargetUtilisation         value     `toml:"target_utilisation"`
-	ThreadsPerWorker          value     `toml:"threads_per_worker"`
-	ThreadsPerWorkerFallback  value     `toml:"threads_per_worker_fallback"`
-	TargetCPUUtilisation      value     `toml:"target_cpu_utilisation"`
-	TargetQueueLatencySec     value     `toml:"target_queue_latency_sec"`
-	CPUPerWorker              value     `toml:"cpu_per_worker"`
-	Tolerance                 value     `toml:"tolerance"`
-	ScaleUpWindowSec          value     `toml:"scale_up_window_sec"`
-	ScaleDownWindowSec        value     `toml:"scale_down_window_sec"`
-	Demand                    value     `toml:"demand"`
-	DemandWindowSec           value     `toml:"demand_window_sec"`
-	OnsetMinJobs              value     `toml:"onset_min_jobs"`
-	KeepWarmWorkers           value     `toml:"keep_warm_workers"`
-	KeepWarmSec               value     `toml:"keep_warm_sec"`
-	PollIntervalSec           value     `toml:"poll_interval_sec"`
-	DrainTimeoutSec           value     `toml:"drain_timeout_sec"`
-	DrainSignal               value     `toml:"drain_signal"`
-	Requires                  value     `toml:"requires"`
-	StartCondition            value     `toml:"start_condition"`
-	QuietSignal               value     `toml:"quiet_signal"`
-	QuietPeriodSec            value     `toml:"quiet_period_sec"`
-	Source                    rawSource `toml:"source"`
-	Limits                    rawLimits `toml:"limits"`
+	App                       value          `toml:"app"`
+	Exec                      value          `toml:"exec"`
+	User                      value          `toml:"user"`
+	Group                     value          `toml:"group"`
+	WorkingDirectory          value          `toml:"working_directory"`
+	Environment               value          `toml:"environment"`
+	EnvironmentFile           value          `toml:"environment_file"`
+	Hardening                 value          `toml:"hardening"`
+	MaxSurge                  value          `toml:"max_surge"`
+	Mode                      value          `toml:"mode"`
+	MinWorkers                value          `toml:"min_workers"`
+	MaxWorkers                value          `toml:"max_workers"`
+	TargetQueueDepthPerWorker value          `toml:"target_queue_depth_per_worker"`
+	TargetUtilisation         value          `toml:"target_utilisation"`
+	ThreadsPerWorker          value          `toml:"threads_per_worker"`
+	ThreadsPerWorkerFallback  value          `toml:"threads_per_worker_fallback"`
+	TargetCPUUtilisation      value          `toml:"target_cpu_utilisation"`
+	TargetQueueLatencySec     value          `toml:"target_queue_latency_sec"`
+	CPUPerWorker              value          `toml:"cpu_per_worker"`
+	Tolerance                 value          `toml:"tolerance"`
+	ScaleUpWindowSec          value          `toml:"scale_up_window_sec"`
+	ScaleDownWindowSec        value          `toml:"scale_down_window_sec"`
+	Demand                    value          `toml:"demand"`
+	DemandWindowSec           value          `toml:"demand_window_sec"`
+	OnsetMinJobs              value          `toml:"onset_min_jobs"`
+	KeepWarmWorkers           value          `toml:"keep_warm_workers"`
+	KeepWarmSec               value          `toml:"keep_warm_sec"`
+	PollIntervalSec           value          `toml:"poll_interval_sec"`
+	DrainTimeoutSec           value          `toml:"drain_timeout_sec"`
+	DrainSignal               value          `toml:"drain_signal"`
+	Requires                  value          `toml:"requires"`
+	StartCondition            value          `toml:"start_condition"`
+	QuietSignal               value          `toml:"quiet_signal"`
+	QuietPeriodSec            value          `toml:"quiet_period_sec"`
+	Source                    rawSourceTable `toml:"source"`
+	Limits                    rawLimits      `toml:"limits"`
 	rawScaling
 }
 
-// rawSource is [pools.NAME.source]: the keys of every source type. The
-// families' keys come from the embedded structs, one per source_*.go file;
-// which keys a given type takes is in its registration (source.go).
-type rawSource struct {
-	Type      value `toml:"type"`
-	Path      value `toml:"path"`
-	Queues    value `toml:"queues"`
-	Namespace value `toml:"namespace"`
-	Query     value `toml:"query"`
-	Schema    value `toml:"schema"`
-	KeyPrefix value `toml:"key_prefix"`
-	rawConn
-	rawRedis
-	rawPostgres
-	rawPrometheus
-	rawCommand
+// rawSourceTable is [pools.NAME.source] as written: its leaves stay raw,
+// for the registered type's Decode (sourcetype.go) to type and check. Not a
+// toml.Primitive: as an Unmarshaler it can refuse a source that is not a
+// table while the decoder still knows the line, and it outlives the
+// MetaData of the file (a drop-in's) it came from. The decoder marks its keys
+// decoded; decodeFile reports those that no type takes.
+type rawSourceTable map[string]value
+
+// notTable is rawSourceTable's complaint, which decodeProblem recognises.
+const notTable = "flexiq-scaled: not a table"
+
+// UnmarshalTOML implements toml.Unmarshaler.
+func (t *rawSourceTable) UnmarshalTOML(data any) error {
+	m, ok := data.(map[string]any)
+	if !ok {
+		return errors.New(notTable)
+	}
+	*t = make(rawSourceTable, len(m))
+	for k, v := range m {
+		(*t)[k] = value{raw: v}
+	}
+	return nil
 }
 
 type rawLimits struct {
@@ -160,7 +166,7 @@ func (l *loader) decodeFile(data []byte, raw *rawFile) (toml.MetaData, bool) {
 		}
 		return false
 	})
-	l.unknownKeys(undecoded)
+	l.unknownKeys(withUnknownSourceKeys(md, raw, undecoded))
 	return md, true
 }
 
@@ -204,6 +210,33 @@ func parseAll(path string, data []byte, dropIns []dropIn) (*Config, error) {
 	return c, nil
 }
 
+// withUnknownSourceKeys adds to undecoded the keys of the file's source
+// tables that no source type takes, keeping the file's order (md.Keys).
+func withUnknownSourceKeys(md toml.MetaData, raw *rawFile, undecoded []toml.Key) []toml.Key {
+	unknown := map[string]bool{}
+	for name, p := range raw.Pools {
+		for k := range p.Source {
+			if !isSourceKey(k) {
+				unknown[toml.Key{"pools", name, "source", k}.String()] = true
+			}
+		}
+	}
+	if len(unknown) == 0 {
+		return undecoded
+	}
+	seen := map[string]bool{}
+	for _, k := range undecoded {
+		seen[k.String()] = true
+	}
+	var out []toml.Key
+	for _, k := range md.Keys() {
+		if s := k.String(); seen[s] || unknown[s] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // tableMismatchRE matches the decoder's complaint about a value where the
 // schema has a table, e.g. source = "/x.db" for [pools.NAME.source].
 var tableMismatchRE = regexp.MustCompile(`^toml: line (\d+) \(last key (".*")\): type mismatch for \S+: expected table but found`)
@@ -212,6 +245,9 @@ var tableMismatchRE = regexp.MustCompile(`^toml: line (\d+) \(last key (".*")\):
 // way the message carries the line.
 func decodeProblem(err error) (key, msg string) {
 	var pe toml.ParseError
+	if errors.As(err, &pe) && pe.Message == notTable {
+		return pe.LastKey, fmt.Sprintf("must be a table (line %d)", pe.Position.Line)
+	}
 	if errors.As(err, &pe) {
 		return "", fmt.Sprintf("line %d: %s", pe.Position.Line, pe.Message)
 	}
@@ -278,20 +314,27 @@ func suggest(k toml.Key) string {
 	case len(k) == 3 && k[0] == "pools":
 		table = reflect.TypeFor[rawPool]()
 	case len(k) == 4 && k[0] == "pools" && k[2] == "source":
-		table = reflect.TypeFor[rawSource]()
+		return closest(k[3], sourceKeyNames())
 	case len(k) == 4 && k[0] == "pools" && k[2] == "limits":
 		table = reflect.TypeFor[rawLimits]()
 	default:
 		return ""
 	}
-	unknown := k[len(k)-1]
-	best, bestDist := "", 3 // at most two edits away
+	var names []string
 	// Visible fields, so that the keys of embedded families count.
 	for _, f := range reflect.VisibleFields(table) {
-		name := f.Tag.Get("toml")
-		if name == "" {
-			continue
+		if name := f.Tag.Get("toml"); name != "" {
+			names = append(names, name)
 		}
+	}
+	return closest(k[len(k)-1], names)
+}
+
+// closest returns the name closest to unknown, if it is close enough to be
+// a typo.
+func closest(unknown string, names []string) string {
+	best, bestDist := "", 3 // at most two edits away
+	for _, name := range names {
 		d := editDistance(unknown, name)
 		if strings.HasPrefix(name, unknown+"_") {
 			d = 1 // a dropped unit, as in scale_down_window for scale_down_window_sec

@@ -324,12 +324,12 @@ func TestResolvePath(t *testing.T) {
 	// CheckPaths: a path that looks harmless but leads into /var/tmp.
 	c, err := load(t, withSource(`path = "/var/lib/flexiq/q.db"`))
 	must(err)
-	c.Pools["email"].Source.Path = dir + "/dangling"
+	c.Pools["email"].Source = withSetting(c.Pools["email"].Source, "path", dir+"/dangling")
 	ps := CheckPaths(c)
 	if len(ps) != 1 || !strings.Contains(ps[0].Msg, "leads to /var/tmp/flexiq-none/q.db") || !strings.Contains(ps[0].Msg, "PrivateTmp=yes") {
 		t.Errorf("CheckPaths through a link into /var/tmp: %v", ps)
 	}
-	c.Pools["email"].Source.Path = "/var/lib/flexiq/q.db"
+	c.Pools["email"].Source = withSetting(c.Pools["email"].Source, "path", "/var/lib/flexiq/q.db")
 	if ps := CheckPaths(c); len(ps) != 0 {
 		t.Errorf("CheckPaths of a plain path: %v", ps)
 	}

@@ -55,7 +55,7 @@ func defaultPool(name string, poll time.Duration) *Pool {
 		Hardening:                 HardeningDefault,
 		MaxSurge:                  1,
 		Mode:                      ModeActive,
-		Source:                    Source{Type: SourceFlexiqSQLite},
+		Source:                    Source{Type: DefaultSourceType},
 	}
 }
 
@@ -151,12 +151,12 @@ func (l *loader) pool(name string, r *rawPool, daemonPoll time.Duration) *Pool {
 	}
 	l.drainSignal(p, r, key)
 	l.readiness(p, r, key)
-	l.source(p, &r.Source, func(k string) string { return key("source", k) })
+	l.source(p, r.Source, func(k string) string { return key("source", k) })
 	l.demand(p, r, key)
 	l.warm(p, r, key)
-	if p.ThreadsAuto && !slices.Contains(threadsAutoSources, p.Source.Type) {
+	if threads := threadsSources(); p.ThreadsAuto && !slices.Contains(threads, p.Source.Type) {
 		l.add(key("threads_per_worker"), `"auto" reads flexiq's workers: only for %s sources, not %s`,
-			strings.Join(threadsAutoSources, ", "), p.Source.Type)
+			strings.Join(threads, ", "), p.Source.Type)
 	}
 	l.limits(p, &r.Limits, func(k string) string { return key("limits", k) })
 	l.scaling(p, &r.rawScaling, key)

@@ -150,12 +150,13 @@ func (l *loader) rule(key string, raw any, p *Pool) (policy.Rule, bool) {
 		return r, false
 	}
 	if len(c.Queries) > 0 {
-		if p.Source.Type != SourcePrometheus {
-			l.add(key+".when", `promql() queries the pool's Prometheus: the pool's source must be type = %q (it has %q)`, SourcePrometheus, p.Source.Type)
+		prom, ok := p.Source.Settings.(PromQLSource)
+		if !ok {
+			l.add(key+".when", `promql() queries the pool's Prometheus: the pool's source must be type = %s (it has %q)`, promQLSources(), p.Source.Type)
 			return r, false
 		}
 		for _, q := range c.Queries {
-			if err := checkRanges(q, p.Source.Prometheus.ScrapeInterval); err != nil {
+			if err := checkRanges(q, prom.PromQLScrapeInterval()); err != nil {
 				l.add(key+".when", "promql(%q): %v", q, err)
 				good = false
 			}

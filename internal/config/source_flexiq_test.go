@@ -14,14 +14,14 @@ func TestFlexiqNetSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := c.Pools["email"].Source
-	if s.Schema != "flexiq" || s.Conn.URL != "postgres://flexiq@db:5432/app" || len(s.Queues) != 1 {
+	if setting(s, "schema") != "flexiq" || setting(s, "url") != "postgres://flexiq@db:5432/app" || len(setting(s, "queues").([]string)) != 1 {
 		t.Errorf("flexiq-postgres defaults: %+v", s)
 	}
 	c, err = load(t, withSource("type = \"flexiq-redis\"\nurl = \"redis://127.0.0.1:6379/0\"\nqueues = [\"a\", \"b\"]\nkey_prefix = \"app:\"\nnamespace = \"acme\""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := c.Pools["email"].Source; s.KeyPrefix != "app:" || s.Namespace != "acme" {
+	if s := c.Pools["email"].Source; setting(s, "key_prefix") != "app:" || setting(s, "namespace") != "acme" {
 		t.Errorf("flexiq-redis: %+v", s)
 	}
 	var b strings.Builder

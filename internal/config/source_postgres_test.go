@@ -45,20 +45,20 @@ url = "postgres://app@db.example/app_queue"
 		t.Fatal(err)
 	}
 	q := c.Pools["q"].Source
-	if want := map[string]any{"queues": []string{"a", "b"}, "tenant": "acme", "min": int64(2)}; !reflect.DeepEqual(q.Postgres.Params, want) {
-		t.Errorf("params = %#v, want %#v", q.Postgres.Params, want)
+	if want := map[string]any{"queues": []string{"a", "b"}, "tenant": "acme", "min": int64(2)}; !reflect.DeepEqual(setting(q, "params"), want) {
+		t.Errorf("params = %#v, want %#v", setting(q, "params"), want)
 	}
-	if q.Conn.PasswordFile != "/etc/flexiq-scaled/db.password" {
-		t.Errorf("password_file = %q", q.Conn.PasswordFile)
+	if setting(q, "password_file") != "/etc/flexiq-scaled/db.password" {
+		t.Errorf("password_file = %q", setting(q, "password_file"))
 	}
-	if r := c.Pools["r"].Source; r.Schema != "public" || !reflect.DeepEqual(r.Queues, []string{"default", "email"}) {
-		t.Errorf("river: schema %q queues %q, want the default schema public and two queues", r.Schema, r.Queues)
+	if r := c.Pools["r"].Source; setting(r, "schema") != "public" || !reflect.DeepEqual(setting(r, "queues"), []string{"default", "email"}) {
+		t.Errorf("river: schema %q queues %q, want the default schema public and two queues", setting(r, "schema"), setting(r, "queues"))
 	}
-	if b := c.Pools["b"].Source; b.Schema != "boss" || b.Conn.URLFile == "" {
+	if b := c.Pools["b"].Source; setting(b, "schema") != "boss" || setting(b, "url_file") == "" {
 		t.Errorf("pg-boss: %+v", b)
 	}
-	if s := c.Pools["s"].Source; s.Schema != "" {
-		t.Errorf("solid-queue has no schema setting, got %q", s.Schema)
+	if s := c.Pools["s"].Source; hasSetting(s, "schema") {
+		t.Errorf("solid-queue has no schema setting, got %q", setting(s, "schema"))
 	}
 
 	// The effective configuration loads back the same.

@@ -59,7 +59,9 @@ func TestPrometheusAndCommandSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := c.Pools["email"].Source
-	if got.Prometheus != (Prometheus{PendingQuery: "sum(queue_waiting)", EmptyResult: EmptyZero}) || got.Conn.URL != "http://127.0.0.1:9090" {
+	want := withSetting(withSetting(withSetting(zeroSettings(got), "pending_query", "sum(queue_waiting)"),
+		"empty_result", "zero"), "url", "http://127.0.0.1:9090")
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("prometheus defaults: %+v", got)
 	}
 	c, err = load(t, withSource(cmd+"command = [\"/usr/local/bin/q\", \"--queue\", \"mail\"]\n"))
@@ -67,11 +69,11 @@ func TestPrometheusAndCommandSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = c.Pools["email"].Source
-	if !slices.Equal(got.Command.Command, []string{"/usr/local/bin/q", "--queue", "mail"}) || got.Command.TimeoutSec != DefaultCommandTimeoutSec {
-		t.Errorf("command defaults: %+v", got.Command)
+	if !slices.Equal(setting(got, "command").([]string), []string{"/usr/local/bin/q", "--queue", "mail"}) || setting(got, "timeout_sec") != 10.0 {
+		t.Errorf("command defaults: %+v", got.Settings)
 	}
-	if got.Prometheus != (Prometheus{}) {
-		t.Errorf("a command source has prometheus settings: %+v", got.Prometheus)
+	if _, ok := got.Settings.(PromQLSource); ok {
+		t.Errorf("a command source has prometheus settings: %+v", got.Settings)
 	}
 }
 
@@ -120,7 +122,7 @@ timeout_sec = 2.5
 		}
 	}
 	old, new := *c.Pools["vllm"], *c.Pools["vllm"]
-	new.Source.Prometheus.EmptyResult = EmptyZero
+	new.Source = withSetting(new.Source, "empty_result", "zero")
 	if d := Diff(&old, &new); !slices.Equal(d, []string{"source.empty_result"}) {
 		t.Errorf("Diff = %q", d)
 	}

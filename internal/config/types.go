@@ -105,42 +105,41 @@ type Pool struct {
 	Scaling Scaling
 }
 
-// Source is the [pools.NAME.source] table. Type says which of the other
-// fields apply; each source type registers its keys and its checks (see
-// source.go), and the settings of a family of types live in a struct of
-// their own, in a file of their own.
+// Source is the [pools.NAME.source] table: its type, registered by its own
+// file in internal/source (RegisterSourceType, sourcetype.go), and the
+// settings that type's Decode checked.
 type Source struct {
-	Type      string   // a registered source type, e.g. "flexiq-sqlite"
-	Path      string   // SQLite types: the database file
-	Queues    []string // the queues to read (summed); for flexiq types a filter, empty = all
-	Namespace string   // flexiq types: optional namespace filter; empty = no filter
-	Query     string   // sqlite-query: read-only SELECT returning pending, running[, paused]
-	Schema    string   // PostgreSQL types: the schema of the queue's tables
-	// KeyPrefix is the prefix of a Redis queue's keys: flexiq's "flexiq:",
-	// BullMQ's prefix option ("bull"), Celery's global_keyprefix.
-	KeyPrefix string
-
-	// Conn is where a network source connects, and as whom.
-	Conn Conn
-	// Redis holds the generic redis type's settings and its presets'.
-	Redis Redis
-	// Postgres holds postgres-query's settings and its presets'.
-	Postgres Postgres
-	// Prometheus holds the prometheus type's settings.
-	Prometheus Prometheus
-	// Command holds the command type's settings.
-	Command Command
+	Type string // a registered source type, e.g. "flexiq-sqlite"
+	// Settings are a struct of the type's own (source.FlexiqSQLiteSettings),
+	// whose exported fields carry their keys as toml tags.
+	Settings any
 }
 
 // Conn is where a network source connects. The credentials never sit in the
 // configuration file in clear: the URL may come from a file or a systemd
 // credential, and the password from another.
+//
+// A source type's settings embed it: its keys are then the table's own
+// (WriteEffective, Diff), and SourceConn tells CheckCredentials where the
+// secrets are.
 type Conn struct {
-	URL                string // redis://, postgres://, http(s):// without a password
-	URLFile            string // a root-only file holding the URL
-	URLCredential      string // a systemd credential ($CREDENTIALS_DIRECTORY/NAME) holding the URL
-	PasswordFile       string // a root-only file holding the password
-	PasswordCredential string // a systemd credential holding the password
+	URL                string `toml:"url,omitempty"`                 // redis://, postgres://, http(s):// without a password
+	URLFile            string `toml:"url_file,omitempty"`            // a root-only file holding the URL
+	URLCredential      string `toml:"url_credential,omitempty"`      // a systemd credential ($CREDENTIALS_DIRECTORY/NAME) holding the URL
+	PasswordFile       string `toml:"password_file,omitempty"`       // a root-only file holding the password
+	PasswordCredential string `toml:"password_credential,omitempty"` // a systemd credential holding the password
+}
+
+// SourceConn returns c; settings that embed a Conn have it too.
+func (c Conn) SourceConn() Conn { return c }
+
+// connOf is where s connects: its settings' Conn, zero for a source that
+// does not connect.
+func connOf(s Source) Conn {
+	if c, ok := s.Settings.(interface{ SourceConn() Conn }); ok {
+		return c.SourceConn()
+	}
+	return Conn{}
 }
 
 // Limits is the optional [pools.NAME.limits] table, passed as unit properties.

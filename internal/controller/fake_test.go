@@ -222,7 +222,7 @@ func testPool(name string) *config.Pool {
 		MinWorkers: 1, MaxWorkers: 10, TargetQueueDepthPerWorker: 10, TargetUtilisation: 1,
 		ThreadsPerWorker: 1, CPUPerWorker: 1, Tolerance: 0.1, ScaleDownWindow: 300 * time.Second,
 		PollInterval: time.Second, DrainTimeout: 30 * time.Second, DrainSignal: "SIGTERM", DrainSignalNumber: 15,
-		Source: config.Source{Type: "flexiq-sqlite", Path: "/var/lib/q.db"}, MaxSurge: 1,
+		Source: config.Source{Type: "flexiq-sqlite", Settings: source.FlexiqSQLiteSettings{Path: "/var/lib/q.db"}}, MaxSurge: 1,
 	}
 }
 

@@ -100,7 +100,7 @@ func TestOperatorNeverWaitsForTheSource(t *testing.T) {
 	}
 
 	fixed := faster
-	fixed.Source.Path = "/var/lib/other.db"
+	fixed.Source.Settings = source.FlexiqSQLiteSettings{Path: "/var/lib/other.db"}
 	quick("reload", func() {
 		if err := p.Update(&fixed); err != nil {
 			t.Fatal(err)

@@ -269,7 +269,7 @@ func TestWakeAfterReload(t *testing.T) {
 	}
 
 	changed := same
-	changed.Source.Path = "/var/lib/other.db"
+	changed.Source.Settings = source.FlexiqSQLiteSettings{Path: "/var/lib/other.db"}
 	if err := p.Update(&changed); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+	"github.com/flexiq/flexiq-scaled/internal/source"
 )
 
 func TestRuntimeDir(t *testing.T) {
@@ -103,7 +104,7 @@ func TestStatusFollowsChangesAtOnce(t *testing.T) {
 		t.Errorf("first notification = %q", got)
 	}
 	rp, err := d.newPool(&config.Pool{Name: "email", MaxWorkers: 4, PollInterval: time.Second,
-		Source: config.Source{Type: "flexiq-sqlite", Path: filepath.Join(dir, "q.db")}})
+		Source: config.Source{Type: "flexiq-sqlite", Settings: source.FlexiqSQLiteSettings{Path: filepath.Join(dir, "q.db")}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,10 @@ import (
 	"strings"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	// The source types register themselves, with their keys' docs, when
+	// package source is linked in: without it the reference would have no
+	// [pools.NAME.source] part at all.
+	_ "github.com/flexiq/flexiq-scaled/internal/source"
 )
 
 // The prose around the keys, which no key owns: how the file is read and

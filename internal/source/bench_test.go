@@ -42,12 +42,12 @@ func BenchmarkObserve(b *testing.B) {
 	path := benchDB(b)
 	ctx := context.Background()
 	specs := map[string]config.Source{
-		"flexiq-sqlite":           {Type: TypeFlexiqSQLite, Path: path},
-		"flexiq-sqlite/queues":    {Type: TypeFlexiqSQLite, Path: path, Queues: []string{"a", "b"}},
-		"flexiq-sqlite/namespace": {Type: TypeFlexiqSQLite, Path: path, Namespace: "x"},
-		"sqlite-query":            {Type: TypeSQLiteQuery, Path: path, Query: countsQuery},
+		"flexiq-sqlite":           {Type: TypeFlexiqSQLite, Settings: FlexiqSQLiteSettings{Path: path}},
+		"flexiq-sqlite/queues":    {Type: TypeFlexiqSQLite, Settings: FlexiqSQLiteSettings{Path: path, Queues: []string{"a", "b"}}},
+		"flexiq-sqlite/namespace": {Type: TypeFlexiqSQLite, Settings: FlexiqSQLiteSettings{Path: path, Namespace: "x"}},
+		"sqlite-query":            {Type: TypeSQLiteQuery, Settings: SQLiteQuerySettings{Path: path, Query: countsQuery}},
 		// A third of the backlog is in a paused queue: the slower path.
-		"flexiq-sqlite/paused": {Type: TypeFlexiqSQLite, Path: benchDB(b, "a")},
+		"flexiq-sqlite/paused": {Type: TypeFlexiqSQLite, Settings: FlexiqSQLiteSettings{Path: benchDB(b, "a")}},
 	}
 	for name, spec := range specs {
 		b.Run(name+"/open-per-observe", func(b *testing.B) {
@@ -61,10 +61,7 @@ func BenchmarkObserve(b *testing.B) {
 	}
 
 	b.Run("flexiq-sqlite/pooled", func(b *testing.B) {
-		s, err := newFlexiqSQLite(config.Source{Type: TypeFlexiqSQLite, Path: path})
-		if err != nil {
-			b.Fatal(err)
-		}
+		s := newFlexiqSQLite(FlexiqSQLiteSettings{Path: path})
 		db, err := sql.Open("sqlite", readOnlyDSN(path))
 		if err != nil {
 			b.Fatal(err)

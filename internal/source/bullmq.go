@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -31,16 +32,45 @@ type bullmq struct {
 	queues []string
 }
 
+// TypeBullMQ reads BullMQ's queues.
+const TypeBullMQ = "bullmq"
+
+// DefaultBullMQPrefix is BullMQ's own default for its prefix option.
+const DefaultBullMQPrefix = "bull"
+
+// BullMQSettings are a bullmq source's keys.
+type BullMQSettings struct {
+	Queues    []string `toml:"queues,omitempty"`
+	KeyPrefix string   `toml:"key_prefix,omitempty"` // BullMQ's prefix option
+	config.Conn
+}
+
 func init() {
-	register(config.SourceBullMQ, func(spec config.Source) (Source, error) {
-		if len(spec.Queues) == 0 {
-			return nil, fmt.Errorf("%s source: no queues", spec.Type)
+	define(config.SourceType{
+		Name: TypeBullMQ,
+		Doc: "Reads BullMQ's queues on Redis: ready jobs (wait, paused, prioritized, and the delayed ones that are " +
+			"due) are pending, active ones running; a paused queue's ready jobs are paused. The URL is redis://, " +
+			"rediss:// or unix://.",
+		Keys: append(slices.Clone(config.ConnKeys), redisQueuesKey("BullMQ queue names"),
+			config.KeyDoc{Name: "key_prefix", Type: "string", Default: `"bull"`, Limits: "not empty",
+				Doc: "BullMQ's `prefix` option, if the application sets one."}),
+	}, func(d *config.SourceDecoder) BullMQSettings {
+		s := BullMQSettings{KeyPrefix: DefaultBullMQPrefix}
+		d.Conn(&s.Conn, redisSchemes...)
+		decodeRedisQueues(d, &s.Queues)
+		if d.String("key_prefix", &s.KeyPrefix) && s.KeyPrefix == "" {
+			d.Errorf("key_prefix", "must not be empty (BullMQ's default is %q)", DefaultBullMQPrefix)
 		}
-		prefix := spec.KeyPrefix
+		return s
+	}, func(s BullMQSettings) (Source, error) {
+		if len(s.Queues) == 0 {
+			return nil, fmt.Errorf("%s source: no queues", TypeBullMQ)
+		}
+		prefix := s.KeyPrefix
 		if prefix == "" {
-			prefix = config.DefaultBullMQPrefix
+			prefix = DefaultBullMQPrefix
 		}
-		return &bullmq{conn: newRedisConn(spec), prefix: prefix, queues: spec.Queues}, nil
+		return &bullmq{conn: newRedisConn(TypeBullMQ, s.Conn), prefix: prefix, queues: s.Queues}, nil
 	})
 }
 
@@ -155,3 +185,21 @@ func (s *bullmq) oldest(ctx context.Context, c *redis.Client, k func(string) str
 }
 
 func (s *bullmq) Close() error { return s.conn.close() }
+
+// Watch wakes the pool when a job is added, prioritized, delayed, paused
+// or taken: BullMQ's addStandardJob, addPrioritizedJob and addDelayedJob
+// push onto wait (or paused) and add to the marker, prioritized or delayed
+// sets (src/commands/includes/addJobInTargetList.lua); a worker moves jobs
+// into active. A due delayed job needs no event: it is counted as it falls
+// due, at the next poll.
+func (s *bullmq) Watch(ctx context.Context, wake func()) (string, error) {
+	var keys []watchKey
+	for _, q := range s.queues {
+		for _, k := range []watchKey{{"wait", "l"}, {"paused", "l"}, {"active", "l"}, {"prioritized", "z"}, {"delayed", "z"}} {
+			keys = append(keys, watchKey{key: s.prefix + ":" + q + ":" + k.key, classes: k.classes})
+		}
+	}
+	return s.conn.watcher(staticKeys(keys)).watch(ctx, wake)
+}
+
+var _ Watcher = (*bullmq)(nil)

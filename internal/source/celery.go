@@ -33,12 +33,36 @@ type celery struct {
 	queues []string
 }
 
+// TypeCelery reads Celery's queues on its Redis broker.
+const TypeCelery = "celery"
+
+// CelerySettings are a celery source's keys.
+type CelerySettings struct {
+	Queues    []string `toml:"queues,omitempty"`
+	KeyPrefix string   `toml:"key_prefix,omitempty"` // Celery's global_keyprefix
+	config.Conn
+}
+
 func init() {
-	register(config.SourceCelery, func(spec config.Source) (Source, error) {
-		if len(spec.Queues) == 0 {
-			return nil, fmt.Errorf("%s source: no queues", spec.Type)
+	define(config.SourceType{
+		Name: TypeCelery,
+		Doc: "Reads Celery's queues on its Redis broker: the messages of every priority are pending; running is " +
+			"approximate, the unacknowledged messages routed to the queues. Celery stores no enqueue time, so " +
+			"there is no oldest age. The URL is redis://, rediss:// or unix://.",
+		Keys: append(slices.Clone(config.ConnKeys), redisQueuesKey("Celery queue names"),
+			config.KeyDoc{Name: "key_prefix", Type: "string", Default: `""`,
+				Doc: "Celery's `global_keyprefix` transport option, if the application sets one."}),
+	}, func(d *config.SourceDecoder) CelerySettings {
+		var s CelerySettings
+		d.Conn(&s.Conn, redisSchemes...)
+		decodeRedisQueues(d, &s.Queues)
+		d.String("key_prefix", &s.KeyPrefix)
+		return s
+	}, func(s CelerySettings) (Source, error) {
+		if len(s.Queues) == 0 {
+			return nil, fmt.Errorf("%s source: no queues", TypeCelery)
 		}
-		return &celery{conn: newRedisConn(spec), prefix: spec.KeyPrefix, queues: spec.Queues}, nil
+		return &celery{conn: newRedisConn(TypeCelery, s.Conn), prefix: s.KeyPrefix, queues: s.Queues}, nil
 	})
 }
 
@@ -127,3 +151,17 @@ func celeryRoutingKey(entry string) (string, bool) {
 }
 
 func (s *celery) Close() error { return s.conn.close() }
+
+// Watch wakes the pool when a message is pushed onto one of the queues'
+// priority lists.
+func (s *celery) Watch(ctx context.Context, wake func()) (string, error) {
+	var keys []watchKey
+	for _, q := range s.queues {
+		for _, suffix := range celeryPriorityKeys {
+			keys = append(keys, watchKey{key: s.prefix + q + suffix, classes: "l"})
+		}
+	}
+	return s.conn.watcher(staticKeys(keys)).watch(ctx, wake)
+}
+
+var _ Watcher = (*celery)(nil)

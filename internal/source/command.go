@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,11 +19,66 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/config"
 )
 
-// TypeCommand runs a command that prints the counts as JSON.
-const TypeCommand = config.SourceCommand
+// TypeCommand runs a command that prints the counts as JSON: the escape
+// hatch for any queue that no other type reads.
+const TypeCommand = "command"
+
+// DefaultCommandTimeoutSec is how long a command source's command may run
+// when timeout_sec is not set. The tick bounds it as well.
+const DefaultCommandTimeoutSec = 10
+
+// CommandSettings are a command source's keys.
+type CommandSettings struct {
+	// Command is the argv to run, without a shell: an absolute path, then
+	// its arguments.
+	Command []string `toml:"command,omitempty"`
+	// TimeoutSec bounds each run, in seconds; the pool's tick bounds it too.
+	TimeoutSec float64 `toml:"timeout_sec,omitzero"`
+}
 
 func init() {
-	register(TypeCommand, func(spec config.Source) (Source, error) { return newCommand(spec, nil) })
+	define(config.SourceType{
+		Name: TypeCommand,
+		Doc: "Runs a program of yours at every tick, without a shell, as root inside the daemon's sandbox, " +
+			"and reads `{\"pending\": N, \"running\": M}` (optionally `paused` and `oldest_age_sec`) " +
+			"from its standard output: the escape hatch for any queue that no other type reads.",
+		Keys: []config.KeyDoc{
+			{Name: "command", Type: "array of strings", Required: true,
+				Limits: "an absolute path, then its arguments; not under a directory the daemon's sandbox hides",
+				Doc:    "The program to run and its arguments, without a shell and without a search path."},
+			{Name: "timeout_sec", Type: "number", Default: "10", Limits: "> 0",
+				Doc: "How long one run may take; the pool's tick bounds it too. A command that overruns is stopped, " +
+					"with everything it started, and the tick holds."},
+		},
+	}, decodeCommand, func(s CommandSettings) (Source, error) { return newCommand(s, nil) })
+}
+
+// decodeCommand checks a command source: an argv whose program is an
+// absolute path the daemon can see, and a positive timeout.
+func decodeCommand(d *config.SourceDecoder) CommandSettings {
+	var c CommandSettings
+	switch {
+	case !d.Has("command"):
+		d.Errorf("command", `missing: the command to run, as an array (no shell), e.g. ["/usr/local/bin/queue-depth", "--queue", "mail"]`)
+	case !d.Strings("command", &c.Command):
+	case len(c.Command) == 0:
+		d.Errorf("command", "must not be empty: the program's absolute path, then its arguments")
+	case !filepath.IsAbs(c.Command[0]):
+		d.Errorf("command", "%q must be an absolute path: the command runs without a shell and without a search path", c.Command[0])
+	default:
+		// The command runs inside the daemon's unit: a program under a
+		// directory its sandbox hides would fail at every tick.
+		if why, hidden := d.Hidden(c.Command[0]); hidden {
+			d.Errorf("command", "%s is invisible to the daemon, which runs the command: %s; install it elsewhere, e.g. under /usr/local/bin",
+				c.Command[0], why)
+		}
+	}
+	c.TimeoutSec = DefaultCommandTimeoutSec
+	if d.Number("timeout_sec", &c.TimeoutSec) && c.TimeoutSec <= 0 {
+		d.Errorf("timeout_sec", "must be > 0")
+		c.TimeoutSec = DefaultCommandTimeoutSec
+	}
+	return c
 }
 
 // CommandRunner runs a command source's program. The daemon's runs each
@@ -45,8 +101,8 @@ type CommandRunner interface {
 // run: the daemon gives each pool a runner that starts transient units.
 func NewWithCommandRunner(run CommandRunner) func(config.Source) (Source, error) {
 	return func(spec config.Source) (Source, error) {
-		if spec.Type == TypeCommand {
-			return newCommand(spec, run)
+		if s, ok := spec.Settings.(CommandSettings); ok && spec.Type == TypeCommand {
+			return newCommand(s, run)
 		}
 		return New(spec)
 	}
@@ -63,14 +119,14 @@ type commandSource struct {
 	run     CommandRunner
 }
 
-func newCommand(spec config.Source, run CommandRunner) (*commandSource, error) {
-	argv := spec.Command.Command
+func newCommand(spec CommandSettings, run CommandRunner) (*commandSource, error) {
+	argv := spec.Command
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, fmt.Errorf("%s source: command is empty", TypeCommand)
 	}
-	timeout := time.Duration(spec.Command.TimeoutSec * float64(time.Second))
+	timeout := time.Duration(spec.TimeoutSec * float64(time.Second))
 	if timeout <= 0 {
-		timeout = config.DefaultCommandTimeoutSec * time.Second
+		timeout = DefaultCommandTimeoutSec * time.Second
 	}
 	if run == nil {
 		run = ProcessGroupRunner{}

@@ -68,7 +68,7 @@ func script(t *testing.T, body string) string {
 }
 
 func commandSpec(timeoutSec float64, argv ...string) config.Source {
-	return config.Source{Type: TypeCommand, Command: config.Command{Command: argv, TimeoutSec: timeoutSec}}
+	return config.Source{Type: TypeCommand, Settings: CommandSettings{Command: argv, TimeoutSec: timeoutSec}}
 }
 
 // A command that works gives its counts; one that fails is a hold whose

@@ -97,7 +97,7 @@ func TestRedactedHidesQuery(t *testing.T) {
 	if got := redacted(u); strings.Contains(got, "s3cret") || got != "postgres://app@db/q?application_name=xxxxx&sslrootcert=xxxxx" && got != "postgres://app@db/q?sslrootcert=xxxxx&application_name=xxxxx" {
 		t.Errorf("redacted = %q", got)
 	}
-	s := newPgDB(config.Source{Type: config.SourceRiver, Conn: config.Conn{URL: "postgres://app@db/q?sslrootcert=s3cret"}})
+	s := newPgDB(TypeRiver, config.Conn{URL: "postgres://app@db/q?sslrootcert=s3cret"})
 	if strings.Contains(s.server, "s3cret") {
 		t.Errorf("the PostgreSQL source shows %q", s.server)
 	}

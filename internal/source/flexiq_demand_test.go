@@ -60,7 +60,7 @@ func TestFlexiqSQLiteDemand(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			src := mustNew(t, config.Source{Type: TypeFlexiqSQLite, Path: path, Queues: tt.queues})
+			src := mustNew(t, config.Source{Type: TypeFlexiqSQLite, Settings: FlexiqSQLiteSettings{Path: path, Queues: tt.queues}})
 			got, err := src.(DemandReader).Demand(context.Background(), now, tt.window)
 			if err != nil {
 				t.Fatal(err)
@@ -72,7 +72,7 @@ func TestFlexiqSQLiteDemand(t *testing.T) {
 		})
 	}
 
-	src := mustNew(t, config.Source{Type: TypeFlexiqSQLite, Path: path + ".missing"})
+	src := mustNew(t, config.Source{Type: TypeFlexiqSQLite, Settings: FlexiqSQLiteSettings{Path: path + ".missing"}})
 	_, err := src.(DemandReader).Demand(context.Background(), now, time.Minute)
 	wantErrContaining(t, err, TypeFlexiqSQLite, path+".missing", "reading arrivals and service times")
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -16,10 +18,46 @@ import (
 )
 
 // TypeFlexiqPostgres reads flexiq's Postgres storage.
-const TypeFlexiqPostgres = config.SourceFlexiqPostgres
+const TypeFlexiqPostgres = "flexiq-postgres"
+
+// DefaultFlexiqSchema is flexiq's own: PostgresStorage::new uses schema
+// "flexiq" (storage/postgres/mod.rs).
+const DefaultFlexiqSchema = "flexiq"
+
+// FlexiqPostgresSettings are a flexiq-postgres source's keys.
+type FlexiqPostgresSettings struct {
+	Queues    []string `toml:"queues,omitempty"`    // a filter; nil = all queues
+	Namespace string   `toml:"namespace,omitempty"` // a filter; "" = none
+	Schema    string   `toml:"schema,omitempty"`
+	config.Conn
+}
 
 func init() {
-	register(TypeFlexiqPostgres, func(spec config.Source) (Source, error) { return newFlexiqPostgres(spec) })
+	define(config.SourceType{
+		Name: TypeFlexiqPostgres,
+		Doc: "Reads flexiq's PostgreSQL storage, as flexiq's Rust core lays it out in its schema: pending, running " +
+			"and paused jobs (queue_state) as flexiq-sqlite does. The URL is postgres:// or postgresql://.",
+		Keys: append(slices.Clone(config.ConnKeys), queuesKey, namespaceKey,
+			config.KeyDoc{Name: "schema", Type: "string", Default: `"flexiq"`, Limits: "letters, digits and underscores",
+				Doc: "The schema flexiq's PostgreSQL storage was given, if not its default."}),
+		Threads: true,
+	}, decodeFlexiqPostgres, func(s FlexiqPostgresSettings) (Source, error) { return newFlexiqPostgres(s) })
+}
+
+// flexiqSchemaRE is what flexiq's validate_schema_name accepts
+// (storage/postgres/mod.rs): ASCII letters, digits and underscores.
+var flexiqSchemaRE = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+
+func decodeFlexiqPostgres(d *config.SourceDecoder) FlexiqPostgresSettings {
+	var s FlexiqPostgresSettings
+	d.Queues(&s.Queues)
+	d.String("namespace", &s.Namespace)
+	d.Conn(&s.Conn, "postgres", "postgresql")
+	s.Schema = DefaultFlexiqSchema
+	if d.String("schema", &s.Schema) && !flexiqSchemaRE.MatchString(s.Schema) {
+		d.Errorf("schema", "%q: flexiq takes only letters, digits and underscores", s.Schema)
+	}
+	return s
 }
 
 // flexiqPostgres reads flexiq's Postgres storage, as flexiq's Rust core
@@ -29,7 +67,7 @@ func init() {
 // Unix-millisecond scheduled_at, queue_state (queue_name, namespace, paused
 // boolean) and workers, all in one schema, "flexiq" unless configured.
 type flexiqPostgres struct {
-	spec   config.Source
+	spec   FlexiqPostgresSettings
 	schema string // quoted identifier
 	// The count statements, by the queue_state layout they fit: the
 	// current one (pauses by namespace, flexiq's m0020), one without a
@@ -58,10 +96,10 @@ const (
 	pgNoPauses
 )
 
-func newFlexiqPostgres(spec config.Source) (*flexiqPostgres, error) {
+func newFlexiqPostgres(spec FlexiqPostgresSettings) (*flexiqPostgres, error) {
 	schema := spec.Schema
 	if schema == "" {
-		schema = config.DefaultFlexiqSchema
+		schema = DefaultFlexiqSchema
 	}
 	s := &flexiqPostgres{spec: spec, schema: pgx.Identifier{schema}.Sanitize()}
 	where, filter := pgJobFilter(spec.Queues, spec.Namespace, 2)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,10 +16,48 @@ import (
 )
 
 // TypeFlexiqRedis reads flexiq's Redis storage.
-const TypeFlexiqRedis = config.SourceFlexiqRedis
+const TypeFlexiqRedis = "flexiq-redis"
+
+// DefaultFlexiqKeyPrefix is flexiq's own: RedisStorage::new uses the key
+// prefix "flexiq:" (storage/redis_backend/mod.rs).
+const DefaultFlexiqKeyPrefix = "flexiq:"
+
+// FlexiqRedisSettings are a flexiq-redis source's keys.
+type FlexiqRedisSettings struct {
+	Queues    []string `toml:"queues,omitempty"`
+	Namespace string   `toml:"namespace,omitempty"` // a filter; "" = none
+	KeyPrefix string   `toml:"key_prefix,omitempty"`
+	config.Conn
+}
 
 func init() {
-	register(TypeFlexiqRedis, func(spec config.Source) (Source, error) { return newFlexiqRedis(spec) })
+	define(config.SourceType{
+		Name: TypeFlexiqRedis,
+		Doc: "Reads flexiq's Redis storage, as flexiq's Rust core lays it out under its key prefix. flexiq keeps " +
+			"no list of its queues in Redis, so the queues are configured. The URL is redis:// or rediss://.",
+		Keys: append(slices.Clone(config.ConnKeys),
+			config.KeyDoc{Name: "queues", Type: "array of strings", Required: true, Limits: "at least one; no empty names",
+				Doc: "The queues to read, summed: flexiq keeps no list of its queues in Redis."},
+			namespaceKey,
+			config.KeyDoc{Name: "key_prefix", Type: "string", Default: `"flexiq:"`,
+				Doc: "The key prefix flexiq's Redis storage was given, if not its default."}),
+		Threads: true,
+	}, decodeFlexiqRedis, func(s FlexiqRedisSettings) (Source, error) { return newFlexiqRedis(s) })
+}
+
+func decodeFlexiqRedis(d *config.SourceDecoder) FlexiqRedisSettings {
+	var s FlexiqRedisSettings
+	d.Queues(&s.Queues)
+	d.String("namespace", &s.Namespace)
+	d.Conn(&s.Conn, "redis", "rediss")
+	s.KeyPrefix = DefaultFlexiqKeyPrefix
+	d.String("key_prefix", &s.KeyPrefix)
+	// flexiq keeps no set of its queue names in Redis: each queue is its
+	// own sorted set, found only by name.
+	if len(s.Queues) == 0 && !d.Has("queues") {
+		d.Errorf("queues", "required for %s sources: flexiq keeps no list of its queues in Redis", TypeFlexiqRedis)
+	}
+	return s
 }
 
 // flexiqRedis reads flexiq's Redis storage, as flexiq's Rust core lays it
@@ -37,20 +76,20 @@ func init() {
 //
 // flexiq keeps no set of its queue names, so the queues are configured.
 type flexiqRedis struct {
-	spec   config.Source
+	spec   FlexiqRedisSettings
 	prefix string
 	conn   *redisConn
 }
 
-func newFlexiqRedis(spec config.Source) (*flexiqRedis, error) {
+func newFlexiqRedis(spec FlexiqRedisSettings) (*flexiqRedis, error) {
 	if len(spec.Queues) == 0 {
 		return nil, fmt.Errorf("%s source: queues is empty: flexiq keeps no list of its queues in Redis", TypeFlexiqRedis)
 	}
 	prefix := spec.KeyPrefix
 	if prefix == "" {
-		prefix = config.DefaultFlexiqKeyPrefix
+		prefix = DefaultFlexiqKeyPrefix
 	}
-	return &flexiqRedis{spec: spec, prefix: prefix, conn: newRedisConn(spec)}, nil
+	return &flexiqRedis{spec: spec, prefix: prefix, conn: newRedisConn(TypeFlexiqRedis, spec.Conn)}, nil
 }
 
 // Priority bands of the pending score, as dequeue_score clamps priority.
@@ -404,3 +443,16 @@ func (s *flexiqRedis) Threads(ctx context.Context, now time.Time) (int, bool, er
 }
 
 func (s *flexiqRedis) Close() error { return s.conn.close() }
+
+// Watch wakes the pool when a job enters one of the queues' pending sets
+// (enqueue, retry, release), or when a job starts or ends (the running
+// set, jobs:status:1, which every queue's claims and completions write).
+func (s *flexiqRedis) Watch(ctx context.Context, wake func()) (string, error) {
+	keys := []watchKey{{key: s.key("jobs", "status", "1"), classes: "s"}}
+	for _, q := range s.spec.Queues {
+		keys = append(keys, watchKey{key: s.key("queue", q, "pending"), classes: "z"})
+	}
+	return s.conn.watcher(staticKeys(keys)).watch(ctx, wake)
+}
+
+var _ Watcher = (*flexiqRedis)(nil)

@@ -13,6 +13,51 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
+// TypeFlexiqSQLite reads flexiq's own jobs table in its SQLite database.
+const TypeFlexiqSQLite = "flexiq-sqlite"
+
+// FlexiqSQLiteSettings are a flexiq-sqlite source's keys.
+type FlexiqSQLiteSettings struct {
+	Path      string   `toml:"path,omitempty"`
+	Queues    []string `toml:"queues,omitempty"`    // a filter; nil = all queues
+	Namespace string   `toml:"namespace,omitempty"` // a filter; "" = none
+}
+
+// LocalFile implements config.LocalFile.
+func (s FlexiqSQLiteSettings) LocalFile() (key, path string) { return "path", s.Path }
+
+var (
+	queuesKey = config.KeyDoc{Name: "queues", Type: "array of strings", Default: "all queues", Limits: "no empty names",
+		Doc: "Count only jobs in these queues. `[]` means all queues."}
+	namespaceKey = config.KeyDoc{Name: "namespace", Type: "string", Default: "no filter",
+		Doc: "Count only jobs in this namespace. `\"\"` means no filter."}
+)
+
+func init() {
+	define(config.SourceType{
+		Name: TypeFlexiqSQLite,
+		Doc: "Reads flexiq's own `jobs` table. *Pending* is the jobs with `status = 0` whose `scheduled_at` " +
+			"has come, *running* the jobs with `status = 1`; a job whose queue is paused (`queue_state`) is " +
+			"*paused*, not pending. " + sqliteDoc,
+		Keys:    []config.KeyDoc{pathKey, queuesKey, namespaceKey},
+		Threads: true,
+		Demand:  true,
+	}, decodeFlexiqSQLite, func(s FlexiqSQLiteSettings) (Source, error) {
+		if s.Path == "" {
+			return nil, fmt.Errorf("%s source: path is empty", TypeFlexiqSQLite)
+		}
+		return newFlexiqSQLite(s), nil
+	})
+}
+
+func decodeFlexiqSQLite(d *config.SourceDecoder) FlexiqSQLiteSettings {
+	var s FlexiqSQLiteSettings
+	decodePath(d, &s.Path)
+	d.Queues(&s.Queues)
+	d.String("namespace", &s.Namespace)
+	return s
+}
+
 // flexiqSQLite reads flexiq's own jobs table.
 type flexiqSQLite struct {
 	path string
@@ -28,10 +73,7 @@ type flexiqSQLite struct {
 	namespace string
 }
 
-func newFlexiqSQLite(spec config.Source) (*flexiqSQLite, error) {
-	if spec.Query != "" {
-		return nil, fmt.Errorf("%s source %s: query is for type %q only", TypeFlexiqSQLite, spec.Path, TypeSQLiteQuery)
-	}
+func newFlexiqSQLite(spec FlexiqSQLiteSettings) *flexiqSQLite {
 	s := &flexiqSQLite{path: spec.Path, queues: spec.Queues, namespace: spec.Namespace}
 	where, filter := flexiqdb.JobFilter(spec.Queues, spec.Namespace, 2)
 	s.filter = filter
@@ -40,8 +82,15 @@ func newFlexiqSQLite(spec config.Source) (*flexiqSQLite, error) {
 	for _, layout := range []flexiqdb.PauseLayout{flexiqdb.PausesByQueue, flexiqdb.PausesByNamespace} {
 		s.pausedCounts[layout] = flexiqPausedCounts(where, layout)
 	}
-	return s, nil
+	return s
 }
+
+// Watch wakes the pool when flexiq writes its database (see watchSQLite).
+func (s *flexiqSQLite) Watch(ctx context.Context, wake func()) (string, error) {
+	return watchSQLite(ctx, TypeFlexiqSQLite, s.path, wake)
+}
+
+var _ Watcher = (*flexiqSQLite)(nil)
 
 // flexiqCounts reads the counts of a database where no queue is paused, in
 // one statement and so from one snapshot: pending and running can never

@@ -80,7 +80,7 @@ func TestFlexiqSQLiteThreads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := New(config.Source{Type: TypeFlexiqSQLite, Path: path, Queues: []string{"email"}})
+	src, err := New(config.Source{Type: TypeFlexiqSQLite, Settings: FlexiqSQLiteSettings{Path: path, Queues: []string{"email"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestFlexiqSQLiteThreads(t *testing.T) {
 	if _, err := db.Exec(`ALTER TABLE workers ADD COLUMN namespace TEXT; UPDATE workers SET namespace = 'acme' WHERE worker_id = 'a'`); err != nil {
 		t.Fatal(err)
 	}
-	ns, _ := New(config.Source{Type: TypeFlexiqSQLite, Path: path, Namespace: "other"})
+	ns, _ := New(config.Source{Type: TypeFlexiqSQLite, Settings: FlexiqSQLiteSettings{Path: path, Namespace: "other"}})
 	defer ns.Close()
 	if n, ok, err := ns.(ThreadsReporter).Threads(t.Context(), now); err != nil || ok {
 		t.Errorf("Threads in namespace other = %d, %v, %v; want not ok", n, ok, err)

@@ -1,6 +1,7 @@
 package source
 
-import "github.com/flexiq/flexiq-scaled/internal/config"
+// TypeGoodJob is the good_job preset.
+const TypeGoodJob = "good_job"
 
 // good_job (github.com/bensheldon/good_job), an ActiveJob backend for Rails.
 // Its table good_jobs (lib/generators/good_job/templates/install/migrations/
@@ -18,11 +19,12 @@ import "github.com/flexiq/flexiq-scaled/internal/config"
 // schema setting: its tables are wherever the Rails connection's
 // search_path finds them, which the URL's options can set.
 func init() {
-	registerPreset(config.SourceGoodJob, func(string) string {
-		const ready = `j.performed_at IS NULL AND coalesce(j.scheduled_at, j.created_at) <= now()`
-		const paused = `(j.queue_name IN (SELECT jsonb_array_elements_text(p.value->'queues') FROM p)
+	definePgPreset(pgPresetDef{name: TypeGoodJob, schema: "", doc: "Reads good_job's good_jobs (Rails): unstarted jobs whose time has come are pending, performed ones running; jobs of a paused queue or job class (the pauses setting) are paused. good_job has no schema setting: its tables are wherever the connection's search_path finds them.",
+		query: func(string) string {
+			const ready = `j.performed_at IS NULL AND coalesce(j.scheduled_at, j.created_at) <= now()`
+			const paused = `(j.queue_name IN (SELECT jsonb_array_elements_text(p.value->'queues') FROM p)
       OR j.job_class IN (SELECT jsonb_array_elements_text(p.value->'job_classes') FROM p))`
-		return `WITH p AS (SELECT value FROM good_job_settings WHERE key = 'pauses')
+			return `WITH p AS (SELECT value FROM good_job_settings WHERE key = 'pauses')
 SELECT
   count(*) FILTER (WHERE ` + ready + ` AND NOT ` + paused + `) AS pending,
   count(*) FILTER (WHERE j.performed_at IS NOT NULL) AS running,
@@ -31,5 +33,5 @@ SELECT
 FROM good_jobs j
 WHERE j.finished_at IS NULL
   AND ($1::text[] IS NULL OR j.queue_name = ANY($1::text[]))`
-	})
+		}})
 }

@@ -1,6 +1,7 @@
 package source
 
-import "github.com/flexiq/flexiq-scaled/internal/config"
+// TypeGraphileWorker is the graphile-worker preset.
+const TypeGraphileWorker = "graphile-worker"
 
 // graphile-worker (github.com/graphile/worker), a Node.js job queue, from
 // version 0.16 on, whose tables are private (sql/000011.sql and later
@@ -23,9 +24,10 @@ import "github.com/flexiq/flexiq-scaled/internal/config"
 // pg_notify('jobs:insert', ...)), whatever the schema: the source LISTENs
 // there to wake its pool.
 func init() {
-	registerListeningPreset(config.SourceGraphileWorker, func(schema string) string {
-		const ready = `j.locked_at IS NULL AND j.attempts < j.max_attempts AND j.run_at <= now() AND q.locked_at IS NULL`
-		return `WITH r AS (
+	definePgPreset(pgPresetDef{name: TypeGraphileWorker, schema: "graphile_worker", doc: "Reads graphile-worker's tables (Node.js, 0.16 on): a named job queue adds at most one ready job, since it runs its jobs one at a time; locked jobs are running. There is no queue pausing; queues filters by job queue name.",
+		query: func(schema string) string {
+			const ready = `j.locked_at IS NULL AND j.attempts < j.max_attempts AND j.run_at <= now() AND q.locked_at IS NULL`
+			return `WITH r AS (
   SELECT j.job_queue_id, j.run_at
   FROM ` + schema + `._private_jobs j
   LEFT JOIN ` + schema + `._private_job_queues q ON q.id = j.job_queue_id
@@ -41,5 +43,5 @@ SELECT
     WHERE j.locked_at IS NOT NULL AND j.locked_at > now() - interval '4 hours'
       AND ($1::text[] IS NULL OR q.queue_name = ANY($1::text[]))) AS running,
   (SELECT extract(epoch FROM now() - min(run_at)) FROM r) AS oldest_age_sec`
-	}, func(string) string { return "jobs:insert" })
+		}, channel: func(string) string { return "jobs:insert" }})
 }

@@ -191,9 +191,9 @@ func TestPostgresTLSDowngradeRefused(t *testing.T) {
 // before anything is allocated, and the read fails as for any outage.
 func TestPostgresHugeMessage(t *testing.T) {
 	f := newFakePg(t, 512<<20)
-	s := mustNew(t, config.Source{Type: config.SourcePostgresQuery,
+	s := mustNew(t, config.Source{Type: TypePostgresQuery, Settings: PostgresQuerySettings{
 		Conn:  config.Conn{URL: "postgres://app:hunter2@" + f.addr + "/q"},
-		Query: "SELECT 0 AS pending, 0 AS running"})
+		Query: "SELECT 0 AS pending, 0 AS running"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var before, after runtime.MemStats

@@ -50,8 +50,8 @@ func TestPrometheusHugeBody(t *testing.T) {
 	for _, announce := range []bool{false, true} {
 		t.Run("announced="+strconv.FormatBool(announce), func(t *testing.T) {
 			u := hugeProm(t, 512<<20, announce)
-			s := mustNew(t, config.Source{Type: TypePrometheus, Conn: config.Conn{URL: u},
-				Prometheus: config.Prometheus{PendingQuery: "q"}})
+			s := mustNew(t, config.Source{Type: TypePrometheus, Settings: PrometheusSettings{Conn: config.Conn{URL: u},
+				PendingQuery: "q"}})
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			var before, after runtime.MemStats
@@ -67,7 +67,7 @@ func TestPrometheusHugeBody(t *testing.T) {
 	// A body of exactly the limit is read (and here, being padding, is
 	// not JSON): the limit errs only past it.
 	u := hugeProm(t, promMaxBody, false)
-	s := mustNew(t, config.Source{Type: TypePrometheus, Conn: config.Conn{URL: u}, Prometheus: config.Prometheus{PendingQuery: "q"}})
+	s := mustNew(t, config.Source{Type: TypePrometheus, Settings: PrometheusSettings{Conn: config.Conn{URL: u}, PendingQuery: "q"}})
 	_, err := s.Observe(context.Background(), time.Now())
 	if err == nil || strings.Contains(err.Error(), "over the limit") {
 		t.Errorf("a body of exactly the limit: err = %v, want a parse error, not the limit's", err)
@@ -123,8 +123,8 @@ func TestPrometheusRedirectKeepsCredentials(t *testing.T) {
 	}
 	withUser := strings.Replace(srv.URL, "http://", "http://metrics@", 1)
 
-	s := mustNew(t, config.Source{Type: TypePrometheus, Conn: config.Conn{URL: withUser, PasswordFile: pw},
-		Prometheus: config.Prometheus{PendingQuery: "q"}})
+	s := mustNew(t, config.Source{Type: TypePrometheus, Settings: PrometheusSettings{Conn: config.Conn{URL: withUser, PasswordFile: pw},
+		PendingQuery: "q"}})
 	_, err := s.Observe(context.Background(), time.Now())
 	wantErrContaining(t, err, "refusing a redirect", "to another server")
 	if got := thief.seen(); len(got) > 0 {
@@ -135,8 +135,8 @@ func TestPrometheusRedirectKeepsCredentials(t *testing.T) {
 	}
 
 	// The same server's redirect is followed, with the credentials.
-	s = mustNew(t, config.Source{Type: TypePrometheus, Conn: config.Conn{URL: withUser + "/same", PasswordFile: pw},
-		Prometheus: config.Prometheus{PendingQuery: "q"}})
+	s = mustNew(t, config.Source{Type: TypePrometheus, Settings: PrometheusSettings{Conn: config.Conn{URL: withUser + "/same", PasswordFile: pw},
+		PendingQuery: "q"}})
 	c, err := s.Observe(context.Background(), time.Now())
 	if err != nil || c.Pending != 5 {
 		t.Fatalf("through a redirect on the same server: %+v, %v; want 5 pending", c, err)

@@ -42,13 +42,16 @@ type pgDB struct {
 	server string // the redacted URL, for messages
 }
 
-func newPgDB(spec config.Source) *pgDB {
-	d := &pgDB{typ: spec.Type, conn: spec.Conn, rearm: newRearm()}
-	if spec.Conn.URL != "" {
-		d.server = config.RedactURLString(spec.Conn.URL)
+// postgresSchemes are the URL schemes libpq (and pgx) accept.
+var postgresSchemes = []string{"postgres", "postgresql"}
+
+func newPgDB(typ string, conn config.Conn) *pgDB {
+	d := &pgDB{typ: typ, conn: conn, rearm: newRearm()}
+	if conn.URL != "" {
+		d.server = config.RedactURLString(conn.URL)
 	}
 	if d.server == "" {
-		d.server = spec.Conn.URLOrigin() // the URL is a secret until read
+		d.server = conn.URLOrigin() // the URL is a secret until read
 	}
 	return d
 }

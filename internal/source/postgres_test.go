@@ -71,10 +71,10 @@ func TestDescribePgError(t *testing.T) {
 // Every preset is registered, and a source that cannot connect says which
 // type and server, without the password.
 func TestPostgresPresetsUnreachable(t *testing.T) {
-	for _, typ := range []string{config.SourcePostgresQuery, config.SourceRiver, config.SourcePgBoss, config.SourceGraphileWorker,
-		config.SourceOban, config.SourceGoodJob, config.SourceSolidQueue} {
+	for _, typ := range []string{TypePostgresQuery, TypeRiver, TypePgBoss, TypeGraphileWorker,
+		TypeOban, TypeGoodJob, TypeSolidQueue} {
 		// Port 1 on loopback: refused at once.
-		spec := config.Source{Type: typ, Query: "SELECT 1 AS pending, 0 AS running", Conn: config.Conn{URL: "postgres://fq@127.0.0.1:1/fq?connect_timeout=2"}}
+		spec := pgSpec(typ, config.Conn{URL: "postgres://fq@127.0.0.1:1/fq?connect_timeout=2"})
 		src, err := New(spec)
 		if err != nil {
 			t.Fatalf("%s: New: %v", typ, err)
@@ -85,4 +85,16 @@ func TestPostgresPresetsUnreachable(t *testing.T) {
 			t.Errorf("%s: Observe error %v, want one naming the type, the server and that it cannot connect", typ, err)
 		}
 	}
+}
+
+// pgSpec is a source of a PostgreSQL type connecting to conn, with the
+// type's defaults (postgres-query with a constant query).
+func pgSpec(typ string, conn config.Conn) config.Source {
+	switch typ {
+	case TypePostgresQuery:
+		return config.Source{Type: typ, Settings: PostgresQuerySettings{Query: "SELECT 1 AS pending, 0 AS running", Conn: conn}}
+	case TypeGoodJob, TypeSolidQueue:
+		return config.Source{Type: typ, Settings: PgQueuesSettings{Conn: conn}}
+	}
+	return config.Source{Type: typ, Settings: PgPresetSettings{Conn: conn}}
 }

@@ -23,14 +23,14 @@ func TestPostgresWatchInserts(t *testing.T) {
 	if url == "" {
 		t.Skip("needs FLEXIQ_TEST_PG_URL: test/e2e runs this against PostgreSQL in its sandbox")
 	}
-	for _, typ := range []string{config.SourceRiver, config.SourceGraphileWorker} {
+	for _, typ := range []string{TypeRiver, TypeGraphileWorker} {
 		t.Run(typ, func(t *testing.T) {
-			src, err := New(config.Source{Type: typ, Conn: config.Conn{URL: url}, Schema: config.DefaultPostgresSchema[typ]})
+			src, err := New(pgSpec(typ, config.Conn{URL: url}))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer src.Close()
-			if typ == config.SourceRiver {
+			if typ == TypeRiver {
 				unguard(src).(*pgListeningPreset).channel = "river.river_insert" // the e2e test's River lives in schema river
 			}
 			w, ok := src.(Watcher)

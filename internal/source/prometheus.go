@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,11 +19,101 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/config"
 )
 
-// TypePrometheus reads the counts from instant PromQL queries.
-const TypePrometheus = config.SourcePrometheus
+// TypePrometheus reads the counts from instant PromQL queries against a
+// Prometheus server (or anything that serves its HTTP API).
+const TypePrometheus = "prometheus"
+
+// What a prometheus source does with a query that returns no sample at all
+// (a series that is not exported yet, or went stale).
+const (
+	// EmptyZero reads it as 0, as KEDA's prometheus scaler does by default
+	// (ignoreNullValues: true): a queue gauge that is only exported once
+	// work exists reads as no work.
+	EmptyZero = "zero"
+	// EmptyHold makes it a hold, as a failed query is: for a gauge that is
+	// always exported, an empty result means a lost target.
+	EmptyHold = "hold"
+)
+
+// PrometheusSettings are a prometheus source's keys. Each query is an
+// instant query that must return a single element: a vector of one
+// sample, or a scalar.
+type PrometheusSettings struct {
+	config.Conn
+	PendingQuery   string `toml:"pending_query,omitempty"`    // required: the jobs ready to run now
+	RunningQuery   string `toml:"running_query,omitempty"`    // optional: the jobs in hand; without it running is 0
+	PausedQuery    string `toml:"paused_query,omitempty"`     // optional: jobs held back by a pause, reported apart
+	OldestAgeQuery string `toml:"oldest_age_query,omitempty"` // optional: the oldest pending job's age, in seconds
+	EmptyResult    string `toml:"empty_result,omitempty"`     // EmptyZero or EmptyHold
+	// ScrapeInterval is the server's scrape interval, against which the
+	// range windows of promql() rules are checked; 0 means
+	// config.DefaultScrapeInterval.
+	ScrapeInterval time.Duration `toml:"scrape_interval_sec,omitzero"`
+}
+
+// PromQLScrapeInterval implements config.PromQLSource.
+func (s PrometheusSettings) PromQLScrapeInterval() time.Duration { return s.ScrapeInterval }
 
 func init() {
-	register(TypePrometheus, func(spec config.Source) (Source, error) { return newPrometheus(spec) })
+	query := func(name, what string) config.KeyDoc {
+		return config.KeyDoc{Name: name, Type: "string", Limits: "not blank", Doc: what}
+	}
+	define(config.SourceType{
+		Name: TypePrometheus,
+		Doc: "Reads the counts from instant PromQL queries against a Prometheus server, or anything that serves " +
+			"its HTTP API, as KEDA's prometheus scaler does: each query must return a single element, a vector " +
+			"of one sample or a scalar. The URL is http:// or https://; a password is sent as HTTP basic " +
+			"authentication with the URL's user name. Trigger rules may use promql() against the same server.",
+		Keys: append(slices.Clone(config.ConnKeys),
+			config.KeyDoc{Name: "pending_query", Type: "string", Required: true, Limits: "not blank",
+				Doc: "The query whose single sample is the number of jobs ready to run now."},
+			query("running_query", "The jobs in hand; without it, running is 0."),
+			query("paused_query", "Jobs held back by a pause, reported apart and never demand."),
+			query("oldest_age_query", "The oldest pending job's age in seconds, for the latency and burst-onset signals."),
+			config.KeyDoc{Name: "empty_result", Type: "string", Default: `"zero"`, Limits: "one of zero, hold",
+				Doc: "What a query that returns no sample means: `zero` reads it as 0, as KEDA does (a gauge exported " +
+					"only once work exists); `hold` holds the pool, as a failed query does (a gauge always exported)."},
+			config.KeyDoc{Name: "scrape_interval_sec", Type: "number", Default: "15", Limits: "> 0",
+				Doc: "The server's scrape interval, against which the range windows of promql() rules are checked."},
+		),
+		PromQL: true,
+	}, decodePrometheus, func(s PrometheusSettings) (Source, error) { return newPrometheus(s) })
+}
+
+// decodePrometheus checks a prometheus source: the server's URL (http or
+// https; a password goes to password_file or password_credential and is sent
+// as HTTP basic authentication with the URL's user name), the queries, and
+// what an empty result means.
+func decodePrometheus(d *config.SourceDecoder) PrometheusSettings {
+	var p PrometheusSettings
+	d.Conn(&p.Conn, "http", "https")
+	if !d.Has("pending_query") {
+		d.Errorf("pending_query", "missing: the PromQL query whose single sample is the number of jobs ready to run now")
+	}
+	for _, q := range []struct {
+		name string
+		dst  *string
+	}{
+		{"pending_query", &p.PendingQuery},
+		{"running_query", &p.RunningQuery},
+		{"paused_query", &p.PausedQuery},
+		{"oldest_age_query", &p.OldestAgeQuery},
+	} {
+		if d.String(q.name, q.dst) && strings.TrimSpace(*q.dst) == "" {
+			d.Errorf(q.name, "must not be empty (leave the key out instead)")
+		}
+	}
+	if d.Seconds("scrape_interval_sec", &p.ScrapeInterval) && p.ScrapeInterval <= 0 {
+		d.Errorf("scrape_interval_sec", "must be > 0: the server's scrape interval, which promql() range windows are checked against")
+		p.ScrapeInterval = 0
+	}
+	p.EmptyResult = EmptyZero
+	if d.String("empty_result", &p.EmptyResult) && p.EmptyResult != EmptyZero && p.EmptyResult != EmptyHold {
+		d.Errorf("empty_result", "%q: want %q (an empty result reads as 0, as KEDA does) or %q (an empty result holds the pool)",
+			p.EmptyResult, EmptyZero, EmptyHold)
+		p.EmptyResult = EmptyZero
+	}
+	return p
 }
 
 // prometheusSource runs one instant query per count against a Prometheus
@@ -31,19 +122,19 @@ func init() {
 // empty one reads as 0 unless empty_result says "hold".
 type prometheusSource struct {
 	conn config.Conn
-	spec config.Prometheus
+	spec PrometheusSettings
 	// transport keeps the connections to the server across ticks; a broken
 	// one is dropped and redialled by net/http itself.
 	transport *http.Transport
 }
 
-func newPrometheus(spec config.Source) (*prometheusSource, error) {
-	if strings.TrimSpace(spec.Prometheus.PendingQuery) == "" {
+func newPrometheus(spec PrometheusSettings) (*prometheusSource, error) {
+	if strings.TrimSpace(spec.PendingQuery) == "" {
 		return nil, fmt.Errorf("%s source: pending_query is empty", TypePrometheus)
 	}
-	p := spec.Prometheus
+	p := spec
 	if p.EmptyResult == "" {
-		p.EmptyResult = config.EmptyZero
+		p.EmptyResult = EmptyZero
 	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 4 // the queries of one tick run side by side
@@ -117,7 +208,7 @@ func (s *prometheusSource) Observe(ctx context.Context, _ time.Time) (Counts, er
 	var oldest promResult
 	for i, q := range queries {
 		r := results[i]
-		if r.err == nil && r.empty && s.spec.EmptyResult == config.EmptyHold {
+		if r.err == nil && r.empty && s.spec.EmptyResult == EmptyHold {
 			r.err = errors.New(`returned no sample (empty_result = "hold"; "zero" reads that as 0)`)
 		}
 		if r.err == nil && !r.empty {

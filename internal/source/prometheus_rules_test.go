@@ -20,7 +20,7 @@ func TestPrometheusConditions(t *testing.T) {
 		"nan":     promVector("NaN"),
 		"matrix":  `{"resultType":"matrix","result":[]}`,
 	})
-	src, err := New(config.Source{Type: TypePrometheus, Conn: config.Conn{URL: url}, Prometheus: config.Prometheus{PendingQuery: "one"}})
+	src, err := New(config.Source{Type: TypePrometheus, Settings: PrometheusSettings{Conn: config.Conn{URL: url}, PendingQuery: "one"}})
 	if err != nil {
 		t.Fatal(err)
 	}

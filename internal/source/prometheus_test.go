@@ -98,12 +98,12 @@ func TestPrometheusResults(t *testing.T) {
 		{name: "no running query", pending: promVector("3"), want: Counts{Pending: 3}},
 		{name: "fraction rounds to nearest", pending: promVector("2.4"), running: promVector("1.5"), want: Counts{Pending: 2, Running: 2}},
 		{name: "empty reads as zero by default", pending: promEmpty, running: promVector("1"), want: Counts{Running: 1}},
-		{name: "empty reads as zero", pending: promEmpty, running: promEmpty, empty: config.EmptyZero, want: Counts{}},
-		{name: "empty holds", pending: promVector("4"), running: promEmpty, empty: config.EmptyHold,
+		{name: "empty reads as zero", pending: promEmpty, running: promEmpty, empty: EmptyZero, want: Counts{}},
+		{name: "empty holds", pending: promVector("4"), running: promEmpty, empty: EmptyHold,
 			wantErr: []string{"running_query sum(running)", "returned no sample", `empty_result = "hold"`}},
 		{name: "two series", pending: promVector("1", "2"), running: promVector("0"),
 			wantErr: []string{"pending_query sum(pending)", "returned 2 series", `instance="i1"`, "aggregate"}},
-		{name: "NaN holds", pending: promVector("NaN"), running: promVector("0"), empty: config.EmptyZero,
+		{name: "NaN holds", pending: promVector("NaN"), running: promVector("0"), empty: EmptyZero,
 			wantErr: []string{"pending_query", "NaN"}},
 		{name: "scalar NaN holds", pending: promScalar("1"), running: promScalar("NaN"), wantErr: []string{"running_query", "NaN"}},
 		{name: "infinity holds", pending: promVector("+Inf"), wantErr: []string{"pending_query", "out of range"}},
@@ -115,28 +115,29 @@ func TestPrometheusResults(t *testing.T) {
 			want: Counts{Pending: 3, Running: 1, OldestAge: 12500 * time.Millisecond, HasOldest: true}},
 		{name: "oldest age without pending", pending: promVector("0"), oldest: promVector("12.5"), want: Counts{}},
 		{name: "oldest age empty", pending: promVector("3"), oldest: promEmpty, want: Counts{Pending: 3}},
-		{name: "oldest age empty holds", pending: promVector("3"), oldest: promEmpty, empty: config.EmptyHold,
+		{name: "oldest age empty holds", pending: promVector("3"), oldest: promEmpty, empty: EmptyHold,
 			wantErr: []string{"oldest_age_query", "no sample"}},
 		{name: "oldest age negative", pending: promVector("3"), oldest: promVector("-4"), wantErr: []string{"oldest_age_query", "an age cannot be negative"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			answers := map[string]string{}
-			spec := config.Source{Type: TypePrometheus, Prometheus: config.Prometheus{PendingQuery: "sum(pending)", EmptyResult: tt.empty}}
+			settings := PrometheusSettings{PendingQuery: "sum(pending)", EmptyResult: tt.empty}
 			if tt.pending != "" {
 				answers["sum(pending)"] = tt.pending
 			}
 			if tt.running != "" {
-				spec.Prometheus.RunningQuery = "sum(running)"
+				settings.RunningQuery = "sum(running)"
 				answers["sum(running)"] = tt.running
 			}
 			if tt.oldest != "" {
-				spec.Prometheus.OldestAgeQuery = "time() - min(oldest)"
+				settings.OldestAgeQuery = "time() - min(oldest)"
 				answers["time() - min(oldest)"] = tt.oldest
 			}
-			_, spec.Conn.URL = promServer(t, answers)
+			_, settings.URL = promServer(t, answers)
+			spec := config.Source{Type: TypePrometheus, Settings: settings}
 			got, err := mustNew(t, spec).Observe(context.Background(), time.Now())
 			if tt.wantErr != nil {
-				wantErrContaining(t, err, append(tt.wantErr, "prometheus source "+spec.Conn.URL)...)
+				wantErrContaining(t, err, append(tt.wantErr, "prometheus source "+settings.URL)...)
 				return
 			}
 			if err != nil {
@@ -152,8 +153,8 @@ func TestPrometheusResults(t *testing.T) {
 // The paused query is reported apart from pending.
 func TestPrometheusPaused(t *testing.T) {
 	_, u := promServer(t, map[string]string{"p": promVector("2"), "r": promVector("1"), "z": promVector("40")})
-	s := mustNew(t, config.Source{Type: TypePrometheus, Conn: config.Conn{URL: u},
-		Prometheus: config.Prometheus{PendingQuery: "p", RunningQuery: "r", PausedQuery: "z"}})
+	s := mustNew(t, config.Source{Type: TypePrometheus, Settings: PrometheusSettings{Conn: config.Conn{URL: u},
+		PendingQuery: "p", RunningQuery: "r", PausedQuery: "z"}})
 	got, err := s.Observe(context.Background(), time.Now())
 	if err != nil || got != (Counts{Pending: 2, Running: 1, Paused: 40}) {
 		t.Errorf("got %+v, %v", got, err)
@@ -167,13 +168,13 @@ func TestPrometheusUnreachableAndSlow(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	down := srv.URL
 	srv.Close()
-	s := mustNew(t, config.Source{Type: TypePrometheus, Conn: config.Conn{URL: down}, Prometheus: config.Prometheus{PendingQuery: "q"}})
+	s := mustNew(t, config.Source{Type: TypePrometheus, Settings: PrometheusSettings{Conn: config.Conn{URL: down}, PendingQuery: "q"}})
 	_, err := s.Observe(context.Background(), time.Now())
 	wantErrContaining(t, err, "prometheus source "+down, "pending_query q", "connection refused")
 
 	f, u := promServer(t, map[string]string{"q": promVector("1")})
 	f.hang = time.Minute
-	s = mustNew(t, config.Source{Type: TypePrometheus, Conn: config.Conn{URL: u}, Prometheus: config.Prometheus{PendingQuery: "q", RunningQuery: "q"}})
+	s = mustNew(t, config.Source{Type: TypePrometheus, Settings: PrometheusSettings{Conn: config.Conn{URL: u}, PendingQuery: "q", RunningQuery: "q"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -198,8 +199,8 @@ func TestPrometheusPassword(t *testing.T) {
 		t.Fatal(err)
 	}
 	withUser := strings.Replace(u, "http://", "http://metrics@", 1)
-	s := mustNew(t, config.Source{Type: TypePrometheus, Conn: config.Conn{URL: withUser, PasswordFile: pw},
-		Prometheus: config.Prometheus{PendingQuery: "q", RunningQuery: "bad query"}})
+	s := mustNew(t, config.Source{Type: TypePrometheus, Settings: PrometheusSettings{Conn: config.Conn{URL: withUser, PasswordFile: pw},
+		PendingQuery: "q", RunningQuery: "bad query"}})
 	_, err := s.Observe(context.Background(), time.Now())
 	wantErrContaining(t, err, "running_query bad query", "metrics:xxxxx@")
 	if strings.Contains(err.Error(), "s3cret") {

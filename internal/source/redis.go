@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,97 +14,34 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The generic redis source counts a list of keys, each by its type, as
-// pending or running. The presets (bullmq.go, celery.go, rq.go,
-// sidekiq.go) count their systems' keys with the same code.
+// The Redis family: the connection (redisConn) and the counting (countKeys)
+// that every Redis type shares: the generic redis type (redis_keys.go), its
+// presets (bullmq.go, celery.go, rq.go, sidekiq.go) and flexiq-redis.
 
-func init() {
-	register(config.SourceRedis, func(spec config.Source) (Source, error) {
-		if len(spec.Redis.Keys) == 0 {
-			return nil, fmt.Errorf("%s source: no keys", spec.Type)
-		}
-		s := &redisKeys{conn: newRedisConn(spec)}
-		for _, k := range spec.Redis.Keys {
-			ks := redisKeySpec{key: k.Key, running: k.Role == config.RoleRunning}
-			if k.Min != "" || k.Max != "" {
-				var err error
-				if ks.min, err = config.ParseScoreBound(k.Min); err != nil {
-					return nil, fmt.Errorf("%s source: key %q: min %w", spec.Type, k.Key, err)
-				}
-				if ks.max, err = config.ParseScoreBound(k.Max); err != nil {
-					return nil, fmt.Errorf("%s source: key %q: max %w", spec.Type, k.Key, err)
-				}
-				ks.ranged = true
-			}
-			s.keys = append(s.keys, ks)
-		}
-		return s, nil
-	})
+// redisSchemes are go-redis's: TCP, TLS, and a Unix socket.
+var redisSchemes = []string{"redis", "rediss", "unix"}
+
+// queuesKey documents the queues key of the Redis presets, which need it.
+func redisQueuesKey(what string) config.KeyDoc {
+	return config.KeyDoc{Name: "queues", Type: "array of strings", Required: true, Limits: "at least one; no empty names",
+		Doc: "The queues to read, summed: " + what + "."}
 }
 
-// redisKeySpec is one key the generic source counts.
-type redisKeySpec struct {
-	key     string
-	running bool
-	// ranged keys are sorted sets counted over [min, max].
-	ranged   bool
-	min, max config.ScoreBound
-}
-
-type redisKeys struct {
-	conn *redisConn
-	keys []redisKeySpec
-}
-
-func (s *redisKeys) Observe(ctx context.Context, now time.Time) (Counts, error) {
-	return s.conn.observe(ctx, now, func(ctx context.Context, c *redis.Client, now time.Time) (Counts, error) {
-		counts := make([]redisCount, len(s.keys))
-		for i, k := range s.keys {
-			counts[i] = redisCount{key: k.key}
-			if k.ranged {
-				counts[i].zrange = &[2]string{scoreArg(k.min, now), scoreArg(k.max, now)}
-			}
-		}
-		n, err := countKeys(ctx, c, counts)
-		if err != nil {
-			return Counts{}, err
-		}
-		var out Counts
-		for i, k := range s.keys {
-			if k.running {
-				out.Running += n[i]
-			} else {
-				out.Pending += n[i]
-			}
-		}
-		return out, nil
-	})
-}
-
-func (s *redisKeys) Close() error { return s.conn.close() }
-
-// scoreArg renders a bound as ZCOUNT takes it, with now put in.
-func scoreArg(b config.ScoreBound, now time.Time) string {
-	v := b.Value
-	switch b.Now {
-	case "s":
-		v += float64(now.UnixMicro()) / 1e6
-	case "ms":
-		v += float64(now.UnixMicro()) / 1e3
+// decodeRedisQueues reads a preset's queues, which it needs: it cannot
+// list a server's queues by itself.
+func decodeRedisQueues(d *config.SourceDecoder, dst *[]string) {
+	d.Queues(dst)
+	if len(*dst) == 0 && !(d.Has("queues") && !isArray(d.Raw("queues"))) {
+		d.Errorf("queues", "required for %s sources: the queues to read (summed)", d.Type())
 	}
-	var s string
-	switch {
-	case math.IsInf(v, 1):
-		s = "+inf"
-	case math.IsInf(v, -1):
-		s = "-inf"
-	default:
-		s = strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+func isArray(raw any) bool {
+	switch raw.(type) {
+	case []any, []map[string]any:
+		return true
 	}
-	if b.Exclusive {
-		s = "(" + s
-	}
-	return s
+	return false
 }
 
 // redisCount is one key to count: a list, set or hash by its length, a
@@ -197,9 +132,9 @@ type redisConn struct {
 	c      *redis.Client
 }
 
-func newRedisConn(spec config.Source) *redisConn {
-	r := &redisConn{typ: spec.Type, conn: spec.Conn, rearm: newRearm(), replyBudget: redisReplyBudget}
-	if u, err := url.Parse(spec.Conn.URL); err == nil && spec.Conn.URL != "" {
+func newRedisConn(typ string, conn config.Conn) *redisConn {
+	r := &redisConn{typ: typ, conn: conn, rearm: newRearm(), replyBudget: redisReplyBudget}
+	if u, err := url.Parse(conn.URL); err == nil && conn.URL != "" {
 		r.server = redacted(u)
 	}
 	return r

@@ -109,19 +109,22 @@ func TestHostileRedis(t *testing.T) {
 		reply func([]string) (string, []byte, int64)
 		want  string
 	}{
-		{"bulk length past what make takes", config.SourceRedis, typeReply("$1125899906842624\r\n", nil, 0), "a bulk string of 1125899906842624 bytes"},
-		{"a 1 GiB bulk, sent", config.SourceRedis, typeReply("$1073741824\r\n", zeros, 1<<30+2), "a bulk string of 1073741824 bytes"},
-		{"a status line without end", config.SourceRedis, typeReply("+", aaa, 256<<20), "line of more than"},
-		{"an array of 2^50 in a scan", config.SourceSidekiq, scan("*1125899906842624\r\n"), "of 1125899906842624 elements"},
-		{"an array of 10^8 in a scan", config.SourceSidekiq, scan("*100000000\r\n"), "of 100000000 elements"},
-		{"a map of 10^8 in a scan", config.SourceSidekiq, scan("%100000000\r\n"), "of 100000000 elements"},
-		{"a set of 10^8 in a scan", config.SourceSidekiq, scan("~100000000\r\n"), "of 100000000 elements"},
+		{"bulk length past what make takes", TypeRedis, typeReply("$1125899906842624\r\n", nil, 0), "a bulk string of 1125899906842624 bytes"},
+		{"a 1 GiB bulk, sent", TypeRedis, typeReply("$1073741824\r\n", zeros, 1<<30+2), "a bulk string of 1073741824 bytes"},
+		{"a status line without end", TypeRedis, typeReply("+", aaa, 256<<20), "line of more than"},
+		{"an array of 2^50 in a scan", TypeSidekiq, scan("*1125899906842624\r\n"), "of 1125899906842624 elements"},
+		{"an array of 10^8 in a scan", TypeSidekiq, scan("*100000000\r\n"), "of 100000000 elements"},
+		{"a map of 10^8 in a scan", TypeSidekiq, scan("%100000000\r\n"), "of 100000000 elements"},
+		{"a set of 10^8 in a scan", TypeSidekiq, scan("~100000000\r\n"), "of 100000000 elements"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := startFakeRedis(t, "127.0.0.1:0", tc.reply)
-			spec := config.Source{Type: tc.typ, Conn: config.Conn{URL: srv.url()}, Queues: []string{"q"},
-				Redis: config.Redis{Keys: []config.RedisKey{{Key: "q"}}}}
+			conn := config.Conn{URL: srv.url()}
+			spec := config.Source{Type: tc.typ, Settings: SidekiqSettings{Conn: conn, Queues: []string{"q"}}}
+			if tc.typ == TypeRedis {
+				spec.Settings = RedisSettings{Conn: conn, Keys: []RedisKey{{Key: "q"}}}
+			}
 			src := mustNew(t, spec)
 			defer src.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -44,7 +44,7 @@ func TestRedisWatchRearmedByObserve(t *testing.T) {
 
 	srv := startFakeRedis(t, "127.0.0.1:0", fakeRedisQueue)
 	addr := srv.addr
-	src := mustNew(t, config.Source{Type: config.SourceRQ, Conn: config.Conn{URL: srv.url()}, Queues: []string{"q"}})
+	src := mustNew(t, config.Source{Type: TypeRQ, Settings: RQSettings{Conn: config.Conn{URL: srv.url()}, Queues: []string{"q"}}})
 	defer src.Close()
 
 	var mu sync.Mutex

@@ -15,17 +15,17 @@ import (
 func TestScoreArg(t *testing.T) {
 	now := time.Unix(1_700_000_000, 250_000_000)
 	tests := []struct {
-		b    config.ScoreBound
+		b    ScoreBound
 		want string
 	}{
-		{config.ScoreBound{Value: 5}, "5"},
-		{config.ScoreBound{Value: -2.5, Exclusive: true}, "(-2.5"},
-		{config.ScoreBound{Value: math.Inf(1)}, "+inf"},
-		{config.ScoreBound{Value: math.Inf(-1), Exclusive: true}, "(-inf"},
-		{config.ScoreBound{Now: "s"}, "1700000000.25"},
-		{config.ScoreBound{Now: "s", Value: -60}, "1699999940.25"},
-		{config.ScoreBound{Now: "ms"}, "1700000000250"},
-		{config.ScoreBound{Now: "ms", Value: 1000, Exclusive: true}, "(1700000001250"},
+		{ScoreBound{Value: 5}, "5"},
+		{ScoreBound{Value: -2.5, Exclusive: true}, "(-2.5"},
+		{ScoreBound{Value: math.Inf(1)}, "+inf"},
+		{ScoreBound{Value: math.Inf(-1), Exclusive: true}, "(-inf"},
+		{ScoreBound{Now: "s"}, "1700000000.25"},
+		{ScoreBound{Now: "s", Value: -60}, "1699999940.25"},
+		{ScoreBound{Now: "ms"}, "1700000000250"},
+		{ScoreBound{Now: "ms", Value: 1000, Exclusive: true}, "(1700000001250"},
 	}
 	for _, tc := range tests {
 		if got := scoreArg(tc.b, now); got != tc.want {
@@ -102,7 +102,7 @@ func (timeoutErr) Timeout() bool   { return true }
 func (timeoutErr) Temporary() bool { return true }
 
 func TestRedisFail(t *testing.T) {
-	c := newRedisConn(config.Source{Type: "rq", Conn: config.Conn{URL: "redis://127.0.0.1:6379"}})
+	c := newRedisConn("rq", config.Conn{URL: "redis://127.0.0.1:6379"})
 	tests := []struct {
 		err  error
 		want string
@@ -124,7 +124,7 @@ func TestRedisFail(t *testing.T) {
 
 // A password from password_file never shows in a message.
 func TestRedisServerRedacted(t *testing.T) {
-	c := newRedisConn(config.Source{Type: "redis", Conn: config.Conn{URL: "redis://u:secret@127.0.0.1:1"}})
+	c := newRedisConn("redis", config.Conn{URL: "redis://u:secret@127.0.0.1:1"})
 	if _, err := c.client(); err != nil {
 		t.Fatal(err)
 	}

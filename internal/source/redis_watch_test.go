@@ -110,30 +110,30 @@ func TestRedisWatch(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: strings.TrimPrefix(url, "redis://")})
 	defer c.Close()
 	for _, tc := range []struct {
-		spec  config.Source
-		watch string // one of the keys it watches
+		typ   string
+		spec  func(config.Conn) any // the settings, connecting so
+		watch string                // one of the keys it watches
 		push  func(ctx context.Context) error
 	}{
-		{config.Source{Type: config.SourceRedis, Redis: config.Redis{Keys: []config.RedisKey{{Key: "w:jobs"}}}}, "w:jobs",
+		{TypeRedis, func(c config.Conn) any { return RedisSettings{Conn: c, Keys: []RedisKey{{Key: "w:jobs"}}} }, "w:jobs",
 			func(ctx context.Context) error { return c.RPush(ctx, "w:jobs", "1").Err() }},
-		{config.Source{Type: config.SourceBullMQ, Queues: []string{"w"}}, "bull:w:prioritized",
+		{TypeBullMQ, func(c config.Conn) any { return BullMQSettings{Conn: c, Queues: []string{"w"}} }, "bull:w:prioritized",
 			func(ctx context.Context) error {
 				return c.ZAdd(ctx, "bull:w:prioritized", redis.Z{Score: 1, Member: "1"}).Err()
 			}},
-		{config.Source{Type: config.SourceCelery, Queues: []string{"w"}}, "w\x06\x163",
+		{TypeCelery, func(c config.Conn) any { return CelerySettings{Conn: c, Queues: []string{"w"}} }, "w\x06\x163",
 			func(ctx context.Context) error { return c.LPush(ctx, "w\x06\x163", "m").Err() }},
-		{config.Source{Type: config.SourceRQ, Queues: []string{"w"}}, "rq:queue:w",
+		{TypeRQ, func(c config.Conn) any { return RQSettings{Conn: c, Queues: []string{"w"}} }, "rq:queue:w",
 			func(ctx context.Context) error { return c.RPush(ctx, "rq:queue:w", "j").Err() }},
-		{config.Source{Type: config.SourceSidekiq, Queues: []string{"w"}}, "queue:w",
+		{TypeSidekiq, func(c config.Conn) any { return SidekiqSettings{Conn: c, Queues: []string{"w"}} }, "queue:w",
 			func(ctx context.Context) error { return c.LPush(ctx, "queue:w", "{}").Err() }},
-		{config.Source{Type: config.SourceFlexiqRedis, Queues: []string{"w"}}, "flexiq:queue:w:pending",
+		{TypeFlexiqRedis, func(c config.Conn) any { return FlexiqRedisSettings{Conn: c, Queues: []string{"w"}} }, "flexiq:queue:w:pending",
 			func(ctx context.Context) error {
 				return c.ZAdd(ctx, "flexiq:queue:w:pending", redis.Z{Score: 9e15, Member: "j"}).Err()
 			}},
 	} {
-		t.Run(tc.spec.Type, func(t *testing.T) {
-			tc.spec.Conn.URL = url
-			src, err := New(tc.spec)
+		t.Run(tc.typ, func(t *testing.T) {
+			src, err := New(config.Source{Type: tc.typ, Settings: tc.spec(config.Conn{URL: url})})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -192,8 +192,8 @@ func TestRedisWatchConfigRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Do(context.Background(), "ACL", "DELUSER", "noconfig")
-	src, err := New(config.Source{Type: config.SourceRQ, Queues: []string{"acl"},
-		Conn: config.Conn{URL: strings.Replace(url, "redis://", "redis://noconfig:pw@", 1)}})
+	src, err := New(config.Source{Type: TypeRQ, Settings: RQSettings{Queues: []string{"acl"},
+		Conn: config.Conn{URL: strings.Replace(url, "redis://", "redis://noconfig:pw@", 1)}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package source
 
-import "github.com/flexiq/flexiq-scaled/internal/config"
+// TypeRiver is the river preset.
+const TypeRiver = "river"
 
 // River (github.com/riverqueue/river), a Go job queue. Its tables, from its
 // migrations (riverdriver/riverpgxv5/migration/main/002_initial_schema.up.sql
@@ -27,9 +28,10 @@ import "github.com/flexiq/flexiq-scaled/internal/config"
 // PGNotifyMany in riverdriver/riverpgxv5/internal/dbsqlc/pg_misc.sql, which
 // prefixes the schema): the source LISTENs there to wake its pool.
 func init() {
-	registerListeningPreset(config.SourceRiver, func(schema string) string {
-		const ready = `j.state IN ('available', 'scheduled', 'retryable') AND j.scheduled_at <= now()`
-		return `SELECT
+	definePgPreset(pgPresetDef{name: TypeRiver, schema: "public", doc: "Reads River's tables (Go): available, and scheduled or retryable jobs whose time has come, are pending; running jobs running; a paused queue's ready jobs paused. The schema is the one River's client was given.",
+		query: func(schema string) string {
+			const ready = `j.state IN ('available', 'scheduled', 'retryable') AND j.scheduled_at <= now()`
+			return `SELECT
   count(*) FILTER (WHERE ` + ready + ` AND q.paused_at IS NULL) AS pending,
   count(*) FILTER (WHERE j.state = 'running') AS running,
   count(*) FILTER (WHERE ` + ready + ` AND q.paused_at IS NOT NULL) AS paused,
@@ -38,5 +40,5 @@ FROM ` + schema + `.river_job j
 LEFT JOIN ` + schema + `.river_queue q ON q.name = j.queue
 WHERE j.state IN ('available', 'scheduled', 'retryable', 'running')
   AND ($1::text[] IS NULL OR j.queue = ANY($1::text[]))`
-	}, func(schema string) string { return schema + ".river_insert" })
+		}, channel: func(schema string) string { return schema + ".river_insert" }})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -29,12 +30,31 @@ type rq struct {
 	queues []string
 }
 
+// TypeRQ reads RQ's queues.
+const TypeRQ = "rq"
+
+// RQSettings are a rq source's keys.
+type RQSettings struct {
+	Queues []string `toml:"queues,omitempty"`
+	config.Conn
+}
+
 func init() {
-	register(config.SourceRQ, func(spec config.Source) (Source, error) {
-		if len(spec.Queues) == 0 {
-			return nil, fmt.Errorf("%s source: no queues", spec.Type)
+	define(config.SourceType{
+		Name: TypeRQ,
+		Doc: "Reads RQ's queues: ready jobs are pending, started jobs whose claim has not expired running; while " +
+			"`rq suspend` holds, the ready jobs are paused. The URL is redis://, rediss:// or unix://.",
+		Keys: append(slices.Clone(config.ConnKeys), redisQueuesKey("RQ queue names")),
+	}, func(d *config.SourceDecoder) RQSettings {
+		var s RQSettings
+		d.Conn(&s.Conn, redisSchemes...)
+		decodeRedisQueues(d, &s.Queues)
+		return s
+	}, func(s RQSettings) (Source, error) {
+		if len(s.Queues) == 0 {
+			return nil, fmt.Errorf("%s source: no queues", TypeRQ)
 		}
-		return &rq{conn: newRedisConn(spec), queues: spec.Queues}, nil
+		return &rq{conn: newRedisConn(TypeRQ, s.Conn), queues: s.Queues}, nil
 	})
 }
 
@@ -114,3 +134,14 @@ func parseRQTime(s string) (time.Time, bool) {
 }
 
 func (s *rq) Close() error { return s.conn.close() }
+
+// Watch wakes the pool when a job is pushed onto one of the queues.
+func (s *rq) Watch(ctx context.Context, wake func()) (string, error) {
+	keys := make([]watchKey, len(s.queues))
+	for i, q := range s.queues {
+		keys[i] = watchKey{key: "rq:queue:" + q, classes: "l"}
+	}
+	return s.conn.watcher(staticKeys(keys)).watch(ctx, wake)
+}
+
+var _ Watcher = (*rq)(nil)

@@ -31,12 +31,31 @@ type sidekiq struct {
 	queues []string
 }
 
+// TypeSidekiq reads Sidekiq's queues.
+const TypeSidekiq = "sidekiq"
+
+// SidekiqSettings are a sidekiq source's keys.
+type SidekiqSettings struct {
+	Queues []string `toml:"queues,omitempty"`
+	config.Conn
+}
+
 func init() {
-	register(config.SourceSidekiq, func(spec config.Source) (Source, error) {
-		if len(spec.Queues) == 0 {
-			return nil, fmt.Errorf("%s source: no queues", spec.Type)
+	define(config.SourceType{
+		Name: TypeSidekiq,
+		Doc: "Reads Sidekiq's queues: ready jobs are pending, the jobs the live processes hold running. Scheduled " +
+			"jobs and retries are not ready. The URL is redis://, rediss:// or unix://.",
+		Keys: append(slices.Clone(config.ConnKeys), redisQueuesKey("Sidekiq queue names")),
+	}, func(d *config.SourceDecoder) SidekiqSettings {
+		var s SidekiqSettings
+		d.Conn(&s.Conn, redisSchemes...)
+		decodeRedisQueues(d, &s.Queues)
+		return s
+	}, func(s SidekiqSettings) (Source, error) {
+		if len(s.Queues) == 0 {
+			return nil, fmt.Errorf("%s source: no queues", TypeSidekiq)
 		}
-		return &sidekiq{conn: newRedisConn(spec), queues: spec.Queues}, nil
+		return &sidekiq{conn: newRedisConn(TypeSidekiq, s.Conn), queues: s.Queues}, nil
 	})
 }
 
@@ -172,3 +191,14 @@ func sidekiqEnqueuedAt(job string) (time.Time, bool) {
 }
 
 func (s *sidekiq) Close() error { return s.conn.close() }
+
+// Watch wakes the pool when a job is pushed onto one of the queues.
+func (s *sidekiq) Watch(ctx context.Context, wake func()) (string, error) {
+	keys := make([]watchKey, len(s.queues))
+	for i, q := range s.queues {
+		keys[i] = watchKey{key: "queue:" + q, classes: "l"}
+	}
+	return s.conn.watcher(staticKeys(keys)).watch(ctx, wake)
+}
+
+var _ Watcher = (*sidekiq)(nil)

@@ -1,6 +1,7 @@
 package source
 
-import "github.com/flexiq/flexiq-scaled/internal/config"
+// TypeSolidQueue is the solid-queue preset.
+const TypeSolidQueue = "solid-queue"
 
 // Solid Queue (github.com/rails/solid_queue), Rails' database-backed
 // ActiveJob backend. Its schema (lib/generators/solid_queue/install/
@@ -21,9 +22,10 @@ import "github.com/flexiq/flexiq-scaled/internal/config"
 // schema setting. The oldest age is since the ready execution's created_at
 // (or the scheduled time).
 func init() {
-	registerPreset(config.SourceSolidQueue, func(string) string {
-		const inQueues = `($1::text[] IS NULL OR queue_name = ANY($1::text[]))`
-		return `WITH r AS (
+	definePgPreset(pgPresetDef{name: TypeSolidQueue, schema: "", doc: "Reads Solid Queue's execution tables (Rails): ready and due scheduled executions are pending, claimed ones running, a paused queue's ready ones paused. Solid Queue has no schema setting.",
+		query: func(string) string {
+			const inQueues = `($1::text[] IS NULL OR queue_name = ANY($1::text[]))`
+			return `WITH r AS (
   SELECT queue_name, created_at AS since FROM solid_queue_ready_executions WHERE ` + inQueues + `
   UNION ALL
   SELECT queue_name, scheduled_at FROM solid_queue_scheduled_executions WHERE scheduled_at <= now() AND ` + inQueues + `
@@ -36,5 +38,5 @@ SELECT
     WHERE ($1::text[] IS NULL OR j.queue_name = ANY($1::text[]))) AS running,
   (SELECT count(*) FROM rp WHERE paused) AS paused,
   (SELECT extract(epoch FROM now() - min(since)) FROM rp WHERE NOT paused) AS oldest_age_sec`
-	})
+		}})
 }

@@ -11,12 +11,6 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/config"
 )
 
-// Source types, as written in [pools.NAME.source] type.
-const (
-	TypeFlexiqSQLite = "flexiq-sqlite"
-	TypeSQLiteQuery  = "sqlite-query"
-)
-
 // Counts is one observation of a queue.
 type Counts struct {
 	// Pending counts jobs eligible to run now; Running, jobs claimed by a worker.
@@ -70,18 +64,21 @@ func register(typ string, open opener) {
 	openers[typ] = open
 }
 
-func init() {
-	register(TypeFlexiqSQLite, func(spec config.Source) (Source, error) {
-		if spec.Path == "" {
-			return nil, fmt.Errorf("%s source: path is empty", spec.Type)
+// define registers a source type once: config learns its keys and the
+// checks that decode its table into settings S, and New its opener, which
+// receives those settings.
+func define[S any](t config.SourceType, decode func(d *config.SourceDecoder) S, open func(S) (Source, error)) {
+	t.Decode = func(d *config.SourceDecoder) any { return decode(d) }
+	config.RegisterSourceType(t)
+	register(t.Name, func(spec config.Source) (Source, error) {
+		var settings S
+		if spec.Settings != nil {
+			var ok bool
+			if settings, ok = spec.Settings.(S); !ok {
+				return nil, fmt.Errorf("%s source: settings are a %T, not a %T", spec.Type, spec.Settings, settings)
+			}
 		}
-		return newFlexiqSQLite(spec)
-	})
-	register(TypeSQLiteQuery, func(spec config.Source) (Source, error) {
-		if spec.Path == "" {
-			return nil, fmt.Errorf("%s source: path is empty", spec.Type)
-		}
-		return newSQLiteQuery(spec)
+		return open(settings)
 	})
 }
 

@@ -63,8 +63,8 @@ func mustNew(t testing.TB, spec config.Source) Source {
 // bothSources returns one source of each type reading path.
 func bothSources(t *testing.T, path string) map[string]Source {
 	return map[string]Source{
-		TypeFlexiqSQLite: mustNew(t, config.Source{Type: TypeFlexiqSQLite, Path: path}),
-		TypeSQLiteQuery:  mustNew(t, config.Source{Type: TypeSQLiteQuery, Path: path, Query: countsQuery}),
+		TypeFlexiqSQLite: mustNew(t, config.Source{Type: TypeFlexiqSQLite, Settings: FlexiqSQLiteSettings{Path: path}}),
+		TypeSQLiteQuery:  mustNew(t, config.Source{Type: TypeSQLiteQuery, Settings: SQLiteQuerySettings{Path: path, Query: countsQuery}}),
 	}
 }
 
@@ -173,7 +173,7 @@ func TestFlexiqSQLiteCounts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path, _ := newDB(t, tt.jobs...)
-			s := mustNew(t, config.Source{Type: TypeFlexiqSQLite, Path: path, Queues: tt.queues, Namespace: tt.namespace})
+			s := mustNew(t, config.Source{Type: TypeFlexiqSQLite, Settings: FlexiqSQLiteSettings{Path: path, Queues: tt.queues, Namespace: tt.namespace}})
 			got, err := s.Observe(context.Background(), now)
 			if err != nil {
 				t.Fatal(err)
@@ -320,7 +320,7 @@ func TestFlexiqSQLitePaused(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			path, db := newDB(t, tt.jobs...)
 			insertQueueState(t, db, tt.state...)
-			s := mustNew(t, config.Source{Type: TypeFlexiqSQLite, Path: path, Queues: tt.queues, Namespace: tt.namespace})
+			s := mustNew(t, config.Source{Type: TypeFlexiqSQLite, Settings: FlexiqSQLiteSettings{Path: path, Queues: tt.queues, Namespace: tt.namespace}})
 			got, err := s.Observe(context.Background(), now)
 			if err != nil {
 				t.Fatal(err)
@@ -343,7 +343,7 @@ func TestFlexiqSQLitePauseLayouts(t *testing.T) {
 		flexiqdb.Job{Queue: "b", ScheduledAt: now.Add(-time.Second)},
 		flexiqdb.Job{Queue: "a", Status: flexiqdb.StatusRunning},
 	)
-	s := mustNew(t, config.Source{Type: TypeFlexiqSQLite, Path: path})
+	s := mustNew(t, config.Source{Type: TypeFlexiqSQLite, Settings: FlexiqSQLiteSettings{Path: path}})
 	exec := func(stmt string) {
 		t.Helper()
 		if _, err := db.Exec(stmt); err != nil {
@@ -427,7 +427,7 @@ func TestSQLiteQuery(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := mustNew(t, config.Source{Type: TypeSQLiteQuery, Path: path, Query: tt.query})
+			s := mustNew(t, config.Source{Type: TypeSQLiteQuery, Settings: SQLiteQuerySettings{Path: path, Query: tt.query}})
 			got, err := s.Observe(context.Background(), time.Now())
 			if tt.wantErr != "" {
 				wantErrContaining(t, err, tt.wantErr, path)
@@ -442,7 +442,7 @@ func TestSQLiteQuery(t *testing.T) {
 		})
 	}
 	// The write attempt must have changed nothing.
-	s := mustNew(t, config.Source{Type: TypeSQLiteQuery, Path: path, Query: countsQuery})
+	s := mustNew(t, config.Source{Type: TypeSQLiteQuery, Settings: SQLiteQuerySettings{Path: path, Query: countsQuery}})
 	if got, err := s.Observe(context.Background(), time.Now()); err != nil || got != (Counts{Pending: 3, Running: 1}) {
 		t.Errorf("after write attempt: got %+v, %v", got, err)
 	}
@@ -454,12 +454,9 @@ func TestNewRejects(t *testing.T) {
 		spec    config.Source
 		wantErr string
 	}{
-		{"unknown type", config.Source{Type: "no-such-type", Path: "/x.db"}, `unknown source type "no-such-type"`},
+		{"unknown type", config.Source{Type: "no-such-type"}, `unknown source type "no-such-type"`},
 		{"no path", config.Source{Type: TypeFlexiqSQLite}, "path is empty"},
-		{"no query", config.Source{Type: TypeSQLiteQuery, Path: "/x.db"}, "query is empty"},
-		{"query on flexiq-sqlite", config.Source{Type: TypeFlexiqSQLite, Path: "/x.db", Query: "SELECT 1, 1"}, "query is for type"},
-		{"queues on sqlite-query", config.Source{Type: TypeSQLiteQuery, Path: "/x.db", Query: "SELECT 1, 1", Queues: []string{"a"}}, "filter in the query"},
-		{"namespace on sqlite-query", config.Source{Type: TypeSQLiteQuery, Path: "/x.db", Query: "SELECT 1, 1", Namespace: "n"}, "filter in the query"},
+		{"no query", config.Source{Type: TypeSQLiteQuery, Settings: SQLiteQuerySettings{Path: "/x.db"}}, "query is empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -503,7 +500,7 @@ func TestMissingDatabaseAppearsLater(t *testing.T) {
 // read afresh, not through whatever the source had open before.
 func TestRecreatedDatabase(t *testing.T) {
 	path, db := newDB(t, flexiqdb.Job{}, flexiqdb.Job{})
-	s := mustNew(t, config.Source{Type: TypeFlexiqSQLite, Path: path})
+	s := mustNew(t, config.Source{Type: TypeFlexiqSQLite, Settings: FlexiqSQLiteSettings{Path: path}})
 	if got, err := s.Observe(context.Background(), time.Now()); err != nil || got.Pending != 2 {
 		t.Fatalf("before: got %+v, %v; want 2 pending", got, err)
 	}
@@ -689,8 +686,8 @@ func TestDoesNotWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		sources := bothSources(t, path)
-		sources["write attempt"] = mustNew(t, config.Source{Type: TypeSQLiteQuery, Path: path,
-			Query: `UPDATE jobs SET status = 2 RETURNING 1, 1`})
+		sources["write attempt"] = mustNew(t, config.Source{Type: TypeSQLiteQuery, Settings: SQLiteQuerySettings{Path: path,
+			Query: `UPDATE jobs SET status = 2 RETURNING 1, 1`}})
 		for range 3 {
 			for _, s := range sources {
 				s.Observe(context.Background(), time.Now())
@@ -721,7 +718,7 @@ func TestDoesNotWrite(t *testing.T) {
 		path, db := newDB(t, flexiqdb.Job{}, flexiqdb.Job{Status: flexiqdb.StatusRunning})
 		db.Close()
 		before := snapshot(t, path)
-		s := mustNew(t, config.Source{Type: TypeSQLiteQuery, Path: path, Query: `DELETE FROM jobs RETURNING 1, 1`})
+		s := mustNew(t, config.Source{Type: TypeSQLiteQuery, Settings: SQLiteQuerySettings{Path: path, Query: `DELETE FROM jobs RETURNING 1, 1`}})
 		if _, err := s.Observe(context.Background(), time.Now()); err == nil {
 			t.Error("a DELETE through sqlite-query succeeded")
 		}
@@ -756,8 +753,8 @@ func TestNoReadTransactionLeftOpen(t *testing.T) {
 	db.SetMaxOpenConns(1) // the checkpoint must run on the connection that wrote
 	sources := bothSources(t, path)
 	// Fails after reading one row of a table, with its statement still live.
-	sources["failing query"] = mustNew(t, config.Source{Type: TypeSQLiteQuery, Path: path,
-		Query: `SELECT status, 0 FROM jobs`})
+	sources["failing query"] = mustNew(t, config.Source{Type: TypeSQLiteQuery, Settings: SQLiteQuerySettings{Path: path,
+		Query: `SELECT status, 0 FROM jobs`}})
 	for name, s := range sources {
 		if err := flexiqdb.Enqueue(db, flexiqdb.Job{}); err != nil {
 			t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/flexiq/flexiq-scaled/internal/config"
 	// Registers the "sqlite" driver; pure Go, so CGO_ENABLED=0 builds work.
 	_ "modernc.org/sqlite"
 )
@@ -63,3 +64,17 @@ func readOnce(ctx context.Context, kind, path string, read func(context.Context,
 	}
 	return nil
 }
+
+// pathKey documents the database key both SQLite types take.
+var pathKey = config.KeyDoc{Name: "path", Type: "string", Required: true,
+	Limits: "absolute path; not under /tmp, /var/tmp, /home, /root or /run/user, as written or through symlinks",
+	Doc:    "The SQLite database file. It need not exist yet (a warning): the pool holds at its current size until it appears."}
+
+// decodePath reads the database key: an absolute path the daemon can see.
+func decodePath(d *config.SourceDecoder, dst *string) {
+	d.LocalFile("path", "the database file to read", dst)
+}
+
+// sqliteDoc opens the reference's table of each SQLite type.
+const sqliteDoc = "The database is opened read-only afresh on every tick. If it cannot be read " +
+	"(missing file, lock timeout, bad query), the tick is a hold: the pool stays at its current size."

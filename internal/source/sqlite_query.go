@@ -12,6 +12,51 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/config"
 )
 
+// TypeSQLiteQuery runs the operator's own query against any SQLite file.
+const TypeSQLiteQuery = "sqlite-query"
+
+// SQLiteQuerySettings are a sqlite-query source's keys.
+type SQLiteQuerySettings struct {
+	Path  string `toml:"path,omitempty"`
+	Query string `toml:"query,omitempty"`
+}
+
+// LocalFile implements config.LocalFile.
+func (s SQLiteQuerySettings) LocalFile() (key, path string) { return "path", s.Path }
+
+func init() {
+	define(config.SourceType{
+		Name: TypeSQLiteQuery,
+		Doc: "Runs your query against any SQLite file. Writing statements are refused, `NULL` is an error " +
+			"(use `count(*)`, or `coalesce(sum(x), 0)`), and text is an error. Do the filtering in the query, " +
+			"and leave paused work out of *pending* there too: it is not demand. " + sqliteDoc,
+		Keys: []config.KeyDoc{pathKey, {Name: "query", Type: "string", Required: true, Limits: "not blank",
+			Doc: "A read-only `SELECT` returning exactly one row of two non-negative whole numbers, in this order: " +
+				"pending, running; optionally a third, which must be named `paused`."}},
+	}, decodeSQLiteQuery, func(s SQLiteQuerySettings) (Source, error) {
+		switch {
+		case s.Path == "":
+			return nil, fmt.Errorf("%s source: path is empty", TypeSQLiteQuery)
+		case s.Query == "":
+			return nil, fmt.Errorf("%s source %s: query is empty", TypeSQLiteQuery, s.Path)
+		}
+		return &sqliteQuery{path: s.Path, query: s.Query}, nil
+	})
+}
+
+func decodeSQLiteQuery(d *config.SourceDecoder) SQLiteQuerySettings {
+	var s SQLiteQuerySettings
+	decodePath(d, &s.Path)
+	hasQuery := d.String("query", &s.Query)
+	switch {
+	case !d.Has("query"):
+		d.Errorf("query", "required for %s sources: a SELECT returning pending, running", TypeSQLiteQuery)
+	case hasQuery && strings.TrimSpace(s.Query) == "":
+		d.Errorf("query", "must not be empty")
+	}
+	return s
+}
+
 // sqliteQuery runs the operator's own read-only query, which must return
 // exactly one row of two non-negative integers, pending and running, and
 // optionally a third named paused: jobs that would be pending but whose
@@ -22,18 +67,12 @@ type sqliteQuery struct {
 	query string
 }
 
-func newSQLiteQuery(spec config.Source) (*sqliteQuery, error) {
-	if spec.Query == "" {
-		return nil, fmt.Errorf("%s source %s: query is empty", TypeSQLiteQuery, spec.Path)
-	}
-	// Silently ignoring a filter would scale on numbers the operator did
-	// not ask for; the query has to do its own filtering.
-	if len(spec.Queues) > 0 || spec.Namespace != "" {
-		return nil, fmt.Errorf("%s source %s: queues and namespace are for type %q only; filter in the query",
-			TypeSQLiteQuery, spec.Path, TypeFlexiqSQLite)
-	}
-	return &sqliteQuery{path: spec.Path, query: spec.Query}, nil
+// Watch wakes the pool when anyone writes the database (see watchSQLite).
+func (s *sqliteQuery) Watch(ctx context.Context, wake func()) (string, error) {
+	return watchSQLite(ctx, TypeSQLiteQuery, s.path, wake)
 }
+
+var _ Watcher = (*sqliteQuery)(nil)
 
 func (s *sqliteQuery) Observe(ctx context.Context, _ time.Time) (Counts, error) {
 	var c Counts

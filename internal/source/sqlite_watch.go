@@ -13,21 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Watch wakes the pool when flexiq writes its database (see watchSQLite).
-func (s *flexiqSQLite) Watch(ctx context.Context, wake func()) (string, error) {
-	return watchSQLite(ctx, TypeFlexiqSQLite, s.path, wake)
-}
-
-// Watch wakes the pool when anyone writes the database (see watchSQLite).
-func (s *sqliteQuery) Watch(ctx context.Context, wake func()) (string, error) {
-	return watchSQLite(ctx, TypeSQLiteQuery, s.path, wake)
-}
-
-var (
-	_ Watcher = (*flexiqSQLite)(nil)
-	_ Watcher = (*sqliteQuery)(nil)
-)
-
 // Inotify masks. A write to the database shows as IN_MODIFY on its -wal (WAL
 // mode: every commit appends there) or on the file itself (rollback-journal
 // mode, and checkpoints). Readers, this daemon included, never write either

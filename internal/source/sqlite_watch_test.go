@@ -50,9 +50,9 @@ func watch(t *testing.T, s Source, w *wakes) string {
 
 func specOf(typ, path string) config.Source {
 	if typ == TypeSQLiteQuery {
-		return config.Source{Type: typ, Path: path, Query: countsQuery}
+		return config.Source{Type: typ, Settings: SQLiteQuerySettings{Path: path, Query: countsQuery}}
 	}
-	return config.Source{Type: typ, Path: path}
+	return config.Source{Type: typ, Settings: FlexiqSQLiteSettings{Path: path}}
 }
 
 func enqueueOne(t *testing.T, path string) {

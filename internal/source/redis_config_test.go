@@ -1,4 +1,4 @@
-package config
+package source
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/flexiq/flexiq-scaled/internal/config"
 )
 
 func TestParseScoreBound(t *testing.T) {
@@ -47,7 +49,7 @@ func TestRedisSources(t *testing.T) {
 	tests := []struct {
 		name       string
 		body       string
-		want       Redis // checked when no problem is expected
+		want       []RedisKey // checked when no problem is expected
 		wantPrefix string
 		wantQ      []string
 		problems   []string // substrings of the problems, in order
@@ -69,19 +71,19 @@ key = "z"
 min = 3
 max = 4.5
 `,
-			want: Redis{Keys: []RedisKey{
+			want: []RedisKey{
 				{Key: "jobs", Role: "pending"},
 				{Key: "busy", Role: "running"},
 				{Key: "sched", Role: "pending", Min: "-inf", Max: "now_ms"},
 				{Key: "z", Role: "pending", Min: "3", Max: "4.5"},
-			}},
+			},
 		},
 		{
 			name: "inline tables",
 			body: `type = "redis"
 url = "unix:///run/redis/redis.sock"
 keys = [{ key = "a" }, { key = "b", role = "running" }]`,
-			want: Redis{Keys: []RedisKey{{Key: "a", Role: "pending"}, {Key: "b", Role: "running"}}},
+			want: []RedisKey{{Key: "a", Role: "pending"}, {Key: "b", Role: "running"}},
 		},
 		{
 			name: "unknown and wrong sub-keys",
@@ -129,24 +131,36 @@ keys = [{ key = "a" }]`, problems: []string{"pools.email.source.keys: only for r
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := load(t, withSource(tc.body))
+			cfg, err := loadConfig(t, withSource(tc.body))
 			if len(tc.problems) == 0 {
 				if err != nil {
 					t.Fatal(err)
 				}
-				src := cfg.Pools["email"].Source
-				if src.KeyPrefix != tc.wantPrefix {
-					t.Errorf("key_prefix %q, want %q", src.KeyPrefix, tc.wantPrefix)
+				var queues []string
+				var prefix string
+				var redisKeys []RedisKey
+				switch s := cfg.Pools["email"].Source.Settings.(type) {
+				case RedisSettings:
+					redisKeys = s.Keys
+				case BullMQSettings:
+					queues, prefix = s.Queues, s.KeyPrefix
+				case CelerySettings:
+					queues, prefix = s.Queues, s.KeyPrefix
+				default:
+					t.Fatalf("settings %T", s)
 				}
-				if !reflect.DeepEqual(src.Redis, tc.want) {
-					t.Errorf("Redis = %+v, want %+v", src.Redis, tc.want)
+				if prefix != tc.wantPrefix {
+					t.Errorf("key_prefix %q, want %q", prefix, tc.wantPrefix)
 				}
-				if !reflect.DeepEqual(src.Queues, tc.wantQ) {
-					t.Errorf("Queues = %q, want %q", src.Queues, tc.wantQ)
+				if !reflect.DeepEqual(redisKeys, tc.want) {
+					t.Errorf("keys = %+v, want %+v", redisKeys, tc.want)
+				}
+				if !reflect.DeepEqual(queues, tc.wantQ) {
+					t.Errorf("Queues = %q, want %q", queues, tc.wantQ)
 				}
 				return
 			}
-			var ce *Error
+			var ce *config.Error
 			if !errors.As(err, &ce) {
 				t.Fatalf("error = %v, want problems %q", err, tc.problems)
 			}
@@ -166,7 +180,7 @@ keys = [{ key = "a" }]`, problems: []string{"pools.email.source.keys: only for r
 // The effective configuration of a redis source loads back to the same
 // settings: its [[keys]] tables included.
 func TestRedisEffectiveRoundTrip(t *testing.T) {
-	cfg, err := load(t, withSource(`type = "redis"
+	cfg, err := loadConfig(t, withSource(`type = "redis"
 url = "redis://127.0.0.1:6379/2"
 [[pools.email.source.keys]]
 key = "q"
@@ -178,14 +192,23 @@ role = "running"`))
 		t.Fatal(err)
 	}
 	var b strings.Builder
-	if err := WriteEffective(&b, cfg); err != nil {
+	if err := config.WriteEffective(&b, cfg); err != nil {
 		t.Fatal(err)
 	}
-	again, err := load(t, b.String())
+	again, err := loadConfig(t, b.String())
 	if err != nil {
 		t.Fatalf("%v\n%s", err, b.String())
 	}
 	if got, want := again.Pools["email"].Source, cfg.Pools["email"].Source; !reflect.DeepEqual(got, want) {
 		t.Errorf("round trip: %+v, want %+v\n%s", got, want, b.String())
 	}
+}
+
+// withSource is a valid one-pool config with the given [pools.email.source]
+// body.
+func withSource(body string) string {
+	return `[pools.email]
+app = "myapp.tasks:queue"
+[pools.email.source]
+` + body + "\n"
 }
