@@ -50,31 +50,7 @@ status is 0.`)
 		// The file could not be read at all; there is nothing more to check.
 		return failf(stderr, "check-config", "%s: %v", path, err)
 	default:
-		for _, w := range config.Warnings(cfg) {
-			fmt.Fprintln(stderr, "warning: "+w)
-		}
-		// The machine is checked only for a file that loaded: a
-		// broken file has no trustworthy settings to check.
-		userProblems, userWarnings := config.CheckUsersDetail(cfg)
-		for _, w := range userWarnings {
-			fmt.Fprintln(stderr, "warning: "+w.String())
-		}
-		// The daemon only warns about a command it cannot find (the
-		// program may be deployed after the file); here it is an
-		// error, as every worker start would fail.
-		capProblems, capWarnings := config.CheckHostCapacity(cfg)
-		for _, w := range capWarnings {
-			fmt.Fprintln(stderr, "warning: "+w.String())
-		}
-		credProblems, credWarnings := config.CheckCredentials(cfg)
-		for _, w := range credWarnings {
-			fmt.Fprintln(stderr, "warning: "+w.String())
-		}
-		for _, check := range [][]config.Problem{userProblems, config.CheckExecutables(cfg), config.CheckPaths(cfg), capProblems, credProblems} {
-			for _, p := range check {
-				problems = append(problems, p.String())
-			}
-		}
+		problems = checkMachine(cfg, stderr)
 	}
 	// Checked even when the file has other problems, so that one run lists
 	// everything that stops the daemon. It does nothing unless run as root,
@@ -95,4 +71,37 @@ status is 0.`)
 		return failf(stderr, "check-config", "%v", err)
 	}
 	return exitOK
+}
+
+// checkMachine checks what a loaded file asks of this machine (users and
+// groups, commands, hidden paths, capacity, credential files): its
+// warnings go to stderr, its problems come back.
+func checkMachine(cfg *config.Config, stderr io.Writer) []string {
+	var problems []string
+	for _, w := range config.Warnings(cfg) {
+		fmt.Fprintln(stderr, "warning: "+w)
+	}
+	// The machine is checked only for a file that loaded: a
+	// broken file has no trustworthy settings to check.
+	userProblems, userWarnings := config.CheckUsersDetail(cfg)
+	for _, w := range userWarnings {
+		fmt.Fprintln(stderr, "warning: "+w.String())
+	}
+	// The daemon only warns about a command it cannot find (the
+	// program may be deployed after the file); here it is an
+	// error, as every worker start would fail.
+	capProblems, capWarnings := config.CheckHostCapacity(cfg)
+	for _, w := range capWarnings {
+		fmt.Fprintln(stderr, "warning: "+w.String())
+	}
+	credProblems, credWarnings := config.CheckCredentials(cfg)
+	for _, w := range credWarnings {
+		fmt.Fprintln(stderr, "warning: "+w.String())
+	}
+	for _, check := range [][]config.Problem{userProblems, config.CheckExecutables(cfg), config.CheckPaths(cfg), capProblems, credProblems} {
+		for _, p := range check {
+			problems = append(problems, p.String())
+		}
+	}
+	return problems
 }
