@@ -316,35 +316,9 @@ func (s *flexiqRedis) observeNamespace(ctx context.Context, client *redis.Client
 	oldest := int64(math.MaxInt64)
 	for i, q := range s.spec.Queues {
 		c.Running += running[i].Val()
-		// The page: the bands in dequeue order, each read up to what is
-		// left of the page.
-		var total int64
-		var page []*redis.ZSliceCmd
-		left := int64(flexiqNamespacePage)
-		_, err := client.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for b, cmd := range dueCounts[i] {
-				n := cmd.Val()
-				total += n
-				if n == 0 || left == 0 {
-					continue
-				}
-				take := min(n, left)
-				left -= take
-				page = append(page, p.ZRangeByScoreWithScores(ctx, s.key("queue", q, "pending"),
-					&redis.ZRangeBy{Min: fmtScore(ranges[b].min), Max: fmtScore(ranges[b].max), Count: take}))
-			}
-			return nil
-		})
+		ids, scores, total, err := s.namespacePage(ctx, client, q, dueCounts[i], ranges)
 		if err != nil {
-			return Counts{}, s.fail("reading queue "+q, err)
-		}
-		var ids []string
-		var scores []float64
-		for _, cmd := range page {
-			for _, z := range cmd.Val() {
-				id, _ := z.Member.(string)
-				ids, scores = append(ids, id), append(scores, z.Score)
-			}
+			return Counts{}, err
 		}
 		if len(ids) == 0 {
 			continue
@@ -373,6 +347,38 @@ func (s *flexiqRedis) observeNamespace(ctx context.Context, client *redis.Client
 	}
 	c.setOldest(nowMs, oldest)
 	return c, nil
+}
+
+// namespacePage reads the first flexiqNamespacePage due jobs of queue q:
+// the bands in dequeue order, each read up to what is left of the page.
+// total is how many are due in all, which the page's share scales up to.
+func (s *flexiqRedis) namespacePage(ctx context.Context, client *redis.Client, q string, due []*redis.IntCmd, ranges []scoreRange) (ids []string, scores []float64, total int64, err error) {
+	var page []*redis.ZSliceCmd
+	left := int64(flexiqNamespacePage)
+	_, err = client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for b, cmd := range due {
+			n := cmd.Val()
+			total += n
+			if n == 0 || left == 0 {
+				continue
+			}
+			take := min(n, left)
+			left -= take
+			page = append(page, p.ZRangeByScoreWithScores(ctx, s.key("queue", q, "pending"),
+				&redis.ZRangeBy{Min: fmtScore(ranges[b].min), Max: fmtScore(ranges[b].max), Count: take}))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, 0, s.fail("reading queue "+q, err)
+	}
+	for _, cmd := range page {
+		for _, z := range cmd.Val() {
+			id, _ := z.Member.(string)
+			ids, scores = append(ids, id), append(scores, z.Score)
+		}
+	}
+	return ids, scores, total, nil
 }
 
 // scaleUp is n of read, as a share of total, rounded up: a namespace seen
