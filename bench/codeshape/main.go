@@ -190,26 +190,20 @@ func imports(pkgs []pkg, module string) {
 	for p, deps := range internal {
 		hubs = append(hubs, hub{strings.TrimPrefix(p, module+"/"), in[p], len(deps)})
 	}
-	sort.Slice(hubs, func(i, j int) bool {
-		if hubs[i].in != hubs[j].in {
-			return hubs[i].in > hubs[j].in
+	top := func(title string, n func(hub) int) {
+		sort.Slice(hubs, func(i, j int) bool {
+			if n(hubs[i]) != n(hubs[j]) {
+				return n(hubs[i]) > n(hubs[j])
+			}
+			return hubs[i].name < hubs[j].name
+		})
+		fmt.Printf("\n## hubs: %s\n", title)
+		for _, h := range hubs[:min(6, len(hubs))] {
+			fmt.Printf("%4d  %s\n", n(h), h.name)
 		}
-		return hubs[i].name < hubs[j].name
-	})
-	fmt.Printf("\n## hubs: most imported (importers)\n")
-	for _, h := range hubs[:min(6, len(hubs))] {
-		fmt.Printf("%4d  %s\n", h.in, h.name)
 	}
-	sort.Slice(hubs, func(i, j int) bool {
-		if hubs[i].out != hubs[j].out {
-			return hubs[i].out > hubs[j].out
-		}
-		return hubs[i].name < hubs[j].name
-	})
-	fmt.Printf("\n## hubs: most importing (internal imports)\n")
-	for _, h := range hubs[:min(6, len(hubs))] {
-		fmt.Printf("%4d  %s\n", h.out, h.name)
-	}
+	top("most imported (importers)", func(h hub) int { return h.in })
+	top("most importing (internal imports)", func(h hub) int { return h.out })
 }
 
 func listPackages() ([]pkg, error) {
