@@ -15,18 +15,25 @@
 // owner publishes after each tick and each message (snapshot.go): no lock is
 // held across a D-Bus call or a source read.
 //
+// The decision and the workers are apart. Pool decides (guard.go,
+// override.go, explain.go) and reports; workers (workers.go) owns the
+// slots, the starts and stops, the backoff, the victims, the quiet phase
+// and the rollout, and the tick drives it after the decision. Both are
+// the loop's alone.
+//
 // The files: pool.go (life cycle, the operator's operations), loop.go (the
 // owner, its messages, the read in flight), tick.go (one control cycle, in
 // three phases), read.go (the source reads off the loop), snapshot.go (what
-// readers see), fleet.go (slots, backoff, victims), act.go (starting and
-// stopping), quiet.go (the quiet phase), readiness.go (requires, start
-// conditions, the host's budget), rollout.go, guard.go (the decision and
-// the daemon-wide host guard), threads.go, demand.go, cpu.go (the
-// signals' bookkeeping), override.go (pause and pin), explain.go,
-// view.go (status and explain), report.go and tickreport.go (the journal,
-// the metrics), state.go (what survives a restart), wake.go (the source's
-// wake-ups), srcguard.go, deps.go (what the pool needs from systemd, its
-// clock).
+// readers see), drain.go (draining the whole pool); the workers: workers.go
+// (their type and what the tick calls), fleet.go (slots, backoff, victims;
+// no I/O), act.go (starting and stopping), quiet.go (the quiet phase),
+// readiness.go (requires, start conditions, the host's budget), rollout.go;
+// the decision: guard.go (the decision and the daemon-wide host guard),
+// threads.go, demand.go, cpu.go (the signals' bookkeeping), override.go
+// (pause and pin), explain.go; view.go (status and explain), report.go and
+// tickreport.go (the journal, the metrics), state.go (what survives a
+// restart), wake.go (the source's wake-ups), srcguard.go, deps.go (what the
+// pool needs from systemd, its clock).
 package controller
 
 import (
