@@ -49,7 +49,7 @@ type slotBackoff struct {
 // fleet is the pool's record of its units, as of the last listing: which
 // slots hold live workers, which are draining, and which are backing off
 // after a crash. It does no I/O: reconcile turns a listing into events that
-// the pool reports and acts on.
+// workers reports and acts on.
 type fleet struct {
 	live     map[int]*worker
 	draining map[string]drainingUnit // by unit name
@@ -119,11 +119,20 @@ type reconciled struct {
 	resets []string
 }
 
-// reconcile brings the fleet in line with a listing of the pool's units.
+// reconcile brings the fleet in line with a listing of the pool's units:
+// the draining units first, then the live workers, then the units it did
+// not know.
 func (f *fleet) reconcile(now time.Time, listed []units.Worker) reconciled {
 	var r reconciled
 	byUnit := indexByUnit(listed)
+	f.reconcileDraining(byUnit, &r)
+	f.reconcileLive(now, byUnit, &r)
+	f.adoptListed(now, listed, &r)
+	return r
+}
 
+// reconcileDraining reports the draining units that are gone or failed.
+func (f *fleet) reconcileDraining(byUnit unitIndex, r *reconciled) {
 	for _, name := range sortedKeys(f.draining) {
 		d := f.draining[name]
 		w, ok := byUnit.get(name)
@@ -140,12 +149,16 @@ func (f *fleet) reconcile(now time.Time, listed []units.Worker) reconciled {
 			r.resets = append(r.resets, name)
 			delete(f.draining, name)
 		case st == stateRunning && !d.ours:
-			// Seen stopping, now running again: an admin's restart. The
-			// loop below adopts it as live.
+			// Seen stopping, now running again: an admin's restart.
+			// adoptListed adopts it as live.
 			delete(f.draining, name)
 		}
 	}
+}
 
+// reconcileLive follows the live workers: still running, restarted behind
+// the pool's back, being stopped from outside, or crashed.
+func (f *fleet) reconcileLive(now time.Time, byUnit unitIndex, r *reconciled) {
 	for _, slot := range sortedKeys(f.live) {
 		lw := f.live[slot]
 		w, ok := byUnit.get(lw.unit)
@@ -154,8 +167,8 @@ func (f *fleet) reconcile(now time.Time, listed []units.Worker) reconciled {
 			if w.InvocationID != "" {
 				lw.invocation = w.InvocationID
 			}
-			if r := w.Revision; r != "" {
-				lw.revision = r
+			if rev := w.Revision; rev != "" {
+				lw.revision = rev
 			}
 		case st == stateRunning:
 			lw.invocation, lw.since, lw.havePrev = w.InvocationID, startedAt(w, now), false
@@ -179,7 +192,11 @@ func (f *fleet) reconcile(now time.Time, listed []units.Worker) reconciled {
 			}
 		}
 	}
+}
 
+// adoptListed takes in the listed units the fleet does not know: running
+// ones become live, stopping ones draining, failed ones are reset.
+func (f *fleet) adoptListed(now time.Time, listed []units.Worker, r *reconciled) {
 	for _, w := range listed {
 		if _, ok := f.draining[w.Unit]; ok {
 			continue
@@ -203,7 +220,6 @@ func (f *fleet) reconcile(now time.Time, listed []units.Worker) reconciled {
 			}
 		}
 	}
-	return r
 }
 
 // startedAt is when a listed worker became active, on the controller's

@@ -224,7 +224,7 @@ func (p *Pool) decide(now time.Time, params policy.Params, obs policy.Observatio
 		}
 		in.Signals = policy.Signals{
 			Paused: counts.Paused, OldestAge: counts.OldestAge.Seconds(), OldestKnown: counts.HasOldest,
-			Workers: obs.Current, Draining: len(p.fleet.draining),
+			Workers: obs.Current, Draining: p.workers.draining(),
 			WorkerCPU: obs.CPU, WorkerCPUKnown: obs.CPUKnown,
 			Host: chk.host.Reading, HostCPUEMA: chk.host.EMA,
 		}

@@ -216,10 +216,10 @@ func (p *Pool) applyOverride(wall time.Time, d policy.Decision, e *api.Explanati
 	switch o.Kind {
 	case api.OverridePaused:
 		would := d
-		d.Action, d.Desired = policy.Hold, p.target
+		d.Action, d.Desired = policy.Hold, p.workers.target
 		d.Rationale = fmt.Sprintf("paused; the policy says %s %d -> %d (%s)", would.Action, would.Current, would.Desired, would.Rationale)
-		e.Add(api.Step{Name: "override", Value: o.String(), Held: would.Desired != p.target,
-			Note: fmt.Sprintf("holding the target %d; the policy says %d", p.target, would.Desired)})
+		e.Add(api.Step{Name: "override", Value: o.String(), Held: would.Desired != p.workers.target,
+			Note: fmt.Sprintf("holding the target %d; the policy says %d", p.workers.target, would.Desired)})
 	case api.OverridePinned:
 		would := d
 		d.Desired = min(o.Workers, p.cfg.MaxWorkers)

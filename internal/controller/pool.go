@@ -15,18 +15,25 @@
 // owner publishes after each tick and each message (snapshot.go): no lock is
 // held across a D-Bus call or a source read.
 //
+// The decision and the workers are apart. Pool decides (guard.go,
+// override.go, explain.go) and reports; workers (workers.go) owns the
+// slots, the starts and stops, the backoff, the victims, the quiet phase
+// and the rollout, and the tick drives it after the decision. Both are
+// the loop's alone.
+//
 // The files: pool.go (life cycle, the operator's operations), loop.go (the
 // owner, its messages, the read in flight), tick.go (one control cycle, in
 // three phases), read.go (the source reads off the loop), snapshot.go (what
-// readers see), fleet.go (slots, backoff, victims), act.go (starting and
-// stopping), quiet.go (the quiet phase), readiness.go (requires, start
-// conditions, the host's budget), rollout.go, guard.go (the decision and
-// the daemon-wide host guard), threads.go, demand.go, cpu.go (the
-// signals' bookkeeping), override.go (pause and pin), explain.go,
-// view.go (status and explain), report.go and tickreport.go (the journal,
-// the metrics), state.go (what survives a restart), wake.go (the source's
-// wake-ups), srcguard.go, deps.go (what the pool needs from systemd, its
-// clock).
+// readers see), drain.go (draining the whole pool); the workers: workers.go
+// (their type and what the tick calls), fleet.go (slots, backoff, victims;
+// no I/O), act.go (starting and stopping), quiet.go (the quiet phase),
+// readiness.go (requires, start conditions, the host's budget), rollout.go;
+// the decision: guard.go (the decision and the daemon-wide host guard),
+// threads.go, demand.go, cpu.go (the signals' bookkeeping), override.go
+// (pause and pin), explain.go; view.go (status and explain), report.go and
+// tickreport.go (the journal, the metrics), state.go (what survives a
+// restart), wake.go (the source's wake-ups), srcguard.go, deps.go (what the
+// pool needs from systemd, its clock).
 package controller
 
 import (
@@ -105,21 +112,16 @@ type Pool struct {
 	// has ended.
 	retired []source.Source
 	rec     policy.Recommender
-	fleet   *fleet
-	target  int // the last decided count; crashed workers are replaced up to it
-	roll    rollout
+	// workers are the pool's slots, starts and stops, backoff, quiet phase
+	// and rollout (workers.go): what follows the decision.
+	workers *workers
 	threads threadState
 	sc      scaling // rules, rate limits, the host guard (guard.go)
 	demand  demandState
 	report  reporter
-	// stopping is set by Drain: the pool no longer scales or replaces.
-	stopping bool
-	ready    readyState            // readiness.go
-	quiet    map[string]*quietUnit // quiet.go: workers in their quiet phase
 	// The operator's surface (override.go, view.go, explain.go).
 	override api.Override
 	health   sourceHealth
-	restarts map[int]int // crashes by slot, for status
 	lastDry  decisionKey // the last "would scale" logged in dry-run
 	pub      published   // what the next snapshot shows (snapshot.go)
 
@@ -154,12 +156,10 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		own:    newOwner(),
 		cfg:    cfg,
 		src:    src,
-		fleet:  newFleet(),
 		report: newReporter(log),
 		wake:   make(chan struct{}, 1),
-
-		restarts: map[int]int{},
 	}
+	p.workers = newWorkers(p)
 	if err := p.setRules(cfg); err != nil {
 		src.Close()
 		return nil, err
@@ -195,16 +195,16 @@ func (p *Pool) Start(ctx context.Context, existing []units.Worker) {
 func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 	now := p.clock()
 	// Workers a previous daemon quieted are draining, not live (quiet.go).
-	p.restoreQuiet(now, existing)
+	p.workers.restoreQuiet(now, existing)
 	p.loadOverride()
-	p.apply(ctx, now, p.fleet.reconcile(now, existing))
-	p.quietStep(ctx, now)
-	adopted := len(p.fleet.live)
-	p.target = max(adopted, p.cfg.MinWorkers)
+	p.workers.reconcile(ctx, now, existing)
+	p.workers.quietStep(ctx, now)
+	adopted := p.workers.live()
+	p.workers.target = max(adopted, p.cfg.MinWorkers)
 	if st, why := p.loadState(now); st != nil {
 		p.restore(now, st)
 		p.log.Event(eventlog.Lifecycle, eventlog.Info, nil,
-			"restored its state from %s: target %d, %d recommendations in its windows", p.statePath(), p.target, len(st.History))
+			"restored its state from %s: target %d, %d recommendations in its windows", p.statePath(), p.workers.target, len(st.History))
 	} else if why != "" {
 		p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "ignoring its state file: %s", why)
 	}
@@ -216,15 +216,15 @@ func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 	if adopted > 0 {
 		p.rec.Seed(now, adopted)
 	}
-	p.target = min(max(p.target, p.cfg.MinWorkers), p.cfg.MaxWorkers)
+	p.workers.target = min(max(p.workers.target, p.cfg.MinWorkers), p.cfg.MaxWorkers)
 	if adopted > 0 {
 		p.log.Event(eventlog.Lifecycle, eventlog.Info, nil, "adopted %d running workers", adopted)
 	}
 	if o := p.activeOverride(p.wallNow()); o.Kind == api.OverridePinned {
-		p.target = min(o.Workers, p.cfg.MaxWorkers)
-		p.drainDownTo(ctx, now, p.target)
+		p.workers.target = min(o.Workers, p.cfg.MaxWorkers)
+		p.workers.drainDownTo(ctx, now, p.workers.target)
 	}
-	p.startUpTo(ctx, now, p.target, "min_workers")
+	p.workers.startUpTo(ctx, now, p.workers.target, "min_workers")
 	p.saveState(now)
 	changed := p.publish(nil, nil)
 	p.buildView(now, existing, nil)
@@ -259,6 +259,7 @@ func (p *Pool) update(cfg *config.Pool) error {
 		p.abandonRead()
 	}
 	p.cfg = cfg
+	p.workers.cfg = cfg
 	p.pub.status.Max = cfg.MaxWorkers
 	p.pub.status.Mode = p.modeString(p.wallNow())
 	p.kick()
@@ -269,8 +270,8 @@ func (p *Pool) update(cfg *config.Pool) error {
 // after a deploy of new worker code with no change to the configuration.
 func (p *Pool) Roll(reason string) {
 	p.do(func() {
-		p.roll.nonce = fmt.Sprintf("%d", time.Now().UnixNano())
-		p.roll.reason = reason
+		p.workers.roll.nonce = fmt.Sprintf("%d", time.Now().UnixNano())
+		p.workers.roll.reason = reason
 		p.saveState(p.clock())
 		p.kick()
 	})

@@ -49,49 +49,49 @@ type savedQuietEntry struct {
 
 // retire takes a live worker out of service: a quiet phase first when the
 // pool has a quiet_signal, else the stop at once.
-func (p *Pool) retire(ctx context.Context, now time.Time, w *worker, why string) bool {
-	if p.cfg.QuietSignalNumber == 0 || p.cfg.QuietPeriod <= 0 {
-		return p.stopWorker(ctx, w, why)
+func (ws *workers) retire(ctx context.Context, now time.Time, w *worker, why string) bool {
+	if ws.cfg.QuietSignalNumber == 0 || ws.cfg.QuietPeriod <= 0 {
+		return ws.stopWorker(ctx, w, why)
 	}
 	kctx, cancel := context.WithTimeout(ctx, callTimeout)
-	err := p.units.KillMain(kctx, w.unit, p.cfg.QuietSignalNumber)
+	err := ws.units.KillMain(kctx, w.unit, ws.cfg.QuietSignalNumber)
 	cancel()
 	if err != nil {
-		p.log.Event(eventlog.WorkerDraining, eventlog.Warning, p.workerFields(w.slot, w.unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
-			"cannot send %s to %s (%v): stopping it without a quiet phase", p.cfg.QuietSignal, w.unit, err)
-		return p.stopWorker(ctx, w, why)
+		ws.log.Event(eventlog.WorkerDraining, eventlog.Warning, ws.workerFields(w.slot, w.unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
+			"cannot send %s to %s (%v): stopping it without a quiet phase", ws.cfg.QuietSignal, w.unit, err)
+		return ws.stopWorker(ctx, w, why)
 	}
-	p.fleet.stop(w)
-	p.addQuiet(now, w.unit, &quietUnit{slot: w.slot, invocation: w.invocation, deadline: now.Add(p.cfg.QuietPeriod)})
-	p.saveQuiet()
-	p.report.draining(w.slot, w.unit, fmt.Sprintf("%s: quiet phase, %s sent to its main process; stop in %s",
-		why, p.cfg.QuietSignal, p.cfg.QuietPeriod))
+	ws.fleet.stop(w)
+	ws.addQuiet(now, w.unit, &quietUnit{slot: w.slot, invocation: w.invocation, deadline: now.Add(ws.cfg.QuietPeriod)})
+	ws.saveQuiet()
+	ws.report.draining(w.slot, w.unit, fmt.Sprintf("%s: quiet phase, %s sent to its main process; stop in %s",
+		why, ws.cfg.QuietSignal, ws.cfg.QuietPeriod))
 	return true
 }
 
 // addQuiet records a quiet worker and wakes the pool's loop when its stop
 // is due, however long the poll interval.
-func (p *Pool) addQuiet(now time.Time, unit string, q *quietUnit) {
-	if p.quiet == nil {
-		p.quiet = map[string]*quietUnit{}
+func (ws *workers) addQuiet(now time.Time, unit string, q *quietUnit) {
+	if ws.quiet == nil {
+		ws.quiet = map[string]*quietUnit{}
 	}
 	// A hair late rather than early: the tick it causes must find the
 	// deadline passed.
-	q.timer = time.AfterFunc(max(0, q.deadline.Sub(now))+5*time.Millisecond, p.kick)
-	p.quiet[unit] = q
+	q.timer = time.AfterFunc(max(0, q.deadline.Sub(now))+5*time.Millisecond, ws.kick)
+	ws.quiet[unit] = q
 }
 
 // quietStep asks for the stop of every quiet worker whose quiet period is
 // over, and forgets those that are gone (a worker may exit by itself once
 // quiet). It runs after each reconcile.
-func (p *Pool) quietStep(ctx context.Context, now time.Time) {
+func (ws *workers) quietStep(ctx context.Context, now time.Time) {
 	changed := false
-	for _, unit := range sortedKeys(p.quiet) {
-		q := p.quiet[unit]
-		if _, ok := p.fleet.draining[unit]; !ok {
+	for _, unit := range sortedKeys(ws.quiet) {
+		q := ws.quiet[unit]
+		if _, ok := ws.fleet.draining[unit]; !ok {
 			// Gone; reconcile has reported its stop.
 			q.timer.Stop()
-			delete(p.quiet, unit)
+			delete(ws.quiet, unit)
 			changed = true
 			continue
 		}
@@ -99,60 +99,60 @@ func (p *Pool) quietStep(ctx context.Context, now time.Time) {
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, callTimeout)
-		_, err := p.units.StopWorker(sctx, unit)
+		_, err := ws.units.StopWorker(sctx, unit)
 		cancel()
 		if err != nil {
 			// Asked again at the next tick.
-			p.log.Event(eventlog.WorkerQuiet, eventlog.Err, p.workerFields(q.slot, unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
+			ws.log.Event(eventlog.WorkerQuiet, eventlog.Err, ws.workerFields(q.slot, unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
 				"cannot stop %s at the end of its quiet phase: %v", unit, err)
 			continue
 		}
 		late := now.Sub(q.deadline).Round(time.Millisecond)
-		p.log.Event(eventlog.WorkerQuiet, eventlog.Info, p.workerFields(q.slot, unit, eventlog.Fields{"FLEXIQ_LATE_MS": fmt.Sprint(late.Milliseconds())}),
-			"quiet phase of %s over: stopping it (%s, then SIGKILL after %s)", unit, p.cfg.DrainSignal, p.cfg.DrainTimeout)
+		ws.log.Event(eventlog.WorkerQuiet, eventlog.Info, ws.workerFields(q.slot, unit, eventlog.Fields{"FLEXIQ_LATE_MS": fmt.Sprint(late.Milliseconds())}),
+			"quiet phase of %s over: stopping it (%s, then SIGKILL after %s)", unit, ws.cfg.DrainSignal, ws.cfg.DrainTimeout)
 		q.timer.Stop()
-		delete(p.quiet, unit)
+		delete(ws.quiet, unit)
 		changed = true
 	}
 	if changed {
-		p.saveQuiet()
+		ws.saveQuiet()
 	}
 }
 
 // endQuiet cuts every quiet phase short: the pool is being drained
 // entirely (removed, or the daemon stopped), which stops every worker now.
-func (p *Pool) endQuiet(ctx context.Context, now time.Time) {
-	for _, q := range p.quiet {
+func (ws *workers) endQuiet(ctx context.Context, now time.Time) {
+	for _, q := range ws.quiet {
 		q.deadline = now
 	}
-	p.quietStep(ctx, now)
+	ws.quietStep(ctx, now)
 }
 
 // quietStore is where the quiet workers are kept: quiet-POOL.json in the
 // runtime directory, beside the state file.
-func (p *Pool) quietStore() poolstore.Store[savedQuiet] {
-	return poolstore.Store[savedQuiet]{Dir: p.opts.StateDir, Prefix: "quiet-"}
+func (ws *workers) quietStore() poolstore.Store[savedQuiet] {
+	return poolstore.Store[savedQuiet]{Dir: ws.stateDir, Prefix: "quiet-"}
 }
 
-func (p *Pool) quietPath() string { return p.quietStore().Path(p.name) }
+func (ws *workers) quietPath() string { return ws.quietStore().Path(ws.name) }
 
 // saveQuiet writes the quiet workers, atomically; with none, it removes
 // the file. A failure is logged: a restart would then adopt the quiet
 // workers as live, and a later scale-down would drain them again.
-func (p *Pool) saveQuiet() {
+func (ws *workers) saveQuiet() {
 	var err error
-	if len(p.quiet) == 0 {
-		err = p.quietStore().Remove(p.name)
+	if len(ws.quiet) == 0 {
+		err = ws.quietStore().Remove(ws.name)
 	} else {
-		st := savedQuiet{Version: quietVersion, Pool: p.name}
-		for _, unit := range sortedKeys(p.quiet) {
-			q := p.quiet[unit]
+		st := savedQuiet{Version: quietVersion, Pool: ws.name}
+		for _, unit := range sortedKeys(ws.quiet) {
+			q := ws.quiet[unit]
 			st.Units = append(st.Units, savedQuietEntry{Unit: unit, Slot: q.slot, Invocation: q.invocation, Deadline: int64(monoSince(q.deadline))})
 		}
-		err = p.quietStore().Save(p.name, st)
+		err = ws.quietStore().Save(ws.name, st)
 	}
 	if err != nil {
-		p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil,
+		ws.log.Event(eventlog.Lifecycle, eventlog.Warning, nil,
 			"cannot save its quiet workers (a restart would take them for live ones): %v", err)
 	}
 }
@@ -161,16 +161,16 @@ func (p *Pool) saveQuiet() {
 // first reconcile: those still running the same invocation are draining,
 // with their deadlines. A worker whose stop is already under way, that is
 // gone, or that was restarted since, is not quiet any more.
-func (p *Pool) restoreQuiet(now time.Time, existing []units.Worker) {
-	st, ok, err := p.quietStore().Load(p.name)
+func (ws *workers) restoreQuiet(now time.Time, existing []units.Worker) {
+	st, ok, err := ws.quietStore().Load(ws.name)
 	if !ok {
 		return
 	}
-	if err == nil && (st.Version != quietVersion || st.Pool != p.name) {
-		err = fmt.Errorf("version %d of pool %q, want version %d of %q", st.Version, st.Pool, quietVersion, p.name)
+	if err == nil && (st.Version != quietVersion || st.Pool != ws.name) {
+		err = fmt.Errorf("version %d of pool %q, want version %d of %q", st.Version, st.Pool, quietVersion, ws.name)
 	}
 	if err != nil {
-		p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "ignoring its quiet workers file %s: %v", p.quietPath(), err)
+		ws.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "ignoring its quiet workers file %s: %v", ws.quietPath(), err)
 		return
 	}
 	byUnit := indexByUnit(existing)
@@ -183,10 +183,10 @@ func (p *Pool) restoreQuiet(now time.Time, existing []units.Worker) {
 			continue
 		}
 		deadline := monoTime(time.Duration(e.Deadline))
-		p.fleet.draining[e.Unit] = drainingUnit{slot: e.Slot, ours: true}
-		p.addQuiet(now, e.Unit, &quietUnit{slot: e.Slot, invocation: w.InvocationID, deadline: deadline})
-		p.log.Event(eventlog.Lifecycle, eventlog.Info, p.workerFields(e.Slot, e.Unit, nil),
+		ws.fleet.draining[e.Unit] = drainingUnit{slot: e.Slot, ours: true}
+		ws.addQuiet(now, e.Unit, &quietUnit{slot: e.Slot, invocation: w.InvocationID, deadline: deadline})
+		ws.log.Event(eventlog.Lifecycle, eventlog.Info, ws.workerFields(e.Slot, e.Unit, nil),
 			"resumed the quiet phase of %s: its stop is due in %s", e.Unit, max(0, deadline.Sub(now)).Round(time.Millisecond))
 	}
-	p.saveQuiet()
+	ws.saveQuiet()
 }

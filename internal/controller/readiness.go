@@ -33,19 +33,19 @@ type readyState struct {
 
 // admit returns how many of n wanted starts may go ahead now (why is the
 // reason for them, e.g. "scale-up").
-func (p *Pool) admit(ctx context.Context, now time.Time, n int, why string) int {
-	if !p.readyToStart(ctx, now, n, why) {
+func (ws *workers) admit(ctx context.Context, now time.Time, n int, why string) int {
+	if !ws.readyToStart(ctx, now, n, why) {
 		return 0
 	}
-	return p.claimCapacity(n, why)
+	return ws.claimCapacity(n, why)
 }
 
 // admitSurge is admit for a rollout's replacements: they wait for the
 // required units and the start condition like any start, but are not held
 // to the host's budget, since each replaces a worker that then drains
 // (max_surge bounds the overlap).
-func (p *Pool) admitSurge(ctx context.Context, now time.Time, n int) int {
-	if !p.readyToStart(ctx, now, n, "rollout") {
+func (ws *workers) admitSurge(ctx context.Context, now time.Time, n int) int {
+	if !ws.readyToStart(ctx, now, n, "rollout") {
 		return 0
 	}
 	return n
@@ -54,33 +54,33 @@ func (p *Pool) admitSurge(ctx context.Context, now time.Time, n int) int {
 // readyToStart says whether n starts may be tried now: the required units
 // are active, and no skip by the start condition is fresher than a poll
 // interval.
-func (p *Pool) readyToStart(ctx context.Context, now time.Time, n int, why string) bool {
+func (ws *workers) readyToStart(ctx context.Context, now time.Time, n int, why string) bool {
 	if n <= 0 {
 		return false
 	}
-	if waiting := p.requiredWaiting(ctx); len(waiting) > 0 {
-		p.deferStarts(now, n, why, waiting)
+	if waiting := ws.requiredWaiting(ctx); len(waiting) > 0 {
+		ws.deferStarts(now, n, why, waiting)
 		return false
 	}
-	p.releaseDeferred(now)
-	return !now.Before(p.ready.retryAt)
+	ws.releaseDeferred(now)
+	return !now.Before(ws.ready.retryAt)
 }
 
 // requiredWaiting returns the required units that are not active, each
 // with its state ("postgresql.service (inactive)"). A failed read defers
 // too: a start would pull the units in through Requires=, and fail with
 // "dependency" if they cannot start.
-func (p *Pool) requiredWaiting(ctx context.Context) []string {
-	if len(p.cfg.Requires) == 0 {
+func (ws *workers) requiredWaiting(ctx context.Context) []string {
+	if len(ws.cfg.Requires) == 0 {
 		return nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	states, err := p.units.UnitStates(rctx, p.cfg.Requires)
+	states, err := ws.units.UnitStates(rctx, ws.cfg.Requires)
 	if err != nil {
 		return []string{fmt.Sprintf("the required units (cannot read them: %v)", err)}
 	}
-	return notActive(p.cfg.Requires, states)
+	return notActive(ws.cfg.Requires, states)
 }
 
 // notActive lists, in the order required, the units of required whose
@@ -103,28 +103,28 @@ func notActive(required []string, states map[string]string) []string {
 // deferStarts logs the start of a deferral episode, or a change of what it
 // waits for. The pool's target stays: the starts are made once the units
 // are active.
-func (p *Pool) deferStarts(now time.Time, n int, why string, waiting []string) {
+func (ws *workers) deferStarts(now time.Time, n int, why string, waiting []string) {
 	w := strings.Join(waiting, ", ")
-	if p.ready.deferring && p.ready.waitingFor == w {
+	if ws.ready.deferring && ws.ready.waitingFor == w {
 		return
 	}
-	if !p.ready.deferring {
-		p.ready.deferring, p.ready.deferredSince = true, now
+	if !ws.ready.deferring {
+		ws.ready.deferring, ws.ready.deferredSince = true, now
 	}
-	p.ready.waitingFor = w
-	p.log.Event(eventlog.ScaleUpDeferred, eventlog.Notice, eventlog.Fields{
+	ws.ready.waitingFor = w
+	ws.log.Event(eventlog.ScaleUpDeferred, eventlog.Notice, eventlog.Fields{
 		"FLEXIQ_WAITING_FOR": w, "FLEXIQ_DEFERRED": fmt.Sprint(n), "FLEXIQ_REASON": why},
-		"scale-up deferred: %d workers (%s) wait for %s; requires = [%s]", n, why, w, strings.Join(p.cfg.Requires, ", "))
+		"scale-up deferred: %d workers (%s) wait for %s; requires = [%s]", n, why, w, strings.Join(ws.cfg.Requires, ", "))
 }
 
 // releaseDeferred ends a deferral episode.
-func (p *Pool) releaseDeferred(now time.Time) {
-	if !p.ready.deferring {
+func (ws *workers) releaseDeferred(now time.Time) {
+	if !ws.ready.deferring {
 		return
 	}
-	waited := now.Sub(p.ready.deferredSince).Round(time.Second)
-	p.ready.deferring, p.ready.waitingFor = false, ""
-	p.log.Event(eventlog.ScaleUpDeferred, eventlog.Info, eventlog.Fields{"FLEXIQ_WAITED_SEC": fmt.Sprint(waited.Seconds())},
+	waited := now.Sub(ws.ready.deferredSince).Round(time.Second)
+	ws.ready.deferring, ws.ready.waitingFor = false, ""
+	ws.log.Event(eventlog.ScaleUpDeferred, eventlog.Info, eventlog.Fields{"FLEXIQ_WAITED_SEC": fmt.Sprint(waited.Seconds())},
 		"required units are active: releasing the deferred scale-up after %s", waited)
 }
 
@@ -132,21 +132,21 @@ func (p *Pool) releaseDeferred(now time.Time) {
 // how many fit. A start that does not fit is skipped, not left pending: the
 // target drops to what the pool will have, and the policy asks again at the
 // next tick.
-func (p *Pool) claimCapacity(n int, why string) int {
-	cost := p.cfg.WorkerCost()
-	p.opts.Ledger.Set(p.name, cost, len(p.fleet.live)+len(p.fleet.draining))
-	granted, short := p.opts.Ledger.Claim(p.name, cost, n)
+func (ws *workers) claimCapacity(n int, why string) int {
+	cost := ws.cfg.WorkerCost()
+	ws.ledger.Set(ws.name, cost, len(ws.fleet.live)+len(ws.fleet.draining))
+	granted, short := ws.ledger.Claim(ws.name, cost, n)
 	if granted < n {
-		p.target = min(p.target, len(p.fleet.live)+granted)
-		if !p.ready.exhausted {
-			p.ready.exhausted = true
-			p.log.Event(eventlog.CapacityExhausted, eventlog.Warning, eventlog.Fields{
+		ws.target = min(ws.target, len(ws.fleet.live)+granted)
+		if !ws.ready.exhausted {
+			ws.ready.exhausted = true
+			ws.log.Event(eventlog.CapacityExhausted, eventlog.Warning, eventlog.Fields{
 				"FLEXIQ_WANTED": fmt.Sprint(n), "FLEXIQ_GRANTED": fmt.Sprint(granted), "FLEXIQ_REASON": why, "FLEXIQ_SHORT": short},
 				"capacity exhausted: %d of %d workers (%s) skipped, short of %s", n-granted, n, why, short)
 		}
-	} else if p.ready.exhausted {
-		p.ready.exhausted = false
-		p.log.Event(eventlog.CapacityExhausted, eventlog.Info, nil,
+	} else if ws.ready.exhausted {
+		ws.ready.exhausted = false
+		ws.log.Event(eventlog.CapacityExhausted, eventlog.Info, nil,
 			"capacity available again: starting %d workers (%s)", n, why)
 	}
 	return granted
@@ -154,33 +154,33 @@ func (p *Pool) claimCapacity(n int, why string) int {
 
 // recount tells the ledger what the pool holds after its starts: a start
 // that failed gives its claim back.
-func (p *Pool) recount() {
-	p.opts.Ledger.Set(p.name, p.cfg.WorkerCost(), len(p.fleet.live)+len(p.fleet.draining))
+func (ws *workers) recount() {
+	ws.ledger.Set(ws.name, ws.cfg.WorkerCost(), len(ws.fleet.live)+len(ws.fleet.draining))
 }
 
 // conditionSkipped handles a start skipped by the start condition: not a
 // crash, no backoff; the next attempt is a poll interval away, never a
 // tight loop, however often the source wakes the pool.
-func (p *Pool) conditionSkipped(now time.Time, slot int, unit string, err error) {
-	p.ready.skips++
-	p.ready.retryAt = now.Add(max(p.cfg.PollInterval, time.Second))
-	if p.ready.skipping {
+func (ws *workers) conditionSkipped(now time.Time, slot int, unit string, err error) {
+	ws.ready.skips++
+	ws.ready.retryAt = now.Add(max(ws.cfg.PollInterval, time.Second))
+	if ws.ready.skipping {
 		return
 	}
-	p.ready.skipping = true
-	p.log.Event(eventlog.ConditionSkip, eventlog.Notice, p.workerFields(slot, unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
-		"%s skipped: start_condition not met yet (not a crash, no backoff); retrying every %s", unit, max(p.cfg.PollInterval, time.Second))
+	ws.ready.skipping = true
+	ws.log.Event(eventlog.ConditionSkip, eventlog.Notice, ws.workerFields(slot, unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
+		"%s skipped: start_condition not met yet (not a crash, no backoff); retrying every %s", unit, max(ws.cfg.PollInterval, time.Second))
 }
 
 // conditionPassed ends a skip episode after a start that went through.
-func (p *Pool) conditionPassed(started []*worker) {
-	if !p.ready.skipping || len(started) == 0 {
+func (ws *workers) conditionPassed(started []*worker) {
+	if !ws.ready.skipping || len(started) == 0 {
 		return
 	}
 	w := started[0]
-	p.log.Event(eventlog.ConditionSkip, eventlog.Info, p.workerFields(w.slot, w.unit, eventlog.Fields{"FLEXIQ_SKIPS": fmt.Sprint(p.ready.skips)}),
-		"start_condition passes: %s started after %d skipped starts", w.unit, p.ready.skips)
-	p.ready.skipping, p.ready.skips, p.ready.retryAt = false, 0, time.Time{}
+	ws.log.Event(eventlog.ConditionSkip, eventlog.Info, ws.workerFields(w.slot, w.unit, eventlog.Fields{"FLEXIQ_SKIPS": fmt.Sprint(ws.ready.skips)}),
+		"start_condition passes: %s started after %d skipped starts", w.unit, ws.ready.skips)
+	ws.ready.skipping, ws.ready.skips, ws.ready.retryAt = false, 0, time.Time{}
 }
 
 func isConditionSkip(err error) bool { return errors.Is(err, units.ErrConditionSkipped) }

@@ -237,7 +237,7 @@ func (s Status) String() string {
 func (p *Pool) publish(c *source.Counts, err error) bool {
 	st := p.pub.status
 	old := st
-	st.Current, st.Draining, st.Max = len(p.fleet.live), len(p.fleet.draining), p.cfg.MaxWorkers
+	st.Current, st.Draining, st.Max = p.workers.live(), p.workers.draining(), p.cfg.MaxWorkers
 	st.Mode = p.modeString(p.wallNow())
 	switch {
 	case c != nil:

@@ -29,8 +29,8 @@ type rollout struct {
 }
 
 // revision names the pool's current worker definition.
-func (p *Pool) revision() string {
-	return specRevision(workerSpec(p.cfg, 0, ""), p.roll.nonce)
+func (ws *workers) revision() string {
+	return specRevision(workerSpec(ws.cfg, 0, ""), ws.roll.nonce)
 }
 
 // specRevision hashes a worker definition (slot aside). Only fields that are
@@ -59,44 +59,44 @@ func maxSurge(c *config.Pool) int { return max(c.MaxSurge, 1) }
 
 // rolloutStep replaces up to max_surge outdated workers: starts as many new
 // ones, each waited for until active, then drains as many old ones.
-func (p *Pool) rolloutStep(ctx context.Context, now time.Time) {
-	if p.stopping {
+func (ws *workers) rolloutStep(ctx context.Context, now time.Time) {
+	if ws.stopping {
 		return
 	}
-	rev := p.revision()
+	rev := ws.revision()
 	var old []*worker
-	for _, w := range p.fleet.liveWorkers() {
+	for _, w := range ws.fleet.liveWorkers() {
 		if outdated(w, rev) {
 			old = append(old, w)
 		}
 	}
 	if len(old) == 0 {
-		if p.roll.active {
-			p.roll.active = false
-			p.log.Event(eventlog.RolloutDone, eventlog.Notice, eventlog.Fields{"FLEXIQ_REVISION": rev},
-				"rollout done: all %d workers run revision %s", len(p.fleet.live), rev)
+		if ws.roll.active {
+			ws.roll.active = false
+			ws.log.Event(eventlog.RolloutDone, eventlog.Notice, eventlog.Fields{"FLEXIQ_REVISION": rev},
+				"rollout done: all %d workers run revision %s", len(ws.fleet.live), rev)
 		}
 		return
 	}
-	if !p.roll.active {
-		p.roll.active, p.roll.from = true, len(old)
-		why := p.roll.reason
+	if !ws.roll.active {
+		ws.roll.active, ws.roll.from = true, len(old)
+		why := ws.roll.reason
 		if why == "" {
 			why = "the worker definition changed"
 		}
-		p.log.Event(eventlog.RolloutProgress, eventlog.Notice, eventlog.Fields{
+		ws.log.Event(eventlog.RolloutProgress, eventlog.Notice, eventlog.Fields{
 			"FLEXIQ_REVISION": rev, "FLEXIQ_REMAINING": strconv.Itoa(len(old)),
-		}, "rollout to revision %s begins (%s): %d workers to replace, %d at a time", rev, why, len(old), maxSurge(p.cfg))
+		}, "rollout to revision %s begins (%s): %d workers to replace, %d at a time", rev, why, len(old), maxSurge(ws.cfg))
 	}
-	started := p.startWorkers(ctx, now, p.admitSurge(ctx, now, min(maxSurge(p.cfg), len(old))), "rollout")
+	started := ws.startWorkers(ctx, now, ws.admitSurge(ctx, now, min(maxSurge(ws.cfg), len(old))), "rollout")
 	for i, w := range pickVictims(old, len(started), rev) {
-		if !p.stopWorker(ctx, w, "rollout: replaced by "+started[i].unit) {
+		if !ws.stopWorker(ctx, w, "rollout: replaced by "+started[i].unit) {
 			continue
 		}
 		left := len(old) - i - 1
-		p.log.Event(eventlog.RolloutProgress, eventlog.Info, eventlog.Fields{
+		ws.log.Event(eventlog.RolloutProgress, eventlog.Info, eventlog.Fields{
 			"FLEXIQ_REVISION": rev, "FLEXIQ_OLD_REVISION": w.revision, "FLEXIQ_REMAINING": strconv.Itoa(left),
 			"FLEXIQ_UNIT": w.unit, "FLEXIQ_NEW_UNIT": started[i].unit,
-		}, "rollout: %s replaced by %s; %d of %d left", w.unit, started[i].unit, left, p.roll.from)
+		}, "rollout: %s replaced by %s; %d of %d left", w.unit, started[i].unit, left, ws.roll.from)
 	}
 }

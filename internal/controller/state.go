@@ -63,12 +63,12 @@ func (p *Pool) saveState(now time.Time) {
 	if p.statePath() == "" {
 		return
 	}
-	st := savedState{Version: stateVersion, Pool: p.name, SavedAt: int64(monoSince(now)), Target: p.target, Roll: p.roll.nonce,
+	st := savedState{Version: stateVersion, Pool: p.name, SavedAt: int64(monoSince(now)), Target: p.workers.target, Roll: p.workers.roll.nonce,
 		savedScaling: p.saveScaling()}
 	for _, s := range p.rec.History() {
 		st.History = append(st.History, savedSample{At: int64(monoSince(s.At)), Raw: s.Raw})
 	}
-	for slot, b := range p.fleet.backoff {
+	for slot, b := range p.workers.fleet.backoff {
 		if now.Before(b.until) || b.delay > backoffMin {
 			if st.Backoff == nil {
 				st.Backoff = map[int]savedBackoff{}
@@ -98,13 +98,13 @@ func (p *Pool) loadState(now time.Time) (*savedState, string) {
 		return nil, err.Error()
 	}
 	st, why := parseState(b, p.name, now, p.longestWindow())
-	if st == nil && p.roll.nonce == "" {
+	if st == nil && p.workers.roll.nonce == "" {
 		// The rollout nonce is no scaling decision: keep it from a state
 		// that is otherwise too old, or the next start would replace every
 		// worker that the last `roll` started.
 		var partial savedState
 		if json.Unmarshal(b, &partial) == nil && partial.Version == stateVersion && partial.Pool == p.name {
-			p.roll.nonce = partial.Roll
+			p.workers.roll.nonce = partial.Roll
 		}
 	}
 	if st == nil {
@@ -136,8 +136,8 @@ func parseState(b []byte, pool string, now time.Time, longest time.Duration) (*s
 
 // restore applies a saved state.
 func (p *Pool) restore(now time.Time, st *savedState) {
-	p.target = st.Target
-	p.roll.nonce = st.Roll
+	p.workers.target = st.Target
+	p.workers.roll.nonce = st.Roll
 	samples := make([]policy.Sample, 0, len(st.History))
 	for _, s := range st.History {
 		samples = append(samples, policy.Sample{At: monoTime(time.Duration(s.At)), Raw: s.Raw})
@@ -146,7 +146,7 @@ func (p *Pool) restore(now time.Time, st *savedState) {
 	p.restoreScaling(now, st.savedScaling)
 	for slot, b := range st.Backoff {
 		if slot > 0 && b.Delay > 0 {
-			p.fleet.backoff[slot] = &slotBackoff{delay: time.Duration(b.Delay), until: monoTime(time.Duration(b.Until))}
+			p.workers.fleet.backoff[slot] = &slotBackoff{delay: time.Duration(b.Delay), until: monoTime(time.Duration(b.Until))}
 		}
 	}
 }

@@ -76,10 +76,10 @@ func TestFilesOfTheOldDaemonStillLoad(t *testing.T) {
 	if len(r.lines("restored its state from", "target 3, 2 recommendations")) != 1 {
 		t.Errorf("no restored-state line:\n%s", r.log)
 	}
-	if r.pool.roll.nonce != "r1" {
-		t.Errorf("rollout nonce %q, want r1", r.pool.roll.nonce)
+	if r.pool.workers.roll.nonce != "r1" {
+		t.Errorf("rollout nonce %q, want r1", r.pool.workers.roll.nonce)
 	}
-	if b := r.pool.fleet.backoff[2]; b == nil || b.delay != 2*time.Second {
+	if b := r.pool.workers.fleet.backoff[2]; b == nil || b.delay != 2*time.Second {
 		t.Errorf("slot 2's backoff %+v, want a delay of 2s", b)
 	}
 	if len(r.lines("resumed the quiet phase of "+quieted)) != 1 {
@@ -89,7 +89,7 @@ func TestFilesOfTheOldDaemonStillLoad(t *testing.T) {
 		t.Errorf("status %+v: want the quiet worker draining", st)
 	}
 	// The new daemon writes the quiet file back as the old one did.
-	if b, _ := os.ReadFile(r.pool.quietPath()); string(b) != files["quiet-work.json"] {
+	if b, _ := os.ReadFile(r.pool.workers.quietPath()); string(b) != files["quiet-work.json"] {
 		t.Errorf("quiet file rewritten as\n%s\nwant\n%s", b, files["quiet-work.json"])
 	}
 }

@@ -49,12 +49,12 @@ func (p *Pool) beginTick(ctx context.Context) tickRun {
 	now := p.clock()
 	run := tickRun{start: time.Now(), now: now}
 	p.lastObs = lastObservation{}
-	run.hold = policy.Decision{Now: now, Action: policy.Hold, Current: len(p.fleet.live), Desired: len(p.fleet.live)}
-	if p.stopping {
+	run.hold = policy.Decision{Now: now, Action: policy.Hold, Current: p.workers.live(), Desired: p.workers.live()}
+	if p.workers.stopping {
 		run.hold.Rationale, run.done = "hold: draining", true
 		return run
 	}
-	listed, err := p.list(ctx)
+	listed, err := p.workers.list(ctx)
 	if err != nil {
 		// Without the unit list the current count is unknown: act on nothing.
 		p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "cannot list workers: %v", err)
@@ -63,16 +63,10 @@ func (p *Pool) beginTick(ctx context.Context) tickRun {
 	}
 	run.listed = listed
 	p.expireOverride(p.wallNow())
-	r := p.fleet.reconcile(now, listed)
-	p.apply(ctx, now, r)
-	p.quietStep(ctx, now)
-	// A worker stopped from outside (an admin's systemctl stop) is a
-	// scale-down by hand, not a crash: replacing it at once would only
-	// start a worker that the decision below may drain again. The policy
-	// decides whether the pool needs it back (min_workers, demand).
-	p.target = max(0, p.target-len(r.stopping))
-	// Crashed workers come back first, up to the last decided target.
-	p.startUpTo(ctx, now, p.target, "replacing crashed worker")
+	r := p.workers.reconcile(ctx, now, listed)
+	p.workers.quietStep(ctx, now)
+	// Crashed workers come back first, before the decision.
+	p.workers.replaceCrashed(ctx, now, r)
 	p.sampleCPU(now, listed)
 	return run
 }
@@ -81,14 +75,14 @@ func (p *Pool) beginTick(ctx context.Context) tickRun {
 // decision, and acting on it.
 func (p *Pool) endTick(ctx context.Context, run tickRun, read observed) (policy.Decision, bool) {
 	now := run.now
-	obs := policy.Observation{Current: len(p.fleet.live)}
+	obs := policy.Observation{Current: p.workers.live()}
 	counts, srcErr := p.observed(now, read)
 	params := p.cfg.PolicyParams()
 	params.ThreadsPerWorker = p.threadsPerWorker(read.threads)
 	if srcErr == nil {
 		obs.Valid, obs.Pending = true, counts.Pending
 		obs.OldestAge, obs.OldestKnown = counts.OldestAge, counts.HasOldest
-		obs.Running = runningOnLive(counts.Running, len(p.fleet.draining), params.ThreadsPerWorker)
+		obs.Running = runningOnLive(counts.Running, p.workers.draining(), params.ThreadsPerWorker)
 	}
 	obs.CPU, obs.CPUKnown = p.meanUtil()
 	if srcErr == nil {
@@ -103,17 +97,17 @@ func (p *Pool) endTick(ctx context.Context, run tickRun, read observed) (policy.
 	}
 	finishExplanation(e, d, p.modeString(wall))
 	if p.dryRun() {
-		p.target = d.Desired
+		p.workers.target = d.Desired
 		d.Action = policy.Hold // nothing below acts
 	} else {
-		p.report.decision(d, obs, counts, srcErr == nil, len(p.fleet.draining))
+		p.report.decision(d, obs, counts, srcErr == nil, p.workers.draining())
 	}
 	p.act(ctx, now, d)
-	addReadiness(e, p.ready)
+	addReadiness(e, p.workers.ready)
 	if !p.dryRun() {
-		p.rolloutStep(ctx, now)
+		p.workers.rolloutStep(ctx, now)
 	}
-	p.recount()
+	p.workers.recount()
 	p.saveState(now)
 	var c *source.Counts
 	if srcErr == nil {
@@ -127,23 +121,8 @@ func (p *Pool) endTick(ctx context.Context, run tickRun, read observed) (policy.
 
 // act follows the decision d.
 func (p *Pool) act(ctx context.Context, now time.Time, d policy.Decision) {
-	switch d.Action {
-	case policy.ScaleUp:
-		p.target = d.Desired
-		p.startUpTo(ctx, now, d.Desired, "scale-up")
-	case policy.ScaleDown:
-		p.target = d.Desired
-		p.drainDownTo(ctx, now, d.Desired)
-	case policy.Stable:
-		p.target = d.Desired
-	}
+	p.workers.scaleTo(ctx, now, d)
 	p.acted(now, d)
-}
-
-func (p *Pool) list(ctx context.Context) ([]units.Worker, error) {
-	lctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	return p.units.ListWorkers(lctx, p.name)
 }
 
 // observed takes the source's reading of this tick: kept for the tick's
@@ -151,7 +130,7 @@ func (p *Pool) list(ctx context.Context) ([]units.Worker, error) {
 func (p *Pool) observed(now time.Time, read observed) (source.Counts, error) {
 	p.lastObs = lastObservation{counts: read.counts, valid: read.err == nil, err: read.err}
 	if read.err != nil {
-		p.report.sourceFailed(now, read.err, len(p.fleet.live))
+		p.report.sourceFailed(now, read.err, p.workers.live())
 		return read.counts, read.err
 	}
 	p.report.sourceOK(read.counts)

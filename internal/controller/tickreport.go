@@ -20,7 +20,7 @@ type lastObservation struct {
 func (p *Pool) tickReport(d policy.Decision, took time.Duration) api.TickReport {
 	r := api.TickReport{
 		Pool: p.name, Action: string(d.Action), Desired: d.Desired,
-		Live: len(p.fleet.live), Draining: len(p.fleet.draining),
+		Live: p.workers.live(), Draining: p.workers.draining(),
 		Min: p.cfg.MinWorkers, Max: p.cfg.MaxWorkers,
 		SourceErr: p.lastObs.err,
 		Duration:  took,

@@ -121,7 +121,7 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *api.Explanatio
 		Pool:   p.name,
 		DryRun: p.dryRun(),
 		Workers: api.WorkerCounts{
-			Live: len(p.fleet.live), Draining: len(p.fleet.draining), Target: p.target,
+			Live: p.workers.live(), Draining: p.workers.draining(), Target: p.workers.target,
 			Min: p.cfg.MinWorkers, Max: p.cfg.MaxWorkers,
 		},
 		Source: api.SourceView{
@@ -129,14 +129,14 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *api.Explanatio
 			LastError: p.health.lastError, LastErrorAt: p.health.lastErrorAt,
 		},
 		UpdatedAt:  wall,
-		WorkerList: make([]api.WorkerView, 0, len(p.fleet.live)+len(p.fleet.draining)),
+		WorkerList: make([]api.WorkerView, 0, p.workers.live()+p.workers.draining()),
 	}
 	v.Mode, v.Override = viewMode(p.modeString(wall), p.activeOverride(wall))
 	if c := p.health.counts; c != nil {
 		v.Queue = queueView(*c)
 	}
-	for _, w := range p.fleet.liveWorkers() {
-		wv := api.WorkerView{Slot: w.slot, Unit: w.unit, State: "active", Restarts: p.restarts[w.slot]}
+	for _, w := range p.workers.fleet.liveWorkers() {
+		wv := api.WorkerView{Slot: w.slot, Unit: w.unit, State: "active", Restarts: p.workers.restarts[w.slot]}
 		if !w.since.IsZero() && now.After(w.since) {
 			up := now.Sub(w.since).Seconds()
 			wv.UptimeSec = &up
@@ -147,9 +147,9 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *api.Explanatio
 		}
 		v.WorkerList = append(v.WorkerList, wv)
 	}
-	for _, unit := range sortedKeys(p.fleet.draining) {
-		d := p.fleet.draining[unit]
-		v.WorkerList = append(v.WorkerList, api.WorkerView{Slot: d.slot, Unit: unit, State: "draining", Restarts: p.restarts[d.slot]})
+	for _, unit := range sortedKeys(p.workers.fleet.draining) {
+		d := p.workers.fleet.draining[unit]
+		v.WorkerList = append(v.WorkerList, api.WorkerView{Slot: d.slot, Unit: unit, State: "draining", Restarts: p.workers.restarts[d.slot]})
 	}
 	p.pub.setView(v, e)
 	p.pub.listed = listed

@@ -1,0 +1,124 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/capacity"
+	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+	"github.com/flexiq/flexiq-scaled/internal/policy"
+	"github.com/flexiq/flexiq-scaled/internal/units"
+)
+
+// workers is the pool's side that acts: its slots (fleet.go), the starts
+// and stops over Units (act.go), the backoff and the choice of victims, the
+// quiet phase (quiet.go), what holds a start back (readiness.go) and the
+// rollout (rollout.go). It decides nothing: the pool's tick tells it what
+// to reach, after the decision, through
+//
+//	reconcile      take in a listing of the units: crashes, stops, adoptions
+//	quietStep      stop the quiet workers whose quiet period is over
+//	replaceCrashed start crashed workers again, up to the target
+//	scaleTo        follow a decision: start or drain to its count
+//	rolloutStep    replace up to max_surge workers of an old revision
+//	stopAll        one round of a drain of the whole pool
+//
+// It is the pool's, owned by the pool's loop as the rest of its state.
+type workers struct {
+	name     string
+	units    Units
+	log      *eventlog.Logger
+	report   *reporter // the pool's, shared with the decision's entries
+	ledger   *capacity.Ledger
+	stateDir string // where quiet-POOL.json is kept
+	kick     func() // wakes the pool's loop when a quiet phase ends
+
+	// cfg is the pool's configuration; a reload replaces it (Pool.update).
+	cfg   *config.Pool
+	fleet *fleet
+	// target is the last decided count; crashed workers are replaced up to
+	// it.
+	target int
+	roll   rollout
+	// stopping is set by Drain: the pool no longer scales or replaces.
+	stopping bool
+	ready    readyState            // readiness.go
+	quiet    map[string]*quietUnit // quiet.go: workers in their quiet phase
+	restarts map[int]int           // crashes by slot, for status
+}
+
+func newWorkers(p *Pool) *workers {
+	return &workers{
+		name:     p.name,
+		units:    p.units,
+		log:      p.log,
+		report:   &p.report,
+		ledger:   p.opts.Ledger,
+		stateDir: p.opts.StateDir,
+		kick:     p.kick,
+		cfg:      p.cfg,
+		fleet:    newFleet(),
+		restarts: map[int]int{},
+	}
+}
+
+// reconcile brings the fleet in line with a listing of the pool's units,
+// reports what changed by itself and clears the failed units.
+func (ws *workers) reconcile(ctx context.Context, now time.Time, listed []units.Worker) reconciled {
+	r := ws.fleet.reconcile(now, listed)
+	ws.apply(ctx, now, r)
+	return r
+}
+
+// replaceCrashed starts the workers that crashed, up to the last decided
+// target. A worker stopped from outside (an admin's systemctl stop, in r)
+// is a scale-down by hand, not a crash: replacing it at once would only
+// start a worker that the decision may drain again. The policy decides
+// whether the pool needs it back (min_workers, demand).
+func (ws *workers) replaceCrashed(ctx context.Context, now time.Time, r reconciled) {
+	ws.target = max(0, ws.target-len(r.stopping))
+	ws.startUpTo(ctx, now, ws.target, "replacing crashed worker")
+}
+
+// scaleTo follows the decision d: its count becomes the target, and
+// workers are started or drained to reach it.
+func (ws *workers) scaleTo(ctx context.Context, now time.Time, d policy.Decision) {
+	switch d.Action {
+	case policy.ScaleUp:
+		ws.target = d.Desired
+		ws.startUpTo(ctx, now, d.Desired, "scale-up")
+	case policy.ScaleDown:
+		ws.target = d.Desired
+		ws.drainDownTo(ctx, now, d.Desired)
+	case policy.Stable:
+		ws.target = d.Desired
+	}
+}
+
+// stopAll is one round of a drain of the whole pool, on a fresh listing:
+// every quiet phase is cut short and every live worker stopped.
+func (ws *workers) stopAll(ctx context.Context, now time.Time, listed []units.Worker, why string) {
+	ws.reconcile(ctx, now, listed)
+	ws.endQuiet(ctx, now)
+	for _, w := range ws.fleet.liveWorkers() {
+		ws.stopWorker(ctx, w, why)
+	}
+}
+
+// live and draining count the workers as of the last listing and the
+// starts and stops since.
+func (ws *workers) live() int     { return len(ws.fleet.live) }
+func (ws *workers) draining() int { return len(ws.fleet.draining) }
+
+func (ws *workers) dryRun() bool { return ws.cfg.Mode == config.ModeDryRun }
+
+func (ws *workers) list(ctx context.Context) ([]units.Worker, error) {
+	lctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	return ws.units.ListWorkers(lctx, ws.name)
+}
+
+func (ws *workers) workerFields(slot int, unit string, extra eventlog.Fields) eventlog.Fields {
+	return ws.report.workerFields(slot, unit, extra)
+}
