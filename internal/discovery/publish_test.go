@@ -267,3 +267,14 @@ func TestPublishSeesPortsMapChangedInPlace(t *testing.T) {
 		t.Errorf("changed %v after an http port moved", got)
 	}
 }
+
+func TestPublishSortsAnUnsortedSet(t *testing.T) {
+	f := newFixture(t)
+	f.p.Publish(twoReplicas())
+	s := twoReplicas()
+	s.Replicas[0], s.Replicas[1] = s.Replicas[1], s.Replicas[0]
+	res, err := f.p.Publish(s)
+	if err != nil || len(res.Changed) != 0 {
+		t.Errorf("the same replicas in another order changed %v (error %v)", changedPaths(res), err)
+	}
+}
