@@ -128,8 +128,11 @@ func (p *Publisher) Paths() []string {
 // Retry makes the next Publish report path as changed even if its content
 // stays the same: the caller's after-change command for it failed, and
 // issue 19 wants it retried at the next change.
+// A path the Publisher does not write is ignored.
 func (p *Publisher) Retry(path string) {
-	p.retry[path] = true
+	if slices.Contains(p.Paths(), path) {
+		p.retry[path] = true
+	}
 }
 
 // Publish renders s to every output and writes those whose content
@@ -137,6 +140,9 @@ func (p *Publisher) Retry(path string) {
 // that fails to render or write keeps its old file and its error joins
 // the returned one; the others are still written and reported, so that a
 // broken template does not stop the JSON file from dropping a replica.
+// On an error a leaving replica may still be in the failed output, so the
+// caller must not start its drain period: it keeps it running and
+// publishes again at the next change or tick.
 func (p *Publisher) Publish(s Set) (Result, error) {
 	if s.Pool != p.pool {
 		return Result{}, fmt.Errorf("discovery: pool %s's publisher given pool %s's set", p.pool, s.Pool)

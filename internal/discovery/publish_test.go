@@ -278,3 +278,12 @@ func TestPublishSortsAnUnsortedSet(t *testing.T) {
 		t.Errorf("the same replicas in another order changed %v (error %v)", changedPaths(res), err)
 	}
 }
+
+func TestRetryOfAnUnknownPathIsIgnored(t *testing.T) {
+	f := newFixture(t)
+	f.p.Publish(twoReplicas())
+	f.p.Retry("/not/ours")
+	if len(f.p.retry) != 0 {
+		t.Errorf("pending retries %v", f.p.retry)
+	}
+}
