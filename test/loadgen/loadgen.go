@@ -139,7 +139,9 @@ func one(ctx context.Context, c Config) outcome {
 	t0 := time.Now()
 	resp, err := c.Client.Do(req)
 	if err == nil {
-		_, err = io.Copy(io.Discard, resp.Body)
+		if _, err = io.Copy(io.Discard, resp.Body); err != nil {
+			err = fmt.Errorf("GET %s: reading the body: %w", c.URL, err)
+		}
 		resp.Body.Close()
 	}
 	lat := time.Since(t0)

@@ -45,6 +45,10 @@ func TestRun(t *testing.T) {
 		}, rate: 100, status5xx: true, code: 502},
 		{name: "404 is a failure but not a 5xx", handler: http.NotFound, rate: 100, code: 404},
 		{name: "connection closed", handler: closeConn, rate: 100, conn: true},
+		{name: "body cut short", handler: func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Length", "100")
+			w.Write([]byte("abc")) // the server then closes the connection
+		}, rate: 100, conn: true},
 		{name: "timeout", handler: slow, rate: 50, timeout: 100 * time.Millisecond, timeouts: true},
 	}
 	for _, tt := range tests {

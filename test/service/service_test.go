@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -56,6 +59,22 @@ func TestReadyAfter(t *testing.T) {
 	waitFor(t, "failing", s.failing.Load)
 	if code := status(t, url+"/health"); code != http.StatusServiceUnavailable {
 		t.Fatalf("/health after -fail-health-after = %d, want 503", code)
+	}
+}
+
+// TestHealthToggle: each SIGUSR2 flips a ready replica between failing and
+// passing its probe.
+func TestHealthToggle(t *testing.T) {
+	s := newService("web", "1", 0, 0)
+	s.ready.Store(true)
+	watchHealthToggle(log.New(io.Discard, "", 0), s)
+	for i, want := range []bool{true, false, true} {
+		if i > 0 {
+			if err := syscall.Kill(os.Getpid(), syscall.SIGUSR2); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitFor(t, fmt.Sprintf("healthy=%v after %d SIGUSR2", want, i), func() bool { return s.healthy() == want })
 	}
 }
 
