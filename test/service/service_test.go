@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -163,6 +164,37 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 }
 
+// TestNotify: with NOTIFY_SOCKET set, the service sends READY=1 once ready
+// (not before) and STOPPING=1 when told to stop, as a Type=notify unit must.
+func TestNotify(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "notify")
+	sock, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	c := config{readyAfter: 100 * time.Millisecond, drainTimeout: time.Second}
+	s, _, stop := startNotify(t, c, path)
+	for _, want := range []string{"READY=1", "STOPPING=1"} {
+		if err := sock.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 256)
+		n, err := sock.Read(buf)
+		if err != nil || string(buf[:n]) != want {
+			t.Fatalf("notify socket got %q, %v; want %q", buf[:n], err, want)
+		}
+		if want == "READY=1" {
+			if !s.ready.Load() {
+				t.Fatal("READY=1 sent before /health answers 200")
+			}
+			if err := <-stop(); err != nil {
+				t.Fatalf("run: %v", err)
+			}
+		}
+	}
+}
+
 // TestShutdownTimeout: a request longer than -drain-timeout makes run fail,
 // so the exit status says the drain was cut short.
 func TestShutdownTimeout(t *testing.T) {
@@ -181,8 +213,13 @@ func TestShutdownTimeout(t *testing.T) {
 // start runs the service on an ephemeral loopback port; stop cancels it and
 // returns run's result (call it at most once).
 func start(t *testing.T, c config) (*service, string, func() <-chan error) {
+	return startNotify(t, c, "")
+}
+
+// startNotify is start with NOTIFY_SOCKET set to notifySocket.
+func startNotify(t *testing.T, c config, notifySocket string) (*service, string, func() <-chan error) {
 	t.Helper()
-	t.Setenv("NOTIFY_SOCKET", "") // never notify the test runner's manager
+	t.Setenv("NOTIFY_SOCKET", notifySocket) // never the test runner's own manager's
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
