@@ -40,13 +40,15 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func TestHTTPCheck(t *testing.T) {
-	var otherHits atomic.Int64
+// replicaServer serves the paths TestHTTPCheck probes; /away redirects
+// to another server, whose requests otherHits counts.
+func replicaServer(t *testing.T) (srv *httptest.Server, otherHits *atomic.Int64) {
+	otherHits = new(atomic.Int64)
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		otherHits.Add(1)
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
-	defer other.Close()
+	t.Cleanup(other.Close)
 	mux := http.NewServeMux()
 	status := func(code int) http.HandlerFunc {
 		return func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(code) }
@@ -80,9 +82,13 @@ func TestHTTPCheck(t *testing.T) {
 		w.Header().Set("X-Big", strings.Repeat("a", 2*MaxHeaderBytes))
 		w.WriteHeader(200)
 	})
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
+	srv = httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv, otherHits
+}
 
+func TestHTTPCheck(t *testing.T) {
+	srv, otherHits := replicaServer(t)
 	tests := []struct {
 		path string
 		want string // "" passes, else a substring of the error

@@ -17,8 +17,10 @@
 //     ready → not ready after failure_threshold consecutive failures, and
 //     back), which also says since when a replica has not been ready;
 //   - Prober, which runs many targets on one scheduler goroutine with
-//     jitter, runs each attempt in its own short-lived goroutine, and
-//     delivers state changes as Transitions on one channel.
+//     jitter (waking at most every Quantum, which is what keeps 200
+//     probes a second cheap: BenchmarkProbe200), runs each attempt in its
+//     own short-lived goroutine, and delivers state changes as Transitions
+//     on one channel.
 //
 // Still to wire (the next session): the [pools.readiness] table in
 // internal/config (it calls Spec.Validate with the pool's declared port

@@ -61,13 +61,14 @@ type Transition struct {
 // per target, on Transitions(); the Prober never calls into its caller, so
 // the pool's loop can own every pool state and read the channel.
 type Prober struct {
-	clock Clock
-	out   chan Transition
-	wake  chan struct{}
-	ctx   context.Context
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
-	once  sync.Once
+	clock   Clock
+	quantum time.Duration
+	out     chan Transition
+	wake    chan struct{}
+	ctx     context.Context
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	once    sync.Once
 
 	mu      sync.Mutex
 	targets map[string]*target
@@ -88,14 +89,26 @@ type target struct {
 	lastErr  error
 }
 
+// Quantum is the scheduler's grain: it wakes at multiples of it and starts
+// every attempt then due, up to a quantum late (a tenth of MinPeriod).
+// Waking the process costs more than an attempt on a kept-alive
+// connection: BenchmarkProbe200 measured 200 HTTP probes a second at about
+// 5% of a core with a wake per target, 4.6% with 25 ms, and 2.7% with
+// 100 ms. Targets still spread over the period, a tenth of them per wake.
+const Quantum = 100 * time.Millisecond
+
 // New starts a Prober. buffer is the Transitions channel's capacity: a
 // full channel holds back the attempts of the targets whose transition
 // waits, and no other.
-func New(clock Clock, buffer int) *Prober {
+func New(clock Clock, buffer int) *Prober { return newProber(clock, buffer, Quantum) }
+
+// newProber is New with another quantum; the tests' fake clock uses 0 to
+// fire each target at its exact due time.
+func newProber(clock Clock, buffer int, quantum time.Duration) *Prober {
 	ctx, stop := context.WithCancel(context.Background())
 	p := &Prober{
 		clock: clock, out: make(chan Transition, buffer), wake: make(chan struct{}, 1),
-		ctx: ctx, stop: stop, targets: map[string]*target{},
+		ctx: ctx, stop: stop, targets: map[string]*target{}, quantum: quantum,
 	}
 	p.wg.Add(1)
 	go p.schedule()
@@ -207,7 +220,7 @@ func (p *Prober) schedule() {
 		next, ok := p.dispatchDue()
 		var timer <-chan time.Time
 		if ok {
-			timer = p.clock.At(next)
+			timer = p.clock.At(wakeAt(next, p.quantum))
 		}
 		select {
 		case <-timer:
@@ -216,6 +229,17 @@ func (p *Prober) schedule() {
 			return
 		}
 	}
+}
+
+// wakeAt is next rounded up to a multiple of quantum (0: next itself).
+func wakeAt(next time.Time, quantum time.Duration) time.Time {
+	if quantum <= 0 {
+		return next
+	}
+	if r := next.Truncate(quantum); r.Before(next) {
+		return r.Add(quantum)
+	}
+	return next
 }
 
 // dispatchDue starts every due attempt and returns when the next is due.

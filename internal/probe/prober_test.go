@@ -89,7 +89,7 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	r := &rig{t: t, clock: &fakeClock{now: time.Unix(1_000_000, 0)}, done: make(chan string, 64)}
-	r.p = New(r.clock, 16)
+	r.p = newProber(r.clock, 16, 0)
 	r.p.afterAttempt = func(id string) { r.done <- id }
 	t.Cleanup(r.p.Close)
 	return r
@@ -255,5 +255,26 @@ func TestProberAddErrorsAndPanics(t *testing.T) {
 	tr, sent := r.transition()
 	if !sent || tr.To != NotReady || tr.Err == nil || !strings.Contains(tr.Err.Error(), "panicked: boom") {
 		t.Fatalf("a panicking check: transition %+v (sent %v), want NotReady with the panic", tr, sent)
+	}
+}
+
+func TestWakeAt(t *testing.T) {
+	base := time.Unix(1_000_000, 0) // a multiple of every quantum below
+	tests := []struct {
+		next    time.Duration
+		quantum time.Duration
+		want    time.Duration
+	}{
+		{0, Quantum, 0},
+		{time.Nanosecond, Quantum, Quantum},
+		{Quantum - 1, Quantum, Quantum},
+		{Quantum, Quantum, Quantum},
+		{Quantum + 1, Quantum, 2 * Quantum},
+		{1234, 0, 1234},
+	}
+	for _, tc := range tests {
+		if got := wakeAt(base.Add(tc.next), tc.quantum); !got.Equal(base.Add(tc.want)) {
+			t.Errorf("wakeAt(+%v, %v) = +%v, want +%v", tc.next, tc.quantum, got.Sub(base), tc.want)
+		}
 	}
 }
