@@ -84,6 +84,7 @@ type target struct {
 	Target
 	tracker  *Tracker
 	next     time.Time
+	phased   bool // next has been moved by the ID's jitter
 	inflight bool
 	removed  bool
 	lastErr  error
@@ -121,11 +122,18 @@ func newProber(clock Clock, buffer int, quantum time.Duration) *Prober {
 func (p *Prober) Transitions() <-chan Transition { return p.out }
 
 // Add starts probing t; an ID already present is replaced (its state
-// restarts from t.Initial). The first attempt comes after the initial
-// delay plus a share of the period fixed by the ID.
+// restarts from t.Initial). A new replica (Initial Unknown or NotReady) is
+// first probed right after its initial delay, so that it serves as soon as
+// it can; its second attempt then comes a share of the period later, fixed
+// by the ID, which sets its phase: replicas started together do not stay
+// in step. One adopted as Ready (the daemon restarted) is first probed at
+// that share of the period, as Kubernetes does after a kubelet restart,
+// so that a restart adopting 200 replicas does not probe them at once.
 func (p *Prober) Add(t Target) error {
 	t.Spec = t.Spec.WithDefaults()
 	switch {
+	case p.ctx.Err() != nil:
+		return errors.New("probe target: the prober is closed")
 	case t.ID == "":
 		return errors.New("probe target: empty ID")
 	case t.Check == nil:
@@ -137,7 +145,10 @@ func (p *Prober) Add(t Target) error {
 	tg := &target{
 		Target:  t,
 		tracker: NewTracker(t.Spec.SuccessThreshold, t.Spec.FailureThreshold, t.Initial, now),
-		next:    now.Add(t.Spec.InitialDelay + jitter(t.ID, t.Spec.Period)),
+		next:    now.Add(t.Spec.InitialDelay),
+	}
+	if t.Initial == Ready {
+		tg.next, tg.phased = now.Add(jitter(t.ID, t.Spec.Period)), true
 	}
 	p.mu.Lock()
 	if old, ok := p.targets[t.ID]; ok {
@@ -207,11 +218,12 @@ func (p *Prober) poke() {
 }
 
 // jitter spreads targets over their period by a hash of the ID rather than
-// at random: the spread is as good, and a test knows when each fires.
+// at random: the spread is as good, and a test knows when each fires. It
+// is in (0, period].
 func jitter(id string, period time.Duration) time.Duration {
 	h := fnv.New64a()
 	h.Write([]byte(id))
-	return time.Duration(h.Sum64() % uint64(period))
+	return time.Duration(h.Sum64()%uint64(period)) + 1
 }
 
 func (p *Prober) schedule() {
@@ -256,8 +268,11 @@ func (p *Prober) dispatchDue() (time.Time, bool) {
 		if t.next.After(now) {
 			return t.next, true
 		}
-		// Fixed rate from the first due time; rounds missed while the
+		// Fixed rate from the phase the jitter set; rounds missed while the
 		// daemon was busy (or an attempt still ran) are skipped, not made up.
+		if !t.phased {
+			t.next, t.phased = t.next.Add(jitter(t.ID, t.Spec.Period)), true
+		}
 		for !t.next.After(now) {
 			t.next = t.next.Add(t.Spec.Period)
 		}

@@ -117,6 +117,24 @@ func (r *rig) transition() (Transition, bool) {
 	}
 }
 
+// attemptTimes is when Add's comment says a target's attempts come: a new
+// one right after its initial delay, then at its jitter, then every
+// period; an adopted ready one at its jitter, then every period.
+func attemptTimes(start time.Time, spec Spec, id string, initial State, n int) []time.Time {
+	j := jitter(id, spec.Period)
+	var times []time.Time
+	if initial == Ready {
+		times = append(times, start.Add(j))
+	} else {
+		first := start.Add(spec.InitialDelay)
+		times = append(times, first, first.Add(j))
+	}
+	for len(times) < n {
+		times = append(times, times[len(times)-1].Add(spec.Period))
+	}
+	return times[:n]
+}
+
 func TestProberThresholds(t *testing.T) {
 	const period = time.Second
 	tests := []struct {
@@ -143,19 +161,16 @@ func TestProberThresholds(t *testing.T) {
 				t.Fatal(err)
 			}
 			start := r.clock.Now()
-			first := start.Add(spec.InitialDelay + jitter("web@1", period))
+			times := attemptTimes(start, spec, "web@1", tc.initial, len(tc.script))
 			r.p.mu.Lock()
 			next := r.p.targets["web@1"].next
 			r.p.mu.Unlock()
-			if !next.Equal(first) {
-				t.Fatalf("first attempt due at %v, want the initial delay plus jitter later, %v", next, first)
+			if !next.Equal(times[0]) {
+				t.Fatalf("first attempt due at %v, want %v", next, times[0])
 			}
-			r.clock.Advance(first.Sub(start))
 			var failStart time.Time
 			for i := range tc.script {
-				if i > 0 {
-					r.clock.Advance(period)
-				}
+				r.clock.Advance(times[i].Sub(r.clock.Now()))
 				if id := r.attempted(); id != "web@1" {
 					t.Fatalf("attempt %d on %q", i, id)
 				}
@@ -191,9 +206,15 @@ func TestProberRemoveStopsProbing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r.clock.Advance(spec.Period) // both have fired once: jitter < period
-	r.attempted()
-	r.attempted()
+	// Both fire once at once (no initial delay), then once more within
+	// a period (their jitter).
+	for i := range 2 {
+		if i > 0 {
+			r.clock.Advance(spec.Period)
+		}
+		r.attempted()
+		r.attempted()
+	}
 	if !r.p.Remove("a") || r.p.Remove("a") {
 		t.Fatal("Remove: want true once, then false")
 	}
@@ -205,8 +226,8 @@ func TestProberRemoveStopsProbing(t *testing.T) {
 		}
 	}
 	r.p.Close() // waits for every attempt started, so a stray one has counted
-	if a.n() != before || b.n() != 4 {
-		t.Errorf("calls: a %d (want %d), b %d (want 4)", a.n(), before, b.n())
+	if a.n() != before || b.n() != 5 {
+		t.Errorf("calls: a %d (want %d), b %d (want 5)", a.n(), before, b.n())
 	}
 	if _, ok := r.p.Status("a"); ok {
 		t.Error("Status of a removed target: want not found")
@@ -214,12 +235,14 @@ func TestProberRemoveStopsProbing(t *testing.T) {
 }
 
 func TestProberJitterSpreadsTargets(t *testing.T) {
-	r := newRig(t)
+	// No hook: new targets fire at once, and nothing waits for them.
+	p := newProber(&fakeClock{now: time.Unix(1_000_000, 0)}, 256, 0)
+	defer p.Close()
 	spec := Spec{Period: time.Second, Timeout: time.Second / 2}
 	first := map[time.Duration]int{}
 	for i := range 200 {
 		id := fmt.Sprintf("web@%d", i)
-		if err := r.p.Add(Target{ID: id, Check: func(context.Context) error { return nil }, Spec: spec}); err != nil {
+		if err := p.Add(Target{ID: id, Check: func(context.Context) error { return nil }, Spec: spec}); err != nil {
 			t.Fatal(err)
 		}
 		first[jitter(id, spec.Period).Truncate(100*time.Millisecond)]++
