@@ -117,8 +117,9 @@ func newProber(clock Clock, buffer int, quantum time.Duration) *Prober {
 }
 
 // Transitions delivers every state change. It is closed by Close. A
-// transition of a target removed while it was being sent may still
-// arrive: the caller ignores IDs it no longer knows.
+// transition of a target removed (or replaced by Add) while it was being
+// sent may still arrive: the caller ignores IDs it no longer knows, and
+// gives a restarted replica a new ID (its unit's name and start).
 func (p *Prober) Transitions() <-chan Transition { return p.out }
 
 // Add starts probing t; an ID already present is replaced (its state
