@@ -64,7 +64,12 @@ test: deps vet build
 # written to the package's testdata/fuzz/, which plain `go test` then replays:
 # commit it with the fix. The first run compiles an instrumented test binary
 # (a few minutes for check-config, which links SQLite); later runs reuse it.
-FUZZTIME_SHORT ?= 10s
+# The short run is a count of executions, not a duration: with a duration,
+# Go 1.26's fuzzing coordinator can fail a target that found nothing with a
+# bare "context deadline exceeded" when a starved worker is still busy as
+# the time runs out (go.dev/issue/75804, fixed in Go 1.27), and CI's two
+# cores are often starved. 5000 runs is about 10 s of check-config there.
+FUZZTIME_SHORT ?= 5000x
 FUZZTIME ?= 2m
 FUZZ_TARGETS := ./internal/config:FuzzParse ./cmd/flexiq-scaled:FuzzCheckConfig
 
