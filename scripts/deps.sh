@@ -9,7 +9,7 @@ need=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 # The queue servers the sources are tested against (test/servers starts
 # them inside the sandbox, never on the host).
-for p in systemd dbus util-linux dpkg-dev lintian ca-certificates redis-server redis-tools postgresql prometheus curl stress-ng; do
+for p in systemd dbus util-linux dpkg-dev lintian ca-certificates redis-server redis-tools postgresql prometheus nginx curl stress-ng; do
 	have "$p" || need+=("$p")
 done
 # Node.js and npm run the queue systems' own clients (BullMQ, pg-boss,

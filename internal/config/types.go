@@ -100,7 +100,10 @@ type Pool struct {
 	KeepWarm        time.Duration
 
 	Source Source
-	Limits Limits
+	// Service is the [pools.NAME.service] table (service.go); nil for a
+	// pool of queue workers.
+	Service *Service
+	Limits  Limits
 	// Scaling is the policy beyond the HPA formula (rules.go).
 	Scaling Scaling
 }

@@ -38,6 +38,17 @@ type Worker struct {
 	// ActiveEnterMono is the same moment on CLOCK_MONOTONIC (zero if never
 	// active): unlike ActiveEnter it cannot jump with the wall clock.
 	ActiveEnterMono time.Duration
+
+	// Environment is the unit's Environment= (KEY=VALUE) as it was
+	// started: a service replica's ports are read back from it after a
+	// daemon restart, never picked again.
+	Environment []string
+	// Rank is the worker's rank in its gang group (0 for rank 0 and for a
+	// single unit); Ranks are the other ranks (1 … N-1) as listed, on the
+	// rank-0 Worker only. ListWorkers returns rank 0 only, the others in
+	// its Ranks.
+	Rank  int
+	Ranks []Worker
 }
 
 // listConcurrency bounds the property reads of one ListWorkers: enough to

@@ -50,6 +50,33 @@ type WorkerSpec struct {
 	// Requires are units the worker needs (Requires= and After=), and
 	// StartCondition its ExecCondition= command line; see readiness.go.
 	Requires, StartCondition []string
+
+	// Ranks, with two or more entries, makes the worker a gang group
+	// (issue 19): one unit per rank, all started in one transaction, rank 0
+	// being UnitName(Pool, Slot) and rank R RankUnitName(Pool, Slot, R).
+	// Any rank's exit stops every rank, held by systemd's dependencies
+	// (BindsTo=), also while the daemon is down. Nil or one entry: a
+	// single unit.
+	Ranks []RankSpec
+	// NotifyReady runs the worker as Type=notify, so that it is active
+	// only once it has sent READY=1. StartWorker then does not wait for
+	// the start job (a model may load for minutes): it returns once the job
+	// is queued, and the listing tells activating from active.
+	NotifyReady bool
+}
+
+// RankSpec is what differs between the ranks of a gang group.
+type RankSpec struct {
+	// Environment adds to the WorkerSpec's (rank, peers, the rank's ports).
+	Environment map[string]string
+	// AllowedCPUs is the rank's cpuset, e.g. "0-1" ("" = unset).
+	AllowedCPUs string
+}
+
+// RankUnitName is the unit of rank R >= 1 of the gang group in slot; rank
+// 0 is UnitName(pool, slot), the replica's own unit.
+func RankUnitName(pool string, slot, rank int) string {
+	return fmt.Sprintf("%s%s@%d-r%d%s", unitPrefix, pool, slot, rank, unitSuffix)
 }
 
 // ErrUnitExists is wrapped by StartWorker's error when the unit is still
