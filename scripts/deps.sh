@@ -2,7 +2,8 @@
 # Installs the Debian packages that building and testing need, if missing:
 # the distro's systemd and D-Bus (booted inside the test sandbox, never on
 # the host), util-linux's nsenter, the package tools, and the queue servers
-# (Redis, PostgreSQL, Prometheus) that run inside the sandbox too, and
+# (Redis, PostgreSQL, Prometheus) and nginx, the load balancer of the
+# service-pool tests, that run inside the sandbox too, and
 # stress-ng, the load generator the host guard is tested against.
 set -euo pipefail
 need=()

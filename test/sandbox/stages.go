@@ -48,10 +48,10 @@ var maskedUnits = []string{
 }
 
 // Servers that the host's packages enable but that tests start themselves
-// when they need them (test/servers): not started at boot, so that they
+// when they need them (test/servers; nginx for service pools): not started at boot, so that they
 // cost nothing in the sandboxes of tests that do not use them. Unlike the
 // masked units, they can still be started.
-var notAtBoot = []string{"redis-server.service", "prometheus.service", "prometheus-node-exporter.service"}
+var notAtBoot = []string{"redis-server.service", "prometheus.service", "prometheus-node-exporter.service", "nginx.service"}
 
 func init() {
 	switch os.Getenv(stageEnv) {
