@@ -1,0 +1,131 @@
+package services
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rankScript runs the test service as a rank, and fails rank 1 at once
+// while /run/flexiq-test-fail-rank1 exists: a rank whose command fails.
+const rankScript = `#!/bin/sh
+if [ "$FLEXIQ_RANK" = 1 ] && [ -e /run/flexiq-test-fail-rank1 ]; then
+	echo "rank 1 told to fail"
+	exit 3
+fi
+exec /usr/local/bin/flexiq-testservice -ready-after 2s
+`
+
+const gangPool = `
+[pools.gang]
+exec = ["/usr/local/bin/flexiq-test-rank"]
+min_workers = 1
+max_workers = 2
+poll_interval_sec = 1
+
+[pools.gang.service]
+group_size = 3
+
+[pools.gang.service.ports]
+http = "auto"
+
+[pools.gang.service.readiness]
+type = "http"
+path = "/health"
+port = "http"
+period_sec = 1
+`
+
+// TestGangGroups: a group of 3 starts all or nothing, a rank's exit stops
+// the group through systemd's dependencies while the daemon is down, and
+// the daemon re-places the group and publishes it only once rank 0 is
+// ready again.
+func TestGangGroups(t *testing.T) {
+	e := boot(t)
+	e.configure(gangPool, map[string]string{"/usr/local/bin/flexiq-test-rank": rankScript})
+	e.sh("chmod 0755 /usr/local/bin/flexiq-test-rank")
+	e.startDaemon()
+	leaders := func() []replica {
+		rs, err := e.discovered("gang")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []replica
+		for _, r := range rs {
+			if r.Rank == 0 {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	e.eventually(30*time.Second, "the group in discovery", func() (bool, string) {
+		l := leaders()
+		return len(l) == 1, strings.TrimSpace(e.sh("cat /run/flexiq-scaled/discovery/gang.json 2>/dev/null || true"))
+	})
+	ranks := []string{"flexiq-gang@1.service", "flexiq-gang@1-r1.service", "flexiq-gang@1-r2.service"}
+	for r, u := range ranks {
+		env := e.sh("systemctl show -p Environment --value " + u)
+		for _, want := range []string{"FLEXIQ_RANK=" + strconv.Itoa(r), "FLEXIQ_GROUP_SIZE=3", "FLEXIQ_PEERS_HTTP=127.0.0.1:", "FLEXIQ_SCALED_SLOT=1"} {
+			if !strings.Contains(env, want) {
+				t.Errorf("%s: environment %q lacks %s", u, env, want)
+			}
+		}
+	}
+
+	// Rank 1 killed while the daemon is down: ranks 0 and 2 stop, by
+	// systemd alone.
+	e.write("/etc/systemd/system/flexiq-scaled.service.d/60-norestart.conf", "[Service]\nRestart=no\n")
+	e.sh("systemctl daemon-reload; systemctl kill -s SIGKILL " + daemonUnit + "; sleep 0.5; systemctl is-active " + daemonUnit + " || true")
+	took := e.sh(`pid=$(systemctl show -p MainPID --value flexiq-gang@1-r1.service)
+t0=$(date +%s%N); kill -9 "$pid"
+while systemctl is-active -q flexiq-gang@1.service || systemctl is-active -q flexiq-gang@1-r2.service; do
+	sleep 0.01
+	[ $(( $(date +%s%N) - t0 )) -gt 10000000000 ] && break
+done
+echo $(( $(date +%s%N) - t0 ))`)
+	ns, err := strconv.ParseInt(strings.TrimSpace(took), 10, 64)
+	if err != nil {
+		t.Fatalf("timing the group's stop: %q", took)
+	}
+	e.figure("gang-rank-exit", "ranks_0_and_2_inactive_after", time.Duration(ns))
+	if time.Duration(ns) >= 10*time.Second {
+		t.Fatalf("ranks 0 and 2 still active 10 s after rank 1 was killed with the daemon down")
+	}
+
+	// The daemon back: one event for the group, the group re-placed, and
+	// in discovery only once rank 0 is ready (2 s after its start).
+	e.sh("rm /etc/systemd/system/flexiq-scaled.service.d/60-norestart.conf; systemctl daemon-reload; systemctl reset-failed " + daemonUnit + "; systemctl start " + daemonUnit)
+	start := time.Now()
+	e.eventually(30*time.Second, "the group re-placed and in discovery", func() (bool, string) {
+		l := leaders()
+		return len(l) == 1, e.sh("systemctl list-units --all --plain --no-legend 'flexiq-gang@*' || true")
+	})
+	e.figure("gang-replace", "back_in_discovery_after", time.Since(start))
+	active := e.sh("systemctl show -p ActiveEnterTimestampMonotonic --value flexiq-gang@1.service")
+	if strings.TrimSpace(active) == "0" {
+		t.Error("the group is in discovery but its rank 0 is not active")
+	}
+
+	// All or nothing: rank 1 fails at start, no rank of the group stays.
+	e.sh("touch /run/flexiq-test-fail-rank1")
+	e.cli("pin", "gang", "2")
+	time.Sleep(4 * time.Second)
+	for i := 0; i < 20; i++ {
+		if u := e.units("gang", "active", "activating"); len(u) > 3 {
+			t.Fatalf("ranks of the failing group left running: %v", u)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if l := leaders(); len(l) != 1 {
+		t.Errorf("discovery lists %d groups; want only the healthy one", len(l))
+	}
+	if j := e.sh("journalctl --no-pager -u " + daemonUnit + " | grep -iE 'rank 1' || true"); !strings.Contains(j, "rank 1") {
+		t.Errorf("the journal does not name the rank that failed:\n%s", e.sh("journalctl --no-pager -n 40 -u "+daemonUnit))
+	}
+	e.sh("rm /run/flexiq-test-fail-rank1")
+	e.eventually(90*time.Second, "the second group after its backoff", func() (bool, string) {
+		l := leaders()
+		return len(l) == 2, strings.Join(e.units("gang", "active", "activating"), " ")
+	})
+}
