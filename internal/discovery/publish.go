@@ -156,7 +156,7 @@ func (p *Publisher) Publish(s Set) (Result, error) {
 		return Result{}, nil
 	}
 	p.current = nil
-	if err := os.MkdirAll(p.dir, 0o755); err != nil {
+	if err := makeDir(p.dir); err != nil {
 		return Result{}, fmt.Errorf("discovery: pool %s: %w", p.pool, err)
 	}
 	var res Result
@@ -231,4 +231,18 @@ func (p *Publisher) publishOne(o output, s Set) (bool, error) {
 	}
 	p.last[o.path] = data
 	return true, nil
+}
+
+// makeDir creates dir readable by all when it is missing: the daemon runs
+// with UMask=0077, and the programs that read the files (Prometheus as its
+// own user) must be able to enter it. An existing directory is the
+// administrator's and keeps its mode.
+func makeDir(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o755)
 }

@@ -287,3 +287,21 @@ func TestRetryOfAnUnknownPathIsIgnored(t *testing.T) {
 		t.Errorf("pending retries %v", f.p.retry)
 	}
 }
+
+// The daemon runs with UMask=0077; the directory it creates must still let
+// Prometheus, another user, in.
+func TestMakeDirIgnoresUmask(t *testing.T) {
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	dir := filepath.Join(t.TempDir(), "a", "discovery")
+	if err := makeDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o755 {
+		t.Errorf("mode %v, want 0755", st.Mode().Perm())
+	}
+}
