@@ -44,11 +44,24 @@ type Worker struct {
 	// daemon restart, never picked again.
 	Environment []string
 	// Rank is the worker's rank in its gang group (0 for rank 0 and for a
-	// single unit); Ranks are the other ranks (1 … N-1) as listed, on the
-	// rank-0 Worker only. ListWorkers returns rank 0 only, the others in
-	// its Ranks.
+	// single unit); Ranks are the other ranks (1 … N-1) as listed, sorted
+	// by rank, on the rank-0 Worker only. ListWorkers returns rank 0 only,
+	// the others in its Ranks.
+	//
+	// A rank listed without its rank 0 (rank 0 is gone, and the rank is
+	// still stopping, or failed and kept for its Result) comes in Ranks of
+	// a rank-0 Worker made up for it, so that its slot stays taken until
+	// every rank is gone: Unit is rank 0's name, Missing is true, and
+	// ActiveState is "deactivating" while any rank is not yet inactive or
+	// failed (BindsTo= is stopping it), else "failed" (with the Result and
+	// exit status of the lowest failed rank) if any rank failed, else
+	// "inactive". ResetFailed of rank 0 resets its failed ranks.
 	Rank  int
 	Ranks []Worker
+	// Missing says that rank 0's own unit is not loaded: the Worker stands
+	// for the ranks in Ranks, and only Unit, Pool, Slot and the states
+	// above are set.
+	Missing bool
 }
 
 // listConcurrency bounds the property reads of one ListWorkers: enough to
@@ -89,13 +102,13 @@ func (m *Manager) ListWorkers(ctx context.Context, pool string) ([]Worker, error
 	workers = make([]Worker, 0, len(units))
 	listed := make(map[string]bool, len(units))
 	for _, u := range units {
-		p, slot, ok := ParseUnitName(u.Name)
+		p, slot, rank, ok := ParseRankUnitName(u.Name)
 		if !ok || (pool != "" && p != pool) || u.LoadState != "loaded" {
 			continue
 		}
 		listed[u.Name] = true
 		if w, ok := m.running.get(u.Name, u.ActiveState, u.SubState, u.Description); ok {
-			w.Pool, w.Slot = p, slot
+			w.Pool, w.Slot, w.Rank = p, slot, rank
 			mu.Lock()
 			workers = append(workers, w)
 			mu.Unlock()
@@ -113,7 +126,7 @@ func (m *Manager) ListWorkers(ctx context.Context, pool string) ([]Worker, error
 			case err != nil:
 				errs = append(errs, err)
 			case found:
-				w.Pool, w.Slot = p, slot
+				w.Pool, w.Slot, w.Rank = p, slot, rank
 				workers = append(workers, w)
 				m.running.put(w)
 			}
@@ -128,12 +141,57 @@ func (m *Manager) ListWorkers(ctx context.Context, pool string) ([]Worker, error
 	if len(errs) > 0 {
 		return nil, errs[0]
 	}
+	return foldRanks(workers), nil
+}
+
+// foldRanks sorts a listing by pool, slot and rank, and folds each gang
+// group's ranks into its rank-0 Worker (see Worker.Ranks).
+func foldRanks(workers []Worker) []Worker {
 	// Not sort.Slice, whose reflective swaps of these large structs were a
 	// tenth of a tick's CPU at 500 workers.
 	slices.SortFunc(workers, func(a, b Worker) int {
-		return cmp.Or(strings.Compare(a.Pool, b.Pool), cmp.Compare(a.Slot, b.Slot))
+		return cmp.Or(strings.Compare(a.Pool, b.Pool), cmp.Compare(a.Slot, b.Slot), cmp.Compare(a.Rank, b.Rank))
 	})
-	return workers, nil
+	out := workers[:0]
+	for i := 0; i < len(workers); {
+		j := i + 1
+		for j < len(workers) && workers[j].Pool == workers[i].Pool && workers[j].Slot == workers[i].Slot {
+			j++
+		}
+		head := workers[i]
+		ranks := workers[i+1 : j]
+		if head.Rank != 0 {
+			head, ranks = missingRankZero(workers[i:j]), workers[i:j]
+		}
+		if len(ranks) > 0 {
+			// A copy: out overwrites workers as it goes.
+			head.Ranks = slices.Clone(ranks)
+		}
+		out = append(out, head)
+		i = j
+	}
+	return out
+}
+
+// missingRankZero stands for the rank 0 of ranks that are listed without
+// it (Worker.Missing).
+func missingRankZero(ranks []Worker) Worker {
+	w := Worker{Unit: UnitName(ranks[0].Pool, ranks[0].Slot), Pool: ranks[0].Pool, Slot: ranks[0].Slot, Missing: true,
+		ActiveState: "inactive", SubState: "dead"}
+	for _, r := range ranks {
+		switch r.ActiveState {
+		case "inactive":
+		case "failed":
+			if w.ActiveState == "inactive" {
+				w.ActiveState, w.SubState = "failed", "failed"
+				w.Result, w.ExecMainCode, w.ExecMainStatus = r.Result, r.ExecMainCode, r.ExecMainStatus
+			}
+		default:
+			w.ActiveState, w.SubState = "deactivating", "stop"
+			return w
+		}
+	}
+	return w
 }
 
 // readWorker reads a unit's Unit and Service properties in one call. found
@@ -157,6 +215,7 @@ func (m *Manager) readWorker(ctx context.Context, unit string) (Worker, bool, er
 	w := Worker{Unit: unit}
 	w.Description, _ = p["Description"].(string)
 	w.Revision = ParseRevision(w.Description)
+	w.Environment, _ = p["Environment"].([]string)
 	w.ActiveState, _ = p["ActiveState"].(string)
 	w.SubState, _ = p["SubState"].(string)
 	w.Result, _ = p["Result"].(string)

@@ -1,0 +1,62 @@
+package units
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// maxCPU bounds a CPU number in AllowedCPUs: systemd's own limit
+// (CPU_SET_MAX is 8192 in src/shared/cpu-set-util.h), so that a typo does
+// not build a megabyte of bitmask.
+const maxCPU = 8191
+
+// cpuSetMask turns a cpuset list such as "0-3,8" into the bitmask that
+// systemd's AllowedCPUs= D-Bus property takes (signature "ay"): bit i of
+// byte j is CPU 8j+i, as cpu_set_from_dbus() in systemd's
+// src/shared/cpu-set-util.c reads it. It returns nil for "".
+func cpuSetMask(list string) ([]byte, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
+	var mask []byte
+	for _, part := range strings.Split(list, ",") {
+		lo, hi, err := cpuRange(strings.TrimSpace(part))
+		if err != nil {
+			return nil, fmt.Errorf("cpu list %q: %w", list, err)
+		}
+		for cpu := lo; cpu <= hi; cpu++ {
+			for len(mask) <= cpu/8 {
+				mask = append(mask, 0)
+			}
+			mask[cpu/8] |= 1 << (cpu % 8)
+		}
+	}
+	return mask, nil
+}
+
+// cpuRange parses "N" or "N-M".
+func cpuRange(s string) (lo, hi int, err error) {
+	a, b, isRange := strings.Cut(s, "-")
+	if lo, err = cpuNumber(a); err != nil {
+		return 0, 0, err
+	}
+	hi = lo
+	if isRange {
+		if hi, err = cpuNumber(b); err != nil {
+			return 0, 0, err
+		}
+		if hi < lo {
+			return 0, 0, fmt.Errorf("range %q runs backwards", s)
+		}
+	}
+	return lo, hi, nil
+}
+
+func cpuNumber(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > maxCPU || strconv.Itoa(n) != s {
+		return 0, fmt.Errorf("%q is not a CPU number (0-%d)", s, maxCPU)
+	}
+	return n, nil
+}
