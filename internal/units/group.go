@@ -99,23 +99,68 @@ func (m *Manager) startGroup(ctx context.Context, s WorkerSpec) error {
 		m.stopGroup(ctx, units)
 		return fmt.Errorf("starting %s: %w", units[0], err)
 	}
-	r := culprit(st)
-	if r < 0 {
+	if allActive(st) {
 		return nil
 	}
 	m.stopGroup(ctx, units)
-	if len(s.StartCondition) > 0 && st[r].ActiveState != "failed" {
+	r, w := m.culprit(ctx, units, st)
+	if len(s.StartCondition) > 0 && w.ActiveState != "failed" {
 		return fmt.Errorf("starting %s: rank %d (%s): %w (ExecCondition %q)", units[0], r, units[r], ErrConditionSkipped, s.StartCondition)
 	}
-	e := &StartError{Unit: units[r], Rank: r, JobResult: "failed"}
-	if st[r].ActiveState != "failed" {
-		e.JobResult = "done, then " + st[r].ActiveState
-	}
-	if svc, err := m.serviceProperties(ctx, units[r]); err == nil {
-		e.Result, _ = svc["Result"].(string)
-		e.ExitStatus, _ = svc["ExecMainStatus"].(int32)
+	e := &StartError{Unit: units[r], Rank: r, JobResult: "failed", Result: w.Result, ExitStatus: w.ExecMainStatus}
+	if w.ActiveState != "failed" {
+		e.JobResult = "done, then " + w.ActiveState
 	}
 	return fmt.Errorf("starting gang group %s: rank %d did not start, so no rank runs: %w", units[0], r, e)
+}
+
+func allActive(st []sddbus.UnitStatus) bool {
+	for _, u := range st {
+		if u.LoadState != "loaded" || u.ActiveState != "active" {
+			return false
+		}
+	}
+	return true
+}
+
+// culprit finds the rank that kept a settled group from running, reading
+// the ranks that are not active: the one that failed first (the others may
+// have failed of its failure: a start job that fails fails those of the
+// ranks bound to it, and a stop in mid-start can end "failed" too), else
+// the first that is not active (it exited at once, or its start condition
+// skipped it).
+func (m *Manager) culprit(ctx context.Context, units []string, st []sddbus.UnitStatus) (int, Worker) {
+	members := make([]Worker, len(units))
+	for r, u := range st {
+		members[r] = Worker{Unit: units[r], Rank: r, ActiveState: u.ActiveState}
+		if u.LoadState != "loaded" {
+			members[r].ActiveState = "inactive"
+		}
+		if members[r].ActiveState == "active" || u.LoadState != "loaded" {
+			continue
+		}
+		if w, found, err := m.readWorker(ctx, units[r]); err == nil && found {
+			w.Rank = r
+			members[r] = w
+		}
+	}
+	r := firstDown(members)
+	return r, members[r]
+}
+
+// firstDown is the rank of members (a settled group, not all active) to
+// blame: the failed one that went down first, else the first not active.
+func firstDown(members []Worker) int {
+	first := -1
+	for r, w := range members {
+		if w.ActiveState == "failed" && (first < 0 || members[first].ActiveState != "failed" || w.InactiveEnterMono < members[first].InactiveEnterMono) {
+			first = r
+		}
+		if first < 0 && w.ActiveState != "active" {
+			first = r
+		}
+	}
+	return max(first, 0)
 }
 
 // startTransientGroup makes the call. go-systemd's StartTransientUnit
@@ -195,22 +240,6 @@ func (m *Manager) rankStatus(ctx context.Context, units []string) ([]sddbus.Unit
 		out[i].Name = u
 	}
 	return out, nil
-}
-
-// culprit is the rank that keeps a settled group from running: the first
-// failed one, else the first that is not active (it exited at once, or
-// its start condition skipped it); -1 if every rank is active.
-func culprit(st []sddbus.UnitStatus) int {
-	first := -1
-	for r, u := range st {
-		if u.ActiveState == "failed" {
-			return r
-		}
-		if first < 0 && (u.LoadState != "loaded" || u.ActiveState != "active") {
-			first = r
-		}
-	}
-	return first
 }
 
 // stopGroup queues a stop of every rank of a group that did not start.

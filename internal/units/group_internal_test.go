@@ -6,8 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	sddbus "github.com/coreos/go-systemd/v22/dbus"
+	"time"
 )
 
 func TestCPUSetMask(t *testing.T) {
@@ -150,43 +149,68 @@ func TestNotifyReadyProperties(t *testing.T) {
 }
 
 func TestFoldRanks(t *testing.T) {
-	w := func(pool string, slot, rank int, state string) Worker {
+	w := func(pool string, slot, rank int, state string, inactive time.Duration) Worker {
 		unit := UnitName(pool, slot)
 		if rank > 0 {
 			unit = RankUnitName(pool, slot, rank)
 		}
-		return Worker{Unit: unit, Pool: pool, Slot: slot, Rank: rank, ActiveState: state}
+		sub := map[string]string{"active": "running", "activating": "start", "deactivating": "stop-sigterm", "failed": "failed", "inactive": "dead"}[state]
+		return Worker{Unit: unit, Pool: pool, Slot: slot, Rank: rank, ActiveState: state, SubState: sub, InactiveEnterMono: inactive,
+			Result: "success", ExecMainCode: 1}
 	}
-	failed := w("a", 3, 2, "failed")
-	failed.Result, failed.ExecMainCode, failed.ExecMainStatus = "signal", 2, 9
+	// head is rank 0 as folded: its own states kept, the group's set.
+	head := func(r0 Worker, state, sub string, ranks ...Worker) Worker {
+		r0.UnitActiveState, r0.UnitSubState = r0.ActiveState, r0.SubState
+		r0.ActiveState, r0.SubState, r0.Ranks = state, sub, ranks
+		return r0
+	}
+	missing := func(pool string, slot int, state, sub string, ranks ...Worker) Worker {
+		return Worker{Unit: UnitName(pool, slot), Pool: pool, Slot: slot, Missing: true, ActiveState: state, SubState: sub, Ranks: ranks}
+	}
+	killed := w("a", 3, 1, "failed", 5)
+	killed.Result, killed.ExecMainCode, killed.ExecMainStatus = "signal", 2, 9
+	stoppedLate := w("a", 3, 0, "failed", 7)
+	stoppedLate.Result, stoppedLate.ExecMainStatus = "exit-code", 143
+	failedHead := head(stoppedLate, "failed", "failed", killed, w("a", 3, 2, "inactive", 6))
+	failedHead.Result, failedHead.ExecMainCode, failedHead.ExecMainStatus, failedHead.FailedRank = "signal", 2, 9, 1
+	lonelyFailed := missing("a", 3, "failed", "failed", killed, w("a", 3, 2, "inactive", 6))
+	lonelyFailed.Result, lonelyFailed.ExecMainCode, lonelyFailed.ExecMainStatus, lonelyFailed.FailedRank = "signal", 2, 9, 1
+
 	for _, tc := range []struct {
 		name string
 		in   []Worker
 		want []Worker
 	}{
 		{"empty", nil, nil},
-		{"single units stay as they are, sorted", []Worker{w("b", 1, 0, "active"), w("a", 2, 0, "active"), w("a", 1, 0, "failed")},
-			[]Worker{w("a", 1, 0, "failed"), w("a", 2, 0, "active"), w("b", 1, 0, "active")}},
+		{"single units stay as they are, sorted",
+			[]Worker{w("b", 1, 0, "active", 0), w("a", 2, 0, "activating", 0), w("a", 1, 0, "failed", 1)},
+			[]Worker{head(w("a", 1, 0, "failed", 1), "failed", "failed"), head(w("a", 2, 0, "activating", 0), "activating", "start"),
+				head(w("b", 1, 0, "active", 0), "active", "running")}},
 		{"ranks fold into rank 0, by rank",
-			[]Worker{w("a", 1, 2, "active"), w("a", 2, 0, "active"), w("a", 1, 0, "active"), w("a", 1, 1, "active")},
-			[]Worker{{Unit: "flexiq-a@1.service", Pool: "a", Slot: 1, ActiveState: "active", Ranks: []Worker{w("a", 1, 1, "active"), w("a", 1, 2, "active")}},
-				w("a", 2, 0, "active")}},
+			[]Worker{w("a", 1, 2, "active", 0), w("a", 2, 0, "active", 0), w("a", 1, 0, "active", 0), w("a", 1, 1, "active", 0)},
+			[]Worker{head(w("a", 1, 0, "active", 0), "active", "running", w("a", 1, 1, "active", 0), w("a", 1, 2, "active", 0)),
+				head(w("a", 2, 0, "active", 0), "active", "running")}},
+		{"a rank not yet ready: the group is activating",
+			[]Worker{w("a", 1, 0, "active", 0), w("a", 1, 1, "activating", 0)},
+			[]Worker{head(w("a", 1, 0, "active", 0), "activating", "start", w("a", 1, 1, "activating", 0))}},
+		{"a rank down, another up: the group is stopping",
+			[]Worker{w("a", 1, 0, "active", 0), w("a", 1, 1, "failed", 3)},
+			[]Worker{head(w("a", 1, 0, "active", 0), "deactivating", "stop", w("a", 1, 1, "failed", 3))}},
+		{"all down: failed, with the first failure's rank and exit",
+			[]Worker{w("a", 3, 2, "inactive", 6), killed, stoppedLate},
+			[]Worker{failedHead}},
+		{"all down, none failed: inactive",
+			[]Worker{w("a", 1, 0, "inactive", 2), w("a", 1, 1, "inactive", 1)},
+			[]Worker{head(w("a", 1, 0, "inactive", 2), "inactive", "dead", w("a", 1, 1, "inactive", 1))}},
 		{"a stopping straggler keeps its slot taken",
-			[]Worker{w("a", 3, 1, "failed"), w("a", 3, 2, "deactivating")},
-			[]Worker{{Unit: "flexiq-a@3.service", Pool: "a", Slot: 3, Missing: true, ActiveState: "deactivating", SubState: "stop",
-				Ranks: []Worker{w("a", 3, 1, "failed"), w("a", 3, 2, "deactivating")}}}},
-		{"failed stragglers make a failed rank 0, with the first failure's exit",
-			[]Worker{failed, w("a", 3, 1, "inactive")},
-			[]Worker{{Unit: "flexiq-a@3.service", Pool: "a", Slot: 3, Missing: true, ActiveState: "failed", SubState: "failed",
-				Result: "signal", ExecMainCode: 2, ExecMainStatus: 9, Ranks: []Worker{w("a", 3, 1, "inactive"), failed}}}},
-		{"inactive stragglers free the slot",
-			[]Worker{w("a", 3, 1, "inactive")},
-			[]Worker{{Unit: "flexiq-a@3.service", Pool: "a", Slot: 3, Missing: true, ActiveState: "inactive", SubState: "dead",
-				Ranks: []Worker{w("a", 3, 1, "inactive")}}}},
+			[]Worker{killed, w("a", 3, 2, "deactivating", 0)},
+			[]Worker{missing("a", 3, "deactivating", "stop", killed, w("a", 3, 2, "deactivating", 0))}},
+		{"failed stragglers make a failed rank 0",
+			[]Worker{w("a", 3, 2, "inactive", 6), killed},
+			[]Worker{lonelyFailed}},
 		{"the same slot in two pools is two workers",
-			[]Worker{w("b", 1, 1, "active"), w("a", 1, 0, "active")},
-			[]Worker{w("a", 1, 0, "active"), {Unit: "flexiq-b@1.service", Pool: "b", Slot: 1, Missing: true, ActiveState: "deactivating", SubState: "stop",
-				Ranks: []Worker{w("b", 1, 1, "active")}}}},
+			[]Worker{w("b", 1, 1, "active", 0), w("a", 1, 0, "active", 0)},
+			[]Worker{head(w("a", 1, 0, "active", 0), "active", "running"), missing("b", 1, "deactivating", "stop", w("b", 1, 1, "active", 0))}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := foldRanks(tc.in); !reflect.DeepEqual(got, tc.want) {
@@ -196,30 +220,28 @@ func TestFoldRanks(t *testing.T) {
 	}
 }
 
-func TestCulprit(t *testing.T) {
-	st := func(states ...string) []sddbus.UnitStatus {
-		var out []sddbus.UnitStatus
-		for _, s := range states {
-			u := sddbus.UnitStatus{LoadState: "loaded", ActiveState: s}
-			if s == "" {
-				u.LoadState = "not-found"
-			}
-			out = append(out, u)
-		}
-		return out
+func TestFirstDown(t *testing.T) {
+	type m struct {
+		state    string
+		inactive time.Duration
 	}
 	for _, tc := range []struct {
-		states []string
-		want   int
+		members []m
+		want    int
 	}{
-		{[]string{"active", "active", "active"}, -1},
-		{[]string{"active", "failed", "active"}, 1},
-		{[]string{"inactive", "active", "failed"}, 2}, // a failure explains more than an exit
-		{[]string{"active", "", "active"}, 1},
-		{[]string{"active", "active", "activating"}, 2},
+		{[]m{{"active", 0}, {"failed", 5}, {"active", 0}}, 1},
+		// Rank 0 failed of rank 1's failure, later.
+		{[]m{{"failed", 9}, {"failed", 5}, {"inactive", 7}}, 1},
+		{[]m{{"inactive", 3}, {"active", 0}, {"failed", 8}}, 2}, // a failure explains more than an exit
+		{[]m{{"active", 0}, {"inactive", 4}, {"inactive", 2}}, 1},
+		{[]m{{"active", 0}, {"active", 0}, {"activating", 0}}, 2},
 	} {
-		if got := culprit(st(tc.states...)); got != tc.want {
-			t.Errorf("culprit(%q) = %d, want %d", tc.states, got, tc.want)
+		var ws []Worker
+		for r, x := range tc.members {
+			ws = append(ws, Worker{Rank: r, ActiveState: x.state, InactiveEnterMono: x.inactive})
+		}
+		if got := firstDown(ws); got != tc.want {
+			t.Errorf("firstDown(%v) = %d, want %d", tc.members, got, tc.want)
 		}
 	}
 }

@@ -38,6 +38,10 @@ type Worker struct {
 	// ActiveEnterMono is the same moment on CLOCK_MONOTONIC (zero if never
 	// active): unlike ActiveEnter it cannot jump with the wall clock.
 	ActiveEnterMono time.Duration
+	// InactiveEnterMono is when the unit last became inactive or failed,
+	// on CLOCK_MONOTONIC (zero if never): of a group's ranks, the one
+	// that went down first is the one that brought the group down.
+	InactiveEnterMono time.Duration
 
 	// Environment is the unit's Environment= (KEY=VALUE) as it was
 	// started: a service replica's ports are read back from it after a
@@ -48,19 +52,32 @@ type Worker struct {
 	// by rank, on the rank-0 Worker only. ListWorkers returns rank 0 only,
 	// the others in its Ranks.
 	//
-	// A rank listed without its rank 0 (rank 0 is gone, and the rank is
-	// still stopping, or failed and kept for its Result) comes in Ranks of
-	// a rank-0 Worker made up for it, so that its slot stays taken until
-	// every rank is gone: Unit is rank 0's name, Missing is true, and
-	// ActiveState is "deactivating" while any rank is not yet inactive or
-	// failed (BindsTo= is stopping it), else "failed" (with the Result and
-	// exit status of the lowest failed rank) if any rank failed, else
-	// "inactive". ResetFailed of rank 0 resets its failed ranks.
+	// The rank-0 Worker of a group speaks for the group: its ActiveState
+	// and SubState are the group's (groupState): "active" when every rank
+	// is active; "activating" while every rank is up and one is still
+	// starting (NotifyReady: not every rank has sent READY=1);
+	// "deactivating" while any rank is up and another is not (BindsTo= is
+	// stopping the group, or a rank is stopping); else "failed" if a rank
+	// failed, with Result, ExecMainCode and ExecMainStatus of the rank that
+	// went down first (FailedRank), or "inactive". So a pool that knows
+	// nothing of groups sees a rank's crash as one crash of its slot, and
+	// the slot taken until every rank is gone; ResetFailed of rank 0 resets
+	// the failed ranks too. Rank 0's own states are UnitActiveState and
+	// UnitSubState.
+	//
+	// A rank listed without its rank 0 (rank 0 was unloaded, and the rank
+	// is still stopping, or failed and kept for its Result) comes in Ranks
+	// of a rank-0 Worker made up for it, with Missing set: only Unit (rank
+	// 0's name), Pool, Slot, Ranks and the group's states are set.
 	Rank  int
 	Ranks []Worker
+	// FailedRank is, for a failed group, the rank that failed first.
+	FailedRank int
+	// UnitActiveState and UnitSubState are the unit's own states, which
+	// for rank 0 of a group may differ from ActiveState and SubState.
+	UnitActiveState, UnitSubState string
 	// Missing says that rank 0's own unit is not loaded: the Worker stands
-	// for the ranks in Ranks, and only Unit, Pool, Slot and the states
-	// above are set.
+	// for the ranks in Ranks.
 	Missing bool
 }
 
@@ -159,13 +176,17 @@ func foldRanks(workers []Worker) []Worker {
 			j++
 		}
 		head := workers[i]
+		head.UnitActiveState, head.UnitSubState = head.ActiveState, head.SubState
 		ranks := workers[i+1 : j]
 		if head.Rank != 0 {
-			head, ranks = missingRankZero(workers[i:j]), workers[i:j]
+			head = Worker{Unit: UnitName(head.Pool, head.Slot), Pool: head.Pool, Slot: head.Slot, Missing: true,
+				ActiveState: "inactive", SubState: "dead"}
+			ranks = workers[i:j]
 		}
 		if len(ranks) > 0 {
 			// A copy: out overwrites workers as it goes.
 			head.Ranks = slices.Clone(ranks)
+			groupState(&head)
 		}
 		out = append(out, head)
 		i = j
@@ -173,25 +194,44 @@ func foldRanks(workers []Worker) []Worker {
 	return out
 }
 
-// missingRankZero stands for the rank 0 of ranks that are listed without
-// it (Worker.Missing).
-func missingRankZero(ranks []Worker) Worker {
-	w := Worker{Unit: UnitName(ranks[0].Pool, ranks[0].Slot), Pool: ranks[0].Pool, Slot: ranks[0].Slot, Missing: true,
-		ActiveState: "inactive", SubState: "dead"}
-	for _, r := range ranks {
-		switch r.ActiveState {
-		case "inactive":
-		case "failed":
-			if w.ActiveState == "inactive" {
-				w.ActiveState, w.SubState = "failed", "failed"
-				w.Result, w.ExecMainCode, w.ExecMainStatus = r.Result, r.ExecMainCode, r.ExecMainStatus
-			}
-		default:
-			w.ActiveState, w.SubState = "deactivating", "stop"
-			return w
+// groupState sets the states of a group's rank-0 Worker to the group's
+// (see Worker.Ranks).
+func groupState(w *Worker) {
+	members := append([]Worker{*w}, w.Ranks...)
+	var up, active, stopping int
+	for _, m := range members {
+		switch m.ActiveState {
+		case "active", "reloading":
+			up++
+			active++
+		case "activating":
+			up++
+		case "deactivating":
+			up++
+			stopping++
 		}
 	}
-	return w
+	switch {
+	case active == len(members):
+	case up == len(members) && stopping == 0:
+		w.ActiveState, w.SubState = "activating", "start"
+	case up > 0:
+		w.ActiveState, w.SubState = "deactivating", "stop"
+	default:
+		first := -1
+		for r, m := range members {
+			if m.ActiveState == "failed" && (first < 0 || m.InactiveEnterMono < members[first].InactiveEnterMono) {
+				first = r
+			}
+		}
+		if first < 0 {
+			w.ActiveState, w.SubState = "inactive", "dead"
+			return
+		}
+		f := members[first]
+		w.ActiveState, w.SubState, w.FailedRank = "failed", "failed", f.Rank
+		w.Result, w.ExecMainCode, w.ExecMainStatus = f.Result, f.ExecMainCode, f.ExecMainStatus
+	}
 }
 
 // readWorker reads a unit's Unit and Service properties in one call. found
@@ -231,6 +271,9 @@ func (m *Manager) readWorker(ctx context.Context, unit string) (Worker, bool, er
 	}
 	if us, _ := p["ActiveEnterTimestampMonotonic"].(uint64); us > 0 {
 		w.ActiveEnterMono = time.Duration(us) * time.Microsecond
+	}
+	if us, _ := p["InactiveEnterTimestampMonotonic"].(uint64); us > 0 {
+		w.InactiveEnterMono = time.Duration(us) * time.Microsecond
 	}
 	return w, true, nil
 }
