@@ -299,18 +299,13 @@ func (m *Manager) ResetFailed(ctx context.Context, unit string) error {
 	if !ok {
 		return err
 	}
-	var ranks []unitStatus
-	lerr := m.call(ctx, "listing the ranks of "+unit, func(c *conn) error {
-		var err error
-		ranks, err = listUnits(ctx, c.bus, fmt.Sprintf("%s%s@%d%s*%s", unitPrefix, pool, slot, rankMarker, unitSuffix))
-		return err
-	})
+	ranks, lerr := m.listRanks(ctx, pool, slot)
 	if lerr != nil {
 		return errors.Join(err, lerr)
 	}
 	reset := 0
 	for _, r := range ranks {
-		if _, _, rank, ok := ParseRankUnitName(r.Name); !ok || rank == 0 || r.ActiveState != "failed" {
+		if r.ActiveState != "failed" {
 			continue
 		}
 		if rerr := m.resetFailed(ctx, r.Name); rerr != nil {
@@ -328,4 +323,72 @@ func (m *Manager) resetFailed(ctx context.Context, unit string) error {
 	return m.call(ctx, "resetting failed "+unit, func(c *conn) error {
 		return c.ResetFailedUnitContext(ctx, unit)
 	})
+}
+
+// listRanks lists the loaded units of the ranks >= 1 of slot.
+func (m *Manager) listRanks(ctx context.Context, pool string, slot int) ([]unitStatus, error) {
+	var units []unitStatus
+	err := m.call(ctx, "listing the ranks of "+UnitName(pool, slot), func(c *conn) error {
+		var err error
+		units, err = listUnits(ctx, c.bus, fmt.Sprintf("%s%s@%d%s*%s", unitPrefix, pool, slot, rankMarker, unitSuffix))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	ranks := units[:0]
+	for _, u := range units {
+		if _, _, rank, ok := ParseRankUnitName(u.Name); ok && rank > 0 && u.LoadState == "loaded" {
+			ranks = append(ranks, u)
+		}
+	}
+	return ranks, nil
+}
+
+// stopRanks stops the ranks of a group whose rank 0 is gone (a listed
+// Worker with Missing set), for StopWorker of rank 0. ok is false if
+// there is none to stop. The channel receives "done" once every rank's
+// stop job is done, or the first other result.
+func (m *Manager) stopRanks(ctx context.Context, unit string) (<-chan string, bool) {
+	pool, slot, ok := ParseUnitName(unit)
+	if !ok {
+		return nil, false
+	}
+	ranks, err := m.listRanks(ctx, pool, slot)
+	if err != nil {
+		return nil, false
+	}
+	var jobs []chan string
+	for _, r := range ranks {
+		if r.ActiveState == "inactive" || r.ActiveState == "failed" {
+			continue
+		}
+		ch := make(chan string, 1)
+		err := m.call(ctx, "stopping "+r.Name, func(c *conn) error {
+			_, err := c.StopUnitContext(ctx, r.Name, "replace", ch)
+			return err
+		})
+		if err == nil {
+			jobs = append(jobs, ch)
+		}
+	}
+	if len(jobs) == 0 {
+		return nil, false
+	}
+	out := make(chan string, 1)
+	go func() {
+		result := "done"
+		for _, ch := range jobs {
+			select {
+			case r := <-ch:
+				if result == "done" {
+					result = r
+				}
+			case <-m.life.Done():
+				return // closed: nothing arrives, as for any job
+			}
+		}
+		out <- result
+	}()
+	return out, true
 }

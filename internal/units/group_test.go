@@ -354,3 +354,45 @@ func TestNotifyReady(t *testing.T) {
 		})
 	}
 }
+
+// A rank still stopping after rank 0 died keeps the slot taken: the group
+// is listed deactivating until every rank is down, then failed, blaming
+// rank 0, and ResetFailed of rank 0 frees the slot of every rank.
+func TestGangGroupStraggler(t *testing.T) {
+	t.Parallel()
+	sb := sandbox.Get(t)
+	ctx := testContext(t, 60*time.Second)
+	m := newManager(t, sb)
+
+	s := gang("gangstray", 1, 2)
+	// Rank 1 ignores SIGTERM, so its stop lasts the stop timeout.
+	s.Exec = []string{"/bin/sh", "-c", `test "$FLEXIQ_RANK" = 0 || trap "" TERM; while :; do sleep 0.1; done`}
+	s.StopTimeout = 3 * time.Second
+	startGroup(t, ctx, m, sb, s)
+	w, _ := listed(t, ctx, m, "gangstray", units.UnitName("gangstray", 1))
+	time.Sleep(300 * time.Millisecond) // the trap in place
+	if _, err := sb.Exec(ctx, "kill", "-KILL", utoa(w.MainPID)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "rank 1 to be stopping", func() bool {
+		w, _ = listed(t, ctx, m, "gangstray", units.UnitName("gangstray", 1))
+		return len(w.Ranks) == 1 && w.Ranks[0].ActiveState == "deactivating"
+	})
+	if w.ActiveState != "deactivating" || w.UnitActiveState != "failed" {
+		t.Errorf("rank 0 killed, rank 1 stopping: group %s, rank 0 %s; want deactivating, failed", w.ActiveState, w.UnitActiveState)
+	}
+	waitFor(t, ctx, "rank 1's stop to time out", func() bool {
+		w, _ = listed(t, ctx, m, "gangstray", units.UnitName("gangstray", 1))
+		return w.ActiveState != "deactivating"
+	})
+	if w.ActiveState != "failed" || w.FailedRank != 0 || w.Result != "signal" || len(w.Ranks) != 1 || w.Ranks[0].Result != "timeout" {
+		t.Errorf("after rank 1's stop timed out: %+v; want failed, blaming rank 0 (signal), rank 1 timeout", w)
+	}
+	if err := m.ResetFailed(ctx, w.Unit); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "every rank to be unloaded", func() bool {
+		_, ok := listed(t, ctx, m, "gangstray", units.UnitName("gangstray", 1))
+		return !ok
+	})
+}

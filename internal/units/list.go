@@ -65,10 +65,11 @@ type Worker struct {
 	// the failed ranks too. Rank 0's own states are UnitActiveState and
 	// UnitSubState.
 	//
-	// A rank listed without its rank 0 (rank 0 was unloaded, and the rank
-	// is still stopping, or failed and kept for its Result) comes in Ranks
-	// of a rank-0 Worker made up for it, with Missing set: only Unit (rank
-	// 0's name), Pool, Slot, Ranks and the group's states are set.
+	// A rank listed without its rank 0 comes in Ranks of a rank-0 Worker
+	// made up for it, with Missing set: only Unit (rank 0's name), Pool,
+	// Slot, Ranks and the group's states are set. It is rare: systemd (252)
+	// keeps rank 0 loaded, if inactive, for as long as a rank bound to it
+	// is loaded (still stopping, or failed and kept for its Result).
 	Rank  int
 	Ranks []Worker
 	// FailedRank is, for a failed group, the rank that failed first.

@@ -345,12 +345,22 @@ func (m *Manager) unitState(ctx context.Context, unit string) (string, error) {
 // receives the job result ("done", "canceled", ...). If the bus connection
 // is lost before the job ends, nothing arrives: callers bound their wait
 // and re-list.
+//
+// Stopping rank 0 of a gang group stops every rank (BindsTo=), each with
+// its own stop signal and timeout, in parallel; the job result is rank
+// 0's. If rank 0 is gone already (Worker.Missing), its ranks are stopped
+// instead, and the channel receives once all their jobs have ended.
 func (m *Manager) StopWorker(ctx context.Context, unit string) (<-chan string, error) {
 	result := make(chan string, 1)
 	err := m.call(ctx, "stopping "+unit, func(c *conn) error {
 		_, err := c.StopUnitContext(ctx, unit, "replace", result)
 		return err
 	})
+	if err != nil && dbusErrorName(err) == errNoSuchUnit {
+		if ranks, ok := m.stopRanks(ctx, unit); ok {
+			return ranks, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
