@@ -2,6 +2,7 @@ package units
 
 import (
 	"bytes"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -143,8 +144,12 @@ func TestSingleRankIsOneUnit(t *testing.T) {
 func TestNotifyReadyProperties(t *testing.T) {
 	s := WorkerSpec{Pool: "web", Slot: 1, Exec: []string{"/bin/true"}, NotifyReady: true}
 	p := rankProps(t, s, 0)
-	if p["Type"] != "notify" || p["NotifyAccess"] != "main" {
-		t.Errorf("Type %v, NotifyAccess %v; want notify, main", p["Type"], p["NotifyAccess"])
+	if p["Type"] != "notify" || p["NotifyAccess"] != "main" || p["TimeoutStartUSec"] != uint64(math.MaxUint64) {
+		t.Errorf("Type %v, NotifyAccess %v, TimeoutStartUSec %v; want notify, main, infinity", p["Type"], p["NotifyAccess"], p["TimeoutStartUSec"])
+	}
+	s.NotifyReady = false
+	if _, ok := rankProps(t, s, 0)["TimeoutStartUSec"]; ok {
+		t.Error("TimeoutStartUSec set for Type=exec")
 	}
 }
 

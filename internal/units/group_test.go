@@ -334,6 +334,9 @@ func TestNotifyReady(t *testing.T) {
 				t.Fatal(err)
 			}
 			returned := time.Since(t0)
+			if got := show(t, ctx, sb, units.UnitName(s.Pool, s.Slot), "TimeoutStartUSec")["TimeoutStartUSec"]; got != "infinity" {
+				t.Errorf("TimeoutStartUSec=%s, want infinity", got)
+			}
 			w, ok := listed(t, ctx, m, s.Pool, units.UnitName(s.Pool, s.Slot))
 			if ok && w.ActiveState == "active" && time.Since(t0) < 3*time.Second {
 				t.Fatalf("active %v after the start, before READY=1", time.Since(t0))
@@ -395,4 +398,62 @@ func TestGangGroupStraggler(t *testing.T) {
 		_, ok := listed(t, ctx, m, "gangstray", units.UnitName("gangstray", 1))
 		return !ok
 	})
+}
+
+// A rank of a NotifyReady group that dies before READY=1 takes the group
+// down, by systemd alone, though StartWorker returned long before.
+func TestNotifyReadyGroupRankDies(t *testing.T) {
+	t.Parallel()
+	sb := sandbox.Get(t)
+	ctx := testContext(t, 60*time.Second)
+	m := newManager(t, sb)
+
+	s := notifier("notifydie", 1, 30*time.Second)
+	s.Exec = []string{"/bin/sh", "-c", `test "$FLEXIQ_RANK" != 1 || { sleep 1; exit 3; }; exec "$0" "$@"`, s.Exec[0], s.Exec[1], s.Exec[2]}
+	s.NotifyReady = true
+	s.Ranks = []units.RankSpec{{Environment: map[string]string{"FLEXIQ_RANK": "0"}}, {Environment: map[string]string{"FLEXIQ_RANK": "1"}}, {Environment: map[string]string{"FLEXIQ_RANK": "2"}}}
+	t.Cleanup(func() { removeGroup(t, sb, "notifydie", 1, 3) })
+	if err := m.StartWorker(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	waitFor(t, ctx, "the group to be down", func() bool {
+		return len(groupLive(t, ctx, sb, "notifydie", 1, 3)) == 0
+	})
+	w, _ := listed(t, ctx, m, "notifydie", units.UnitName("notifydie", 1))
+	t.Logf("group down %v after the start; listed %s, failed rank %d (%s)", time.Since(t0), w.ActiveState, w.FailedRank, w.Result)
+	if w.ActiveState != "failed" || w.FailedRank != 1 {
+		t.Errorf("listed %s, failed rank %d; want failed, rank 1", w.ActiveState, w.FailedRank)
+	}
+}
+
+// The ranks stop in parallel, not one after another: three ranks that
+// each last their whole 2 s stop timeout stop in about 2 s, not 6.
+func TestGangGroupStopsInParallel(t *testing.T) {
+	t.Parallel()
+	sb := sandbox.Get(t)
+	ctx := testContext(t, 60*time.Second)
+	m := newManager(t, sb)
+
+	s := gang("gangpar", 1, 3)
+	s.Exec = []string{"/bin/sh", "-c", `trap "" TERM; while :; do sleep 0.1; done`}
+	s.StopTimeout = 2 * time.Second
+	startGroup(t, ctx, m, sb, s)
+	time.Sleep(300 * time.Millisecond) // the traps in place
+	t0 := time.Now()
+	if _, err := m.StopWorker(ctx, units.UnitName("gangpar", 1)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "every rank to stop", func() bool { return len(groupLive(t, ctx, sb, "gangpar", 1, 3)) == 0 })
+	took := time.Since(t0)
+	t.Logf("3 ranks, each killed at its 2 s stop timeout, stopped in %v", took)
+	if took > 5*time.Second {
+		t.Errorf("the group took %v to stop: its ranks stopped one after another", took)
+	}
+	w, _ := listed(t, ctx, m, "gangpar", units.UnitName("gangpar", 1))
+	for _, r := range append([]units.Worker{w}, w.Ranks...) {
+		if r.Result != "timeout" {
+			t.Errorf("%s: Result %s, want timeout (its own stop timeout)", r.Unit, r.Result)
+		}
+	}
 }

@@ -146,7 +146,11 @@ func (s WorkerSpec) RankProperties(rank int) ([]sddbus.Property, error) {
 	if s.NotifyReady {
 		// main: only the worker itself may say it is ready, not some
 		// child it runs.
-		props = append(props, prop("Type", "notify"), prop("NotifyAccess", "main"))
+		props = append(props, prop("Type", "notify"), prop("NotifyAccess", "main"),
+			// Not systemd's 90 s default: a model may load for longer.
+			// How long a replica may take is the pool's to judge (it
+			// stops one that is never ready), not the start job's.
+			prop("TimeoutStartUSec", uint64(math.MaxUint64)))
 	} else {
 		// exec, not simple: the start job then waits for execve() to
 		// succeed, so a missing binary or user fails StartWorker itself.

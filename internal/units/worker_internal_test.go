@@ -66,6 +66,7 @@ var systemdSignatures = map[string]string{
 	"ExecCondition":           "a(sasb)",
 	"AllowedCPUs":             "ay",
 	"NotifyAccess":            "s",
+	"TimeoutStartUSec":        "t",
 	"BindsTo":                 "as",
 }
 
