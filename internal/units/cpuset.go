@@ -1,7 +1,10 @@
 package units
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -59,4 +62,20 @@ func cpuNumber(s string) (int, error) {
 		return 0, fmt.Errorf("%q is not a CPU number (0-%d)", s, maxCPU)
 	}
 	return n, nil
+}
+
+// CgroupControllers lists the controllers of the cgroup2 hierarchy's root
+// (its cgroup.controllers), those systemd can enable for workers: a pool
+// that splits its CPUs across ranks (AllowedCPUs) needs "cpuset", without
+// which systemd takes AllowedCPUs= and enforces nothing. On a host whose
+// cpuset is bound to a cgroup v1 hierarchy (hybrid), it is absent.
+func (m *Manager) CgroupControllers() ([]string, error) {
+	if m.cpu.v2 == "" {
+		return nil, errors.New("cgroup controllers: no cgroup2 hierarchy mounted")
+	}
+	b, err := os.ReadFile(filepath.Join(m.cpu.v2, "cgroup.controllers"))
+	if err != nil {
+		return nil, fmt.Errorf("cgroup controllers: %w", err)
+	}
+	return strings.Fields(string(b)), nil
 }

@@ -80,6 +80,11 @@ func TestGangGroupListing(t *testing.T) {
 	m := newManager(t, sb)
 
 	startGroup(t, ctx, m, sb, gang("gang", 1, 3))
+	// Every rank is read once, then kept while it runs (cache.go).
+	if _, err := m.ListWorkers(ctx, "gang"); err != nil {
+		t.Fatal(err)
+	}
+	reads := m.PropertyReads()
 	for _, mgr := range []*units.Manager{m, newManager(t, sb)} {
 		ws, err := mgr.ListWorkers(ctx, "gang")
 		if err != nil {
@@ -100,6 +105,9 @@ func TestGangGroupListing(t *testing.T) {
 				}
 			}
 		}
+	}
+	if n := m.PropertyReads() - reads; n != 0 {
+		t.Errorf("listing a running group again read properties %d times, want 0", n)
 	}
 	// What the process itself sees.
 	w, _ := listed(t, ctx, m, "gang", units.UnitName("gang", 1))
@@ -289,8 +297,12 @@ func TestGangGroupAllowedCPUs(t *testing.T) {
 		}
 	}
 	controllers, _ := sb.Exec(ctx, "cat", "/sys/fs/cgroup/cgroup.controllers")
+	got, err := m.CgroupControllers()
+	if err != nil || !slices.Equal(got, strings.Fields(controllers)) {
+		t.Errorf("CgroupControllers() = %q, %v; want %q", got, err, strings.Fields(controllers))
+	}
 	if !slices.Contains(strings.Fields(controllers), "cpuset") {
-		t.Skipf("AllowedCPUs is set but not enforced here: the sandbox's cgroup2 has no cpuset controller (controllers: %q; on this host cpuset is bound to a cgroup v1 hierarchy)", strings.TrimSpace(controllers))
+		t.Skipf("AllowedCPUs is set but not enforced here: the sandbox's cgroup2 has no cpuset controller (controllers: %q; a hybrid host binds cpuset to a cgroup v1 hierarchy)", strings.TrimSpace(controllers))
 	}
 	w, _ := listed(t, ctx, m, "gangcpu", units.UnitName("gangcpu", 1))
 	for r, rw := range append([]units.Worker{w}, w.Ranks...) {
