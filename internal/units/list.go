@@ -87,9 +87,10 @@ type Worker struct {
 const listConcurrency = 8
 
 // ListWorkers lists the loaded worker units of pool ("" = every pool) in
-// any state, failed ones included, sorted by pool and slot. It costs one
-// ListUnitsByPatterns call, plus a read of the properties of each worker
-// that is not running under the invocation last read (cache.go).
+// any state, failed ones included, sorted by pool and slot, a gang group's
+// ranks folded into its rank 0 (Worker.Ranks). It costs one
+// ListUnitsByPatterns call, plus a read of the properties of each unit
+// (rank) that is not running under the invocation last read (cache.go).
 func (m *Manager) ListWorkers(ctx context.Context, pool string) ([]Worker, error) {
 	pattern := unitPrefix + "*@*" + unitSuffix
 	if pool != "" {
