@@ -470,3 +470,42 @@ func TestGangGroupStopsInParallel(t *testing.T) {
 		}
 	}
 }
+
+// A rank without its rank 0 (made here by hand: systemd keeps a group's
+// rank 0 loaded while a rank is) is listed under a made-up rank 0 that
+// keeps the slot taken, and StopWorker of that rank 0 stops it.
+func TestGangGroupMissingRankZero(t *testing.T) {
+	t.Parallel()
+	sb := sandbox.Get(t)
+	ctx := testContext(t, 30*time.Second)
+	m := newManager(t, sb)
+
+	rank1 := units.RankUnitName("stray", 1, 1)
+	t.Cleanup(func() { removeUnit(t, sb, rank1) })
+	if _, err := sb.Exec(ctx, "systemd-run", "--unit="+rank1, "--property=Type=exec", "/bin/sleep", "1000"); err != nil {
+		t.Fatal(err)
+	}
+	w, ok := listed(t, ctx, m, "stray", units.UnitName("stray", 1))
+	if !ok || !w.Missing || w.ActiveState != "deactivating" || len(w.Ranks) != 1 || w.Ranks[0].Unit != rank1 || w.Ranks[0].Rank != 1 {
+		t.Fatalf("listed %v, %+v; want a Missing rank 0, deactivating, with %s", ok, w, rank1)
+	}
+	ch, err := m.StopWorker(ctx, w.Unit)
+	if err != nil {
+		t.Fatalf("StopWorker(%s): %v", w.Unit, err)
+	}
+	select {
+	case r := <-ch:
+		if r != "done" {
+			t.Errorf("stop result %q", r)
+		}
+	case <-ctx.Done():
+		t.Fatal("no stop result")
+	}
+	if _, ok := listed(t, ctx, m, "stray", w.Unit); ok {
+		t.Errorf("%s still listed after the stop", rank1)
+	}
+	// Nothing left: StopWorker fails as for any unit that is not there.
+	if _, err := m.StopWorker(ctx, w.Unit); err == nil {
+		t.Error("StopWorker of a slot with no unit at all succeeded")
+	}
+}
