@@ -240,5 +240,12 @@ func (w Worker) detached() Worker {
 	for _, s := range []*string{&w.Unit, &w.Pool, &w.Description, &w.Revision, &w.ActiveState, &w.SubState, &w.Result, &w.InvocationID, &w.ControlGroup} {
 		*s = strings.Clone(*s)
 	}
+	if w.Environment != nil {
+		env := make([]string, len(w.Environment))
+		for i, kv := range w.Environment {
+			env[i] = strings.Clone(kv)
+		}
+		w.Environment = env
+	}
 	return w
 }

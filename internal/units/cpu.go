@@ -80,6 +80,8 @@ func unescapeMount(s string) string {
 // cpu.stat usage_usec (present whether or not the cpu controller is enabled,
 // so it also works on the unified hierarchy of a hybrid host), else cgroup
 // v1 cpuacct.usage. It fails if the cgroup is gone, e.g. the worker exited.
+// It is the one unit's that w names: a gang group's other ranks, in
+// w.Ranks, each have their own.
 func (m *Manager) CPUUsage(w Worker) (time.Duration, error) {
 	if w.ControlGroup == "" {
 		return 0, fmt.Errorf("cpu usage of %s: no control group (unit not running)", w.Unit)

@@ -38,17 +38,48 @@ type Worker struct {
 	// ActiveEnterMono is the same moment on CLOCK_MONOTONIC (zero if never
 	// active): unlike ActiveEnter it cannot jump with the wall clock.
 	ActiveEnterMono time.Duration
+	// InactiveEnterMono is when the unit last became inactive or failed,
+	// on CLOCK_MONOTONIC (zero if never): of a group's ranks, the one
+	// that went down first is the one that brought the group down.
+	InactiveEnterMono time.Duration
 
 	// Environment is the unit's Environment= (KEY=VALUE) as it was
 	// started: a service replica's ports are read back from it after a
 	// daemon restart, never picked again.
 	Environment []string
 	// Rank is the worker's rank in its gang group (0 for rank 0 and for a
-	// single unit); Ranks are the other ranks (1 … N-1) as listed, on the
-	// rank-0 Worker only. ListWorkers returns rank 0 only, the others in
-	// its Ranks.
+	// single unit); Ranks are the other ranks (1 … N-1) as listed, sorted
+	// by rank, on the rank-0 Worker only. ListWorkers returns rank 0 only,
+	// the others in its Ranks.
+	//
+	// The rank-0 Worker of a group speaks for the group: its ActiveState
+	// and SubState are the group's (groupState): "active" when every rank
+	// is active; "activating" while every rank is up and one is still
+	// starting (NotifyReady: not every rank has sent READY=1);
+	// "deactivating" while any rank is up and another is not (BindsTo= is
+	// stopping the group, or a rank is stopping); else "failed" if a rank
+	// failed, with Result, ExecMainCode and ExecMainStatus of the rank that
+	// went down first (FailedRank), or "inactive". So a pool that knows
+	// nothing of groups sees a rank's crash as one crash of its slot, and
+	// the slot taken until every rank is gone; ResetFailed of rank 0 resets
+	// the failed ranks too. Rank 0's own states are UnitActiveState and
+	// UnitSubState.
+	//
+	// A rank listed without its rank 0 comes in Ranks of a rank-0 Worker
+	// made up for it, with Missing set: only Unit (rank 0's name), Pool,
+	// Slot, Ranks and the group's states are set. It is rare: systemd (252)
+	// keeps rank 0 loaded, if inactive, for as long as a rank bound to it
+	// is loaded (still stopping, or failed and kept for its Result).
 	Rank  int
 	Ranks []Worker
+	// FailedRank is, for a failed group, the rank that failed first.
+	FailedRank int
+	// UnitActiveState and UnitSubState are the unit's own states, which
+	// for rank 0 of a group may differ from ActiveState and SubState.
+	UnitActiveState, UnitSubState string
+	// Missing says that rank 0's own unit is not loaded: the Worker stands
+	// for the ranks in Ranks.
+	Missing bool
 }
 
 // listConcurrency bounds the property reads of one ListWorkers: enough to
@@ -56,9 +87,10 @@ type Worker struct {
 const listConcurrency = 8
 
 // ListWorkers lists the loaded worker units of pool ("" = every pool) in
-// any state, failed ones included, sorted by pool and slot. It costs one
-// ListUnitsByPatterns call, plus a read of the properties of each worker
-// that is not running under the invocation last read (cache.go).
+// any state, failed ones included, sorted by pool and slot, a gang group's
+// ranks folded into its rank 0 (Worker.Ranks). It costs one
+// ListUnitsByPatterns call, plus a read of the properties of each unit
+// (rank) that is not running under the invocation last read (cache.go).
 func (m *Manager) ListWorkers(ctx context.Context, pool string) ([]Worker, error) {
 	pattern := unitPrefix + "*@*" + unitSuffix
 	if pool != "" {
@@ -89,13 +121,13 @@ func (m *Manager) ListWorkers(ctx context.Context, pool string) ([]Worker, error
 	workers = make([]Worker, 0, len(units))
 	listed := make(map[string]bool, len(units))
 	for _, u := range units {
-		p, slot, ok := ParseUnitName(u.Name)
+		p, slot, rank, ok := ParseRankUnitName(u.Name)
 		if !ok || (pool != "" && p != pool) || u.LoadState != "loaded" {
 			continue
 		}
 		listed[u.Name] = true
 		if w, ok := m.running.get(u.Name, u.ActiveState, u.SubState, u.Description); ok {
-			w.Pool, w.Slot = p, slot
+			w.Pool, w.Slot, w.Rank = p, slot, rank
 			mu.Lock()
 			workers = append(workers, w)
 			mu.Unlock()
@@ -113,7 +145,7 @@ func (m *Manager) ListWorkers(ctx context.Context, pool string) ([]Worker, error
 			case err != nil:
 				errs = append(errs, err)
 			case found:
-				w.Pool, w.Slot = p, slot
+				w.Pool, w.Slot, w.Rank = p, slot, rank
 				workers = append(workers, w)
 				m.running.put(w)
 			}
@@ -128,12 +160,80 @@ func (m *Manager) ListWorkers(ctx context.Context, pool string) ([]Worker, error
 	if len(errs) > 0 {
 		return nil, errs[0]
 	}
+	return foldRanks(workers), nil
+}
+
+// foldRanks sorts a listing by pool, slot and rank, and folds each gang
+// group's ranks into its rank-0 Worker (see Worker.Ranks).
+func foldRanks(workers []Worker) []Worker {
 	// Not sort.Slice, whose reflective swaps of these large structs were a
 	// tenth of a tick's CPU at 500 workers.
 	slices.SortFunc(workers, func(a, b Worker) int {
-		return cmp.Or(strings.Compare(a.Pool, b.Pool), cmp.Compare(a.Slot, b.Slot))
+		return cmp.Or(strings.Compare(a.Pool, b.Pool), cmp.Compare(a.Slot, b.Slot), cmp.Compare(a.Rank, b.Rank))
 	})
-	return workers, nil
+	out := workers[:0]
+	for i := 0; i < len(workers); {
+		j := i + 1
+		for j < len(workers) && workers[j].Pool == workers[i].Pool && workers[j].Slot == workers[i].Slot {
+			j++
+		}
+		head := workers[i]
+		head.UnitActiveState, head.UnitSubState = head.ActiveState, head.SubState
+		ranks := workers[i+1 : j]
+		if head.Rank != 0 {
+			head = Worker{Unit: UnitName(head.Pool, head.Slot), Pool: head.Pool, Slot: head.Slot, Missing: true,
+				ActiveState: "inactive", SubState: "dead"}
+			ranks = workers[i:j]
+		}
+		if len(ranks) > 0 {
+			// A copy: out overwrites workers as it goes.
+			head.Ranks = slices.Clone(ranks)
+			groupState(&head)
+		}
+		out = append(out, head)
+		i = j
+	}
+	return out
+}
+
+// groupState sets the states of a group's rank-0 Worker to the group's
+// (see Worker.Ranks).
+func groupState(w *Worker) {
+	members := append([]Worker{*w}, w.Ranks...)
+	var up, active, stopping int
+	for _, m := range members {
+		switch m.ActiveState {
+		case "active", "reloading":
+			up++
+			active++
+		case "activating":
+			up++
+		case "deactivating":
+			up++
+			stopping++
+		}
+	}
+	switch {
+	case active == len(members):
+	case up == len(members) && stopping == 0:
+		w.ActiveState, w.SubState = "activating", "start"
+	case up > 0:
+		w.ActiveState, w.SubState = "deactivating", "stop"
+	default:
+		first := -1
+		for r, m := range members {
+			if m.ActiveState == "failed" && (first < 0 || m.InactiveEnterMono < members[first].InactiveEnterMono) {
+				first = r
+			}
+		}
+		if first < 0 {
+			w.ActiveState, w.SubState = "inactive", "dead"
+			return
+		}
+		f := members[first]
+		w.ActiveState, w.SubState, w.FailedRank = "failed", "failed", f.Rank
+		w.Result, w.ExecMainCode, w.ExecMainStatus = f.Result, f.ExecMainCode, f.ExecMainStatus
+	}
 }
 
 // readWorker reads a unit's Unit and Service properties in one call. found
@@ -157,6 +257,7 @@ func (m *Manager) readWorker(ctx context.Context, unit string) (Worker, bool, er
 	w := Worker{Unit: unit}
 	w.Description, _ = p["Description"].(string)
 	w.Revision = ParseRevision(w.Description)
+	w.Environment, _ = p["Environment"].([]string)
 	w.ActiveState, _ = p["ActiveState"].(string)
 	w.SubState, _ = p["SubState"].(string)
 	w.Result, _ = p["Result"].(string)
@@ -172,6 +273,9 @@ func (m *Manager) readWorker(ctx context.Context, unit string) (Worker, bool, er
 	}
 	if us, _ := p["ActiveEnterTimestampMonotonic"].(uint64); us > 0 {
 		w.ActiveEnterMono = time.Duration(us) * time.Microsecond
+	}
+	if us, _ := p["InactiveEnterTimestampMonotonic"].(uint64); us > 0 {
+		w.InactiveEnterMono = time.Duration(us) * time.Microsecond
 	}
 	return w, true, nil
 }

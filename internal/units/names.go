@@ -56,3 +56,35 @@ func ParseUnitName(name string) (pool string, slot int, ok bool) {
 	}
 	return pool, slot, true
 }
+
+// rankMarker separates a gang group's slot from the rank in a rank unit's
+// instance: flexiq-POOL@SLOT-rRANK.service (RankUnitName).
+const rankMarker = "-r"
+
+// ParseRankUnitName parses any unit of a worker: UnitName's (rank 0) and
+// RankUnitName's (rank >= 1). Like ParseUnitName it accepts only the
+// names those functions produce: flexiq-email@1-r0.service and
+// flexiq-email@1-r01.service are no one's.
+func ParseRankUnitName(name string) (pool string, slot, rank int, ok bool) {
+	if pool, slot, ok := ParseUnitName(name); ok {
+		return pool, slot, 0, true
+	}
+	base, found := strings.CutSuffix(name, unitSuffix)
+	if !found {
+		return "", 0, 0, false
+	}
+	i := strings.LastIndex(base, rankMarker)
+	if i < 0 {
+		return "", 0, 0, false
+	}
+	num := base[i+len(rankMarker):]
+	rank, err := strconv.Atoi(num)
+	if err != nil || rank < 1 || strconv.Itoa(rank) != num {
+		return "", 0, 0, false
+	}
+	pool, slot, ok = ParseUnitName(base[:i] + unitSuffix)
+	if !ok {
+		return "", 0, 0, false
+	}
+	return pool, slot, rank, true
+}

@@ -78,3 +78,36 @@ func TestSlotsThatCouldInject(t *testing.T) {
 		}
 	}
 }
+
+func TestParseRankUnitName(t *testing.T) {
+	for _, tc := range []struct {
+		unit       string
+		pool       string
+		slot, rank int
+		ok         bool
+	}{
+		{"flexiq-llm@4.service", "llm", 4, 0, true},
+		{"flexiq-llm@4-r1.service", "llm", 4, 1, true},
+		{"flexiq-llm@0-r12.service", "llm", 0, 12, true},
+		{units.RankUnitName("a_b", 7, 3), "a_b", 7, 3, true},
+		{"flexiq-llm@4-r0.service", "", 0, 0, false}, // rank 0 is UnitName's
+		{"flexiq-llm@4-r01.service", "", 0, 0, false},
+		{"flexiq-llm@4-r-1.service", "", 0, 0, false},
+		{"flexiq-llm@4-r.service", "", 0, 0, false},
+		{"flexiq-llm@04-r1.service", "", 0, 0, false},
+		{"flexiq-llm@-r1.service", "", 0, 0, false},
+		{"flexiq-llm@4-r1-r2.service", "", 0, 0, false},
+		{"flexiq-llm@4-r1.slice", "", 0, 0, false},
+		{"flexiq-l-m@4-r1.service", "", 0, 0, false},
+		{"flexiq-llm@4_r1.service", "", 0, 0, false},
+	} {
+		pool, slot, rank, ok := units.ParseRankUnitName(tc.unit)
+		if pool != tc.pool || slot != tc.slot || rank != tc.rank || ok != tc.ok {
+			t.Errorf("ParseRankUnitName(%q) = %q, %d, %d, %v; want %q, %d, %d, %v", tc.unit, pool, slot, rank, ok, tc.pool, tc.slot, tc.rank, tc.ok)
+		}
+		// A rank unit is never taken for a slot of its own.
+		if _, _, isSlot := units.ParseUnitName(tc.unit); isSlot && tc.rank != 0 {
+			t.Errorf("ParseUnitName(%q) took a rank unit for a slot", tc.unit)
+		}
+	}
+}

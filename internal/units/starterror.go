@@ -8,6 +8,7 @@ import "fmt"
 // unknown user) rather than only the job's result.
 type StartError struct {
 	Unit       string
+	Rank       int    // the unit's rank in its gang group (0 for a single unit)
 	JobResult  string // "failed", "timeout", "dependency", ...
 	Result     string // the unit's Result, when it could be read: "exit-code", ...
 	ExitStatus int32  // ExecMainStatus, when Result is known

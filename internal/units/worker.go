@@ -88,12 +88,21 @@ const errUnitExists = "org.freedesktop.systemd1.UnitExists"
 
 // Properties is the transient unit's definition, exactly as StartWorker
 // sends it (the scale-out benchmark starts the same units without the
-// daemon, for PID 1's own floor). Each value's Go type fixes its D-Bus
-// signature, which must be exactly what systemd declares for the property:
-// anything else is refused with "Invalid argument".
+// daemon, for PID 1's own floor): of rank 0, for a gang group.
 func (s WorkerSpec) Properties() ([]sddbus.Property, error) {
+	return s.RankProperties(0)
+}
+
+// RankProperties is the definition of the unit of one rank of the worker
+// (0 for a single unit). Each value's Go type fixes its D-Bus signature,
+// which must be exactly what systemd declares for the property: anything
+// else is refused with "Invalid argument".
+func (s WorkerSpec) RankProperties(rank int) ([]sddbus.Property, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
+	}
+	if rank < 0 || rank >= max(1, len(s.Ranks)) {
+		return nil, fmt.Errorf("rank %d of a worker of %d ranks", rank, max(1, len(s.Ranks)))
 	}
 	envFiles, err := environmentFiles(s.EnvironmentFiles)
 	if err != nil {
@@ -104,16 +113,24 @@ func (s WorkerSpec) Properties() ([]sddbus.Property, error) {
 		return nil, err
 	}
 	slot := strconv.Itoa(s.Slot)
-	envList := s.environment(slot)
+	var rs RankSpec
+	if len(s.Ranks) > 0 {
+		rs = s.Ranks[rank]
+	}
+	cpus, err := cpuSetMask(rs.AllowedCPUs)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: AllowedCPUs: %w", rank, err)
+	}
+	name, logFields := slot, [][]byte{[]byte("FLEXIQ_POOL=" + s.Pool), []byte("FLEXIQ_SLOT=" + slot)}
+	if s.isGroup() {
+		name += rankMarker + strconv.Itoa(rank)
+		logFields = append(logFields, []byte("FLEXIQ_RANK="+strconv.Itoa(rank)))
+	}
 
 	props := []sddbus.Property{
-		prop("Description", description(s.Pool, slot, s.Revision)),
-		// exec, not simple: the start job then waits for execve() to
-		// succeed, so a missing binary or user fails StartWorker itself.
-		prop("Type", "exec"),
-		// false = the exit status counts (systemd calls this ignore_failure).
-		sddbus.PropExecStart(s.Exec, false),
-		prop("Environment", envList),
+		prop("Description", description(s.Pool, name, s.Revision)),
+		sddbus.PropExecStart(s.Exec, false), // false = the exit status counts (systemd's ignore_failure)
+		prop("Environment", s.environment(slot, rs.Environment)),
 		prop("Slice", SliceName(s.Pool)),
 		// mixed: the drain signal reaches the main process only, which then
 		// winds down its own children; the final SIGKILL reaches them all.
@@ -122,10 +139,38 @@ func (s WorkerSpec) Properties() ([]sddbus.Property, error) {
 		prop("CPUAccounting", true),
 		prop("MemoryAccounting", true),
 		// journalctl FLEXIQ_POOL=<pool> shows the output of a pool's workers.
-		prop("LogExtraFields", [][]byte{[]byte("FLEXIQ_POOL=" + s.Pool), []byte("FLEXIQ_SLOT=" + slot)}),
+		prop("LogExtraFields", logFields),
 		// CollectMode stays "inactive": a failed worker stays loaded, with
 		// its Result and exit status, until ResetFailed.
 	}
+	if s.NotifyReady {
+		// main: only the worker itself may say it is ready, not some
+		// child it runs.
+		props = append(props, prop("Type", "notify"), prop("NotifyAccess", "main"),
+			// Not systemd's 90 s default: a model may load for longer.
+			// How long a replica may take is the pool's to judge (it
+			// stops one that is never ready), not the start job's.
+			prop("TimeoutStartUSec", uint64(math.MaxUint64)))
+	} else {
+		// exec, not simple: the start job then waits for execve() to
+		// succeed, so a missing binary or user fails StartWorker itself.
+		props = append(props, prop("Type", "exec"))
+	}
+	if len(cpus) > 0 {
+		props = append(props, prop("AllowedCPUs", cpus))
+	}
+	if len(envFiles) > 0 {
+		props = append(props, prop("EnvironmentFiles", envFiles))
+	}
+	props = append(props, s.optionalProperties()...)
+	props = append(props, s.groupProperties(rank)...)
+	props = append(props, s.readinessProperties()...)
+	return append(props, hardened...), nil
+}
+
+// optionalProperties are the properties set only when the spec asks.
+func (s WorkerSpec) optionalProperties() []sddbus.Property {
+	var props []sddbus.Property
 	if s.User != "" {
 		props = append(props, prop("User", s.User))
 	}
@@ -145,9 +190,6 @@ func (s WorkerSpec) Properties() ([]sddbus.Property, error) {
 		stopTimeout = uint64(s.StopTimeout / time.Microsecond)
 	}
 	props = append(props, prop("TimeoutStopUSec", stopTimeout))
-	if len(envFiles) > 0 {
-		props = append(props, prop("EnvironmentFiles", envFiles))
-	}
 	if s.CPUQuotaPerSecUSec != 0 {
 		props = append(props, prop("CPUQuotaPerSecUSec", s.CPUQuotaPerSecUSec))
 	}
@@ -157,8 +199,7 @@ func (s WorkerSpec) Properties() ([]sddbus.Property, error) {
 	if s.TasksMax != 0 {
 		props = append(props, prop("TasksMax", s.TasksMax))
 	}
-	props = append(props, s.readinessProperties()...)
-	return append(props, hardened...), nil
+	return props
 }
 
 const (
@@ -214,7 +255,13 @@ func prop(name string, v any) sddbus.Property {
 // naming the unit and the job result and, for "failed", the unit's Result
 // and exit status. A failed leftover of the same name (systemd answers
 // UnitExists) is reset and the start retried once.
+//
+// A gang group (two or more Ranks) starts in one transaction (group.go);
+// with NotifyReady, StartWorker returns once the start job is queued.
 func (m *Manager) StartWorker(ctx context.Context, s WorkerSpec) error {
+	if s.isGroup() {
+		return m.startGroup(ctx, s)
+	}
 	unit := UnitName(s.Pool, s.Slot)
 	props, err := s.Properties()
 	if err != nil {
@@ -250,6 +297,11 @@ func (m *Manager) StartWorker(ctx context.Context, s WorkerSpec) error {
 		}
 		return err
 	}
+	if s.NotifyReady {
+		// The job ends at READY=1, maybe minutes from now: the listing
+		// tells activating from active, and a failure from both.
+		return nil
+	}
 	select {
 	case r := <-result:
 		switch {
@@ -271,13 +323,7 @@ func (m *Manager) startFailure(ctx context.Context, unit, result string) error {
 	if result != "failed" {
 		return e
 	}
-	var svc map[string]any
-	err := m.call(ctx, "reading "+unit, func(c *conn) error {
-		var err error
-		svc, err = c.GetUnitTypePropertiesContext(ctx, unit, "Service")
-		return err
-	})
-	if err == nil {
+	if svc, err := m.serviceProperties(ctx, unit); err == nil {
 		e.Result, _ = svc["Result"].(string)
 		e.ExitStatus, _ = svc["ExecMainStatus"].(int32)
 	}
@@ -303,24 +349,26 @@ func (m *Manager) unitState(ctx context.Context, unit string) (string, error) {
 // receives the job result ("done", "canceled", ...). If the bus connection
 // is lost before the job ends, nothing arrives: callers bound their wait
 // and re-list.
+//
+// Stopping rank 0 of a gang group stops every rank (BindsTo=), each with
+// its own stop signal and timeout, in parallel; the job result is rank
+// 0's. If rank 0 is gone already (Worker.Missing), its ranks are stopped
+// instead, and the channel receives once all their jobs have ended.
 func (m *Manager) StopWorker(ctx context.Context, unit string) (<-chan string, error) {
 	result := make(chan string, 1)
 	err := m.call(ctx, "stopping "+unit, func(c *conn) error {
 		_, err := c.StopUnitContext(ctx, unit, "replace", result)
 		return err
 	})
+	if err != nil && dbusErrorName(err) == errNoSuchUnit {
+		if ranks, ok := m.stopRanks(ctx, unit); ok {
+			return ranks, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
 	return result, nil
-}
-
-// ResetFailed clears a failed unit's state so that systemd unloads it and
-// its name can be used again.
-func (m *Manager) ResetFailed(ctx context.Context, unit string) error {
-	return m.call(ctx, "resetting failed "+unit, func(c *conn) error {
-		return c.ResetFailedUnitContext(ctx, unit)
-	})
 }
 
 // QueuedJob reports whether systemd holds a job of jobType ("start", "stop",
@@ -346,14 +394,19 @@ func (m *Manager) QueuedJob(ctx context.Context, unit, jobType string) (bool, er
 	return false, nil
 }
 
-// environment is the workers' Environment=, sorted so that unit definitions
-// are deterministic and easy to diff.
-func (s WorkerSpec) environment(slot string) []string {
-	env := make(map[string]string, len(s.Environment)+2)
+// environment is the workers' Environment=: the spec's, then the rank's
+// over it, sorted so that unit definitions are deterministic and easy to
+// diff.
+func (s WorkerSpec) environment(slot string, rank map[string]string) []string {
+	env := make(map[string]string, len(s.Environment)+len(rank)+2)
 	for k, v := range s.Environment {
 		env[k] = v
 	}
-	// Set last: a worker must always be able to tell who it is.
+	for k, v := range rank {
+		env[k] = v
+	}
+	// Set last: a worker must always be able to tell who it is. Every rank
+	// of a group has the group's slot: its rank is the caller's to name.
 	env["FLEXIQ_SCALED_POOL"] = s.Pool
 	env["FLEXIQ_SCALED_SLOT"] = slot
 	envList := make([]string, 0, len(env))

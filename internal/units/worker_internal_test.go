@@ -1,10 +1,13 @@
 package units
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	sddbus "github.com/coreos/go-systemd/v22/dbus"
 )
 
 // systemdSignatures are the D-Bus signatures systemd 252 declares for the
@@ -61,6 +64,10 @@ var systemdSignatures = map[string]string{
 	"Requires":                "as",
 	"After":                   "as",
 	"ExecCondition":           "a(sasb)",
+	"AllowedCPUs":             "ay",
+	"NotifyAccess":            "s",
+	"TimeoutStartUSec":        "t",
+	"BindsTo":                 "as",
 }
 
 func fullSpec(preset string) WorkerSpec {
@@ -88,20 +95,36 @@ func TestPropertySignatures(t *testing.T) {
 		if err != nil {
 			t.Fatalf("preset %q: %v", preset, err)
 		}
-		seen := map[string]bool{}
-		for _, p := range props {
-			if seen[p.Name] {
-				t.Errorf("preset %q: %s set twice", preset, p.Name)
+		// And every rank of a notify gang group with cpusets.
+		group := fullSpec(preset)
+		group.NotifyReady = true
+		group.Ranks = []RankSpec{{AllowedCPUs: "0"}, {AllowedCPUs: "1"}}
+		for rank := range group.Ranks {
+			p, err := group.RankProperties(rank)
+			if err != nil {
+				t.Fatalf("preset %q, rank %d: %v", preset, rank, err)
 			}
-			seen[p.Name] = true
-			want, ok := systemdSignatures[p.Name]
-			if !ok {
-				t.Errorf("preset %q: %s: no known systemd signature; look it up and add it", preset, p.Name)
-				continue
-			}
-			if got := p.Value.Signature().String(); got != want {
-				t.Errorf("preset %q: %s has signature %s, systemd declares %s", preset, p.Name, got, want)
-			}
+			checkSignatures(t, fmt.Sprintf("preset %q, rank %d", preset, rank), p)
+		}
+		checkSignatures(t, fmt.Sprintf("preset %q", preset), props)
+	}
+}
+
+func checkSignatures(t *testing.T, preset string, props []sddbus.Property) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, p := range props {
+		if seen[p.Name] {
+			t.Errorf("%s: %s set twice", preset, p.Name)
+		}
+		seen[p.Name] = true
+		want, ok := systemdSignatures[p.Name]
+		if !ok {
+			t.Errorf("%s: %s: no known systemd signature; look it up and add it", preset, p.Name)
+			continue
+		}
+		if got := p.Value.Signature().String(); got != want {
+			t.Errorf("%s: %s has signature %s, systemd declares %s", preset, p.Name, got, want)
 		}
 	}
 }
