@@ -17,6 +17,10 @@ type TickReport struct {
 
 	Live     int
 	Draining int
+	// Service is set for a service pool, whose Live splits into Ready and
+	// NotReady.
+	Service         bool
+	Ready, NotReady int
 	Min, Max int
 	// Mode is "active", "paused", "pinned" or "dry-run", as status shows
 	// it (a paused or pinned dry-run pool is paused or pinned).

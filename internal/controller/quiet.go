@@ -27,6 +27,10 @@ type quietUnit struct {
 	invocation string    // the run that was quieted; a restarted unit is a new worker
 	deadline   time.Time // when its stop is due, on the controller's clock
 	timer      *time.Timer
+	// awaitGen, for a service replica, is the publish whose after-change
+	// commands it waits for before its drain period begins (publish.go);
+	// 0 once it has begun.
+	awaitGen uint64
 }
 
 const quietVersion = 1
@@ -50,6 +54,9 @@ type savedQuietEntry struct {
 // retire takes a live worker out of service: a quiet phase first when the
 // pool has a quiet_signal, else the stop at once.
 func (ws *workers) retire(ctx context.Context, now time.Time, w *worker, why string) bool {
+	if ws.svc != nil {
+		return ws.retireReplica(ctx, now, w, why)
+	}
 	if ws.cfg.QuietSignalNumber == 0 || ws.cfg.QuietPeriod <= 0 {
 		return ws.stopWorker(ctx, w, why)
 	}
@@ -95,7 +102,7 @@ func (ws *workers) quietStep(ctx context.Context, now time.Time) {
 			changed = true
 			continue
 		}
-		if now.Before(q.deadline) {
+		if q.awaitGen > 0 || now.Before(q.deadline) {
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, callTimeout)
