@@ -21,7 +21,7 @@ type TickReport struct {
 	// NotReady.
 	Service         bool
 	Ready, NotReady int
-	Min, Max int
+	Min, Max        int
 	// Mode is "active", "paused", "pinned" or "dry-run", as status shows
 	// it (a paused or pinned dry-run pool is paused or pinned).
 	Mode string
