@@ -38,6 +38,7 @@ type worker struct {
 	rd            readiness
 	readyFrom     time.Time // ready_timeout_sec counts from here
 	notReadySince time.Time
+	everReady     bool // it has been in discovery: it leaves through a drain
 	probeID       string
 }
 

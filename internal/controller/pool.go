@@ -28,6 +28,10 @@
 // (their type and what the tick calls), fleet.go (slots, backoff, victims;
 // no I/O), act.go (starting and stopping), quiet.go (the quiet phase),
 // readiness.go (requires, start conditions, the host's budget), rollout.go;
+// a service pool's replicas (issue 19): service.go (readiness, the prober,
+// replacing unready replicas, scale-down victims), ports.go (ports and the
+// WorkerSpec), publish.go (discovery, its after-change commands off the
+// loop, the drain after leaving discovery);
 // the decision: guard.go (the decision and the daemon-wide host guard),
 // threads.go, demand.go, cpu.go (the signals' bookkeeping), override.go
 // (pause and pin), explain.go; view.go (status and explain), report.go and

@@ -100,6 +100,11 @@ func (ws *workers) publishReady(ctx context.Context, now time.Time) {
 	}
 	set, key := ws.readySet()
 	if !ps.dirty && key == ps.key && ps.pubGen > 0 {
+		// The files are as published and their commands done: a replica
+		// that left meanwhile (one that had already left as unready) is in
+		// none of them. That counts as a publish without it.
+		ps.pubGen++
+		ps.doneGen = ps.pubGen
 		ws.releaseDrains(ctx, now)
 		return
 	}
@@ -205,15 +210,17 @@ func (ws *workers) pumpService(ctx context.Context, now time.Time) {
 	}
 }
 
-// retireReplica takes a live replica out of service. One that is not
-// ready is in no discovery file: it is stopped at once. A ready one leaves
-// discovery first, and is held draining, as a quiet worker is, until the
-// publish without it and its commands are done and then its drain period.
+// retireReplica takes a live replica out of service. One that was never
+// ready was in no discovery file: it is stopped at once. One that was
+// leaves discovery first (if it is still there), and is held draining, as
+// a quiet worker is, until the publish without it and its commands are
+// done, and then its drain period: a proxy may still send it a request it
+// took before its reload.
 func (ws *workers) retireReplica(ctx context.Context, now time.Time, w *worker, why string) bool {
 	if ws.dryRun() {
 		return false
 	}
-	if w.rd != repReady {
+	if !w.everReady {
 		return ws.stopWorker(ctx, w, why)
 	}
 	ws.untrack(w)

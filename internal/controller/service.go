@@ -222,7 +222,7 @@ func (ws *workers) replicasReconciled(now time.Time, listed []units.Worker, r re
 		initial := probe.Unknown
 		if ws.svc.listed[w.unit] {
 			initial = probe.Ready
-			w.rd = repReady
+			w.rd, w.everReady = repReady, true
 		}
 		ws.track(w, initial)
 	}
@@ -282,6 +282,7 @@ func (ws *workers) setReadiness(w *worker, rd readiness, why error) {
 		return
 	}
 	w.rd = rd
+	w.everReady = w.everReady || rd == repReady
 	f := ws.workerFields(w.slot, w.unit, eventlog.Fields{"FLEXIQ_READINESS": rd.String()})
 	if rd == repReady {
 		ws.log.Event(eventlog.ReplicaReadiness, eventlog.Info, f, "%s is ready: it enters discovery", w.unit)
@@ -341,17 +342,24 @@ func (ws *workers) readyCount() (ready, notReady int) {
 
 // serviceVictims picks n replicas to retire on a scale-down: the ones not
 // ready first, and no ready one that would take the ready count below
-// min_workers.
+// min_workers. While a rollout runs, its new replicas that are not ready
+// yet are kept: each is to replace an old one once it is ready, and taking
+// it would only start another.
 func (ws *workers) serviceVictims(n int) []*worker {
+	rev := ws.revision()
+	rolling := false
+	for _, w := range ws.fleet.live {
+		rolling = rolling || outdated(w, rev)
+	}
 	var notReady, ready []*worker
 	for _, w := range ws.fleet.liveWorkers() {
-		if w.rd == repReady {
+		switch {
+		case w.rd == repReady:
 			ready = append(ready, w)
-		} else {
+		case !rolling || outdated(w, rev):
 			notReady = append(notReady, w)
 		}
 	}
-	rev := ws.revision()
 	out := pickVictims(notReady, n, rev)
 	spare := max(0, len(ready)-ws.cfg.MinWorkers)
 	return append(out, pickVictims(ready, min(n-len(out), spare), rev)...)
@@ -385,7 +393,7 @@ func (ws *workers) reconfigure(clock Clock, opts Options, cfg *config.Pool) erro
 		// The running replicas are taken as ready, unprobed: a change of
 		// the readiness kind reaches them through the rollout.
 		for _, w := range ws.fleet.liveWorkers() {
-			w.probeID, w.rd = "", repReady
+			w.probeID, w.rd, w.everReady = "", repReady, true
 		}
 		return nil
 	case old.DiscoveryDir != cfg.Service.DiscoveryDir || old.MetricsPort != cfg.Service.MetricsPort ||

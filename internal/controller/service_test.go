@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -194,8 +195,11 @@ func TestServiceReplacesUnreadyReplicas(t *testing.T) {
 		prepare func(sr *serviceRig, unit string)
 		wait    time.Duration
 		reason  string
+		// drains: one that was in discovery leaves through a drain
+		// period; one never ready is stopped at once.
+		drains bool
 	}{
-		{"never ready", func(sr *serviceRig, unit string) {}, 5 * time.Minute, "never-ready"},
+		{"never ready", func(sr *serviceRig, unit string) {}, 5 * time.Minute, "never-ready", false},
 		{"unready after ready", func(sr *serviceRig, unit string) {
 			sr.prober.send(sr.t, unit, probe.Ready, sr.clock.now)
 			sr.pump()
@@ -203,7 +207,7 @@ func TestServiceReplacesUnreadyReplicas(t *testing.T) {
 			sr.prober.send(sr.t, unit, probe.NotReady, sr.clock.now)
 			sr.pump()
 			sr.settle()
-		}, time.Minute, "unready"},
+		}, time.Minute, "unready", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -216,6 +220,13 @@ func TestServiceReplacesUnreadyReplicas(t *testing.T) {
 				t.Fatalf("stopped before the timeout: %v", sr.sd.stops)
 			}
 			sr.tick(2 * time.Second)
+			if tc.drains {
+				if len(sr.sd.stops) != 0 || sr.pool.workers.draining() != 1 {
+					t.Fatalf("stops %v, %d draining: want it draining", sr.sd.stops, sr.pool.workers.draining())
+				}
+				sr.settle()
+				sr.tick(31 * time.Second)
+			}
 			if !slices.Equal(sr.sd.stops, []string{u}) {
 				t.Fatalf("stops %v, want %s", sr.sd.stops, u)
 			}
@@ -249,7 +260,7 @@ func TestServiceDrainOrder(t *testing.T) {
 	sr.runner.hold = make(chan struct{})
 	sr.runner.mu.Unlock()
 
-	sr.settle()
+	before := sr.runner.runs()
 	sr.src.set(0, 0, nil)
 	sr.tick(time.Second) // scale-down to min_workers = 1
 	if got := sr.published(); !slices.Equal(got, []string{u1}) {
@@ -258,7 +269,7 @@ func TestServiceDrainOrder(t *testing.T) {
 	// The command saw the file without the replica; it still runs, and
 	// the replica is draining, not stopped.
 	deadline := time.Now().Add(5 * time.Second)
-	for sr.runner.runs() < 2 && time.Now().Before(deadline) {
+	for sr.runner.runs() == before && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	sr.runner.mu.Lock()
@@ -329,6 +340,9 @@ func TestServiceVictims(t *testing.T) {
 		{"then ready ones above min", []bool{true, true, false}, 1, 2, []int{3, 2}},
 		{"ready held back at min", []bool{true, false, false}, 1, 3, []int{3, 2}},
 		{"min counts ready replicas", []bool{true, true, true}, 2, 2, []int{3}},
+		// Slot 1 runs an old revision (oldRev): a rollout is under way.
+		{"a rollout's new replica is kept", []bool{true, false}, 1, 1, nil},
+		{"a rollout's old one is not", []bool{true, false, true}, 1, 1, []int{1}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -336,6 +350,9 @@ func TestServiceVictims(t *testing.T) {
 			sr.cfg.MinWorkers = tc.min
 			for i, ready := range tc.ready {
 				w := &worker{slot: i + 1, unit: units.UnitName("web", i+1)}
+				if strings.HasPrefix(tc.name, "a rollout") && i == 0 {
+					w.revision = "oldrev"
+				}
 				if ready {
 					w.rd = repReady
 				}
@@ -365,6 +382,11 @@ func TestServiceLoopAnswersWhileCommandHangs(t *testing.T) {
 		sr.pool.Run(ctx)
 	}()
 	defer func() { cancel(); <-done }()
+	for deadline := time.Now().Add(10 * time.Second); sr.runner.runs() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the after-change command never ran")
+		}
+	}
 	answered := make(chan struct{})
 	go func() {
 		sr.pool.Roll("test")
@@ -398,5 +420,120 @@ func TestServiceCommandFailureRetried(t *testing.T) {
 	sr.settle()
 	if sr.runner.runs() != 2 || !strings.Contains(sr.log.String(), "done in") {
 		t.Fatalf("the command ran %d times; journal:\n%s", sr.runner.runs(), sr.log)
+	}
+}
+
+// The real prober, in the pool's loop: a replica whose port accepts
+// connections enters discovery without a tick.
+func TestServiceProbeThroughTheLoop(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	sr := newServiceRig(t, config.ReadyTCP, l.Addr().(*net.TCPAddr).Port)
+	sr.tweak = func(o *Options) { o.Commands = sr.runner } // probe.New
+	sr.pool = sr.newPool()
+	defer sr.pool.Close()
+	sr.start(sr.pool)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sr.pool.Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	u := units.UnitName("web", 1)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(sr.disc, "web.json"))
+		if slices.Equal(unitsIn(string(b)), []string{u}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never entered discovery; the file:\n%s", u, b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if v := sr.pool.View(); v.Workers.Ready == nil || *v.Workers.Ready != 1 {
+		t.Fatalf("status shows %+v, want 1 ready", v.Workers)
+	}
+}
+
+// A rollout of a service pool retires an old replica only once a new one
+// is ready, so the ready count never drops below the target.
+func TestServiceRolloutWaitsForReady(t *testing.T) {
+	sr := newServiceRig(t, config.ReadyTCP, 0)
+	sr.start(sr.pool)
+	u1 := units.UnitName("web", 1)
+	sr.prober.send(t, u1, probe.Ready, sr.clock.now)
+	sr.pump()
+	sr.settle()
+	cfg := *sr.cfg
+	cfg.Exec = []string{"/bin/worker", "--v2"}
+	if err := sr.pool.Update(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	sr.tick(time.Second)
+	sr.settle()
+	u2 := units.UnitName("web", 2)
+	if sr.pool.workers.fleet.live[2] == nil || len(sr.sd.stops) != 0 || sr.pool.workers.draining() != 0 {
+		t.Fatalf("want the surge replica started and the old one kept: live %d, draining %d", sr.pool.workers.live(), sr.pool.workers.draining())
+	}
+	sr.tick(time.Second)
+	if sr.pool.workers.draining() != 0 {
+		t.Fatal("the old replica left before the new one was ready")
+	}
+	sr.prober.send(t, u2, probe.Ready, sr.clock.now)
+	sr.pump()
+	sr.settle()
+	sr.tick(time.Second)
+	sr.settle()
+	if got := sr.published(); !slices.Equal(got, []string{u2}) {
+		t.Fatalf("discovery lists %v, want the new replica alone", got)
+	}
+	sr.tick(31 * time.Second)
+	if !slices.Equal(sr.sd.stops, []string{u1}) {
+		t.Fatalf("stops %v, want the old replica after its drain period", sr.sd.stops)
+	}
+}
+
+// Removing a service pool takes its replicas out of discovery first, and
+// stops them after their drain period.
+func TestServicePoolRemovalDrains(t *testing.T) {
+	sr := newServiceRig(t, config.ReadyActive, 0)
+	sr.src.set(20, 0, nil)
+	sr.start(sr.pool)
+	sr.tick(time.Second)
+	sr.settle()
+	step := func() (done bool) {
+		sr.pool.do(func() {
+			sr.pool.workers.stopping = true
+			done, _ = sr.pool.drainStep(context.Background(), "pool removed")
+		})
+		return done
+	}
+	step()
+	if got := sr.published(); len(got) != 0 {
+		t.Fatalf("discovery lists %v once the pool is removed", got)
+	}
+	sr.settle()
+	sr.clock.advance(29 * time.Second)
+	if step() || len(sr.sd.stops) != 0 {
+		t.Fatalf("stopped %v within the drain period", sr.sd.stops)
+	}
+	sr.clock.advance(2 * time.Second)
+	step()
+	if len(sr.sd.stops) != 2 {
+		t.Fatalf("stops %v after the drain period, want both replicas", sr.sd.stops)
 	}
 }
