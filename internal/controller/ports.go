@@ -132,3 +132,26 @@ func specFor(c *config.Pool, slot int, revision string, ports map[string]int) un
 	}
 	return s
 }
+
+// revisionSpec is the definition a revision names. A service's ports go
+// in as declared ("auto", or their base), not as assigned, which differ
+// from slot to slot: a change of the declaration rolls the replicas onto
+// their new ports. A queue pool's is its WorkerSpec alone, as before.
+func revisionSpec(c *config.Pool) units.WorkerSpec {
+	s := workerSpec(c, 0, "")
+	if c.Service == nil || len(c.Service.Ports) == 0 {
+		return s
+	}
+	env := make(map[string]string, len(c.Environment)+len(c.Service.Ports))
+	for k, v := range c.Environment {
+		env[k] = v
+	}
+	for _, p := range c.Service.Ports {
+		env[p.EnvName()] = "auto"
+		if p.Base > 0 {
+			env[p.EnvName()] = "base " + strconv.Itoa(p.Base)
+		}
+	}
+	s.Environment = env
+	return s
+}
