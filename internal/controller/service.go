@@ -220,7 +220,9 @@ func (ws *workers) replicasReconciled(now time.Time, listed []units.Worker, r re
 		// see it start.
 		w.readyFrom = now
 		initial := probe.Unknown
-		if ws.svc.listed[w.unit] {
+		if ws.svc.listed[w.unit] || (!isProbe(ws.cfg.Service) && lw.ActiveState == "active") {
+			// Ready as it was: no journal entry, no probe's "not ready"
+			// for a replica that served all along.
 			initial = probe.Ready
 			w.rd, w.everReady = repReady, true
 		}
