@@ -112,6 +112,10 @@ func (p *Pool) Run(ctx context.Context) {
 			p.workers.commandsFinished(ctx, p.clock(), d)
 			p.serviceChanged(ctx)
 			continue
+		case <-p.workers.svc.relistC():
+			p.workers.checkNotify(ctx)
+			p.serviceChanged(ctx)
+			continue
 		case obs := <-read:
 			p.endRead(ctx, obs)
 			timer.Reset(p.cfg.PollInterval)

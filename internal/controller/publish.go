@@ -93,6 +93,7 @@ func (ws *workers) publishReady(ctx context.Context, now time.Time) {
 	if ws.svc == nil || ws.dryRun() {
 		return
 	}
+	ws.armNotify()
 	ps := &ws.svc.pubs
 	if ps.busy {
 		ps.dirty = true
@@ -204,6 +205,8 @@ func (ws *workers) pumpService(ctx context.Context, now time.Time) {
 			ws.onTransition(t)
 		case d := <-ws.svc.pubs.done:
 			ws.commandsFinished(ctx, now, d)
+		case <-ws.svc.relist:
+			ws.checkNotify(ctx)
 		default:
 			return
 		}

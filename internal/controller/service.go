@@ -66,11 +66,15 @@ type service struct {
 	// adopted ones among them start ready, so that a restart of the
 	// daemon takes none out of discovery.
 	listed map[string]bool
+	// relist carries the re-lists of notify.go; relistArmed says one is
+	// due.
+	relist      chan struct{}
+	relistArmed bool
 }
 
 // newService prepares the service side of a pool whose cfg.Service is set.
 func newService(cfg *config.Pool, clock Clock, opts Options) (*service, error) {
-	s := &service{byProbe: map[string]*worker{}, run: opts.Commands}
+	s := &service{byProbe: map[string]*worker{}, run: opts.Commands, relist: make(chan struct{}, 1)}
 	if s.run == nil {
 		s.run = source.ProcessGroupRunner{}
 	}

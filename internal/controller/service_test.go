@@ -456,16 +456,15 @@ func TestServiceProbeThroughTheLoop(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		b, _ := os.ReadFile(filepath.Join(sr.disc, "web.json"))
-		if slices.Equal(unitsIn(string(b)), []string{u}) {
+		// The status follows the file by the time it takes to build it.
+		v := sr.pool.View()
+		if slices.Equal(unitsIn(string(b)), []string{u}) && v.Workers.Ready != nil && *v.Workers.Ready == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s never entered discovery; the file:\n%s", u, b)
+			t.Fatalf("%s never entered discovery (status %+v); the file:\n%s", u, v.Workers, b)
 		}
 		time.Sleep(10 * time.Millisecond)
-	}
-	if v := sr.pool.View(); v.Workers.Ready == nil || *v.Workers.Ready != 1 {
-		t.Fatalf("status shows %+v, want 1 ready", v.Workers)
 	}
 }
 
@@ -535,5 +534,34 @@ func TestServicePoolRemovalDrains(t *testing.T) {
 	step()
 	if len(sr.sd.stops) != 2 {
 		t.Fatalf("stops %v after the drain period, want both replicas", sr.sd.stops)
+	}
+}
+
+// A Type=notify replica enters discovery soon after it becomes active,
+// without waiting for the pool's next tick.
+func TestServiceNotifyWithoutATick(t *testing.T) {
+	sr := newServiceRig(t, config.ReadyNotify, 0)
+	sr.cfg.PollInterval = time.Hour
+	sr.pool = sr.newPool()
+	sr.start(sr.pool)
+	u := units.UnitName("web", 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sr.pool.Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	sr.sd.set(u, "active", "success")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(sr.disc, "web.json"))
+		if slices.Equal(unitsIn(string(b)), []string{u}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never entered discovery; the file:\n%s", u, b)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
