@@ -74,17 +74,13 @@ func (ws *workers) startWorkers(ctx context.Context, now time.Time, n int, why s
 		}
 		results := make(chan result, len(slots))
 		revision := ws.revision()
-		held := ws.portsHeld()
-		ports := map[int]map[string]int{}
+		specs, ports := ws.specsFor(now, slots, revision, why)
 		for _, slot := range slots {
-			pm, err := portsFor(ws.cfg.Service, slot, 0, held)
-			if err != nil {
-				ws.report.startFailed(slot, units.UnitName(ws.name, slot), why, err, ws.fleet.armBackoff(slot, now))
+			spec, ok := specs[slot]
+			if !ok {
 				results <- result{slot, errPortsFailed}
 				continue
 			}
-			ports[slot] = pm
-			spec := specFor(ws.cfg, slot, revision, pm)
 			go func() {
 				sctx, cancel := context.WithTimeout(ctx, startTimeout)
 				defer cancel()

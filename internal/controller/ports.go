@@ -11,6 +11,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/units"
@@ -110,6 +111,25 @@ func portsFromEnvironment(svc *config.Service, env []string) map[string]int {
 		}
 	}
 	return out
+}
+
+// specsFor are the WorkerSpecs of the starts in slots, with the ports
+// assigned to each. A slot whose ports cannot be assigned has none: its
+// failed start is reported here and its slot backs off.
+func (ws *workers) specsFor(now time.Time, slots []int, revision, why string) (map[int]units.WorkerSpec, map[int]map[string]int) {
+	specs := make(map[int]units.WorkerSpec, len(slots))
+	ports := make(map[int]map[string]int, len(slots))
+	held := ws.portsHeld()
+	for _, slot := range slots {
+		pm, err := portsFor(ws.cfg.Service, slot, 0, held)
+		if err != nil {
+			ws.report.startFailed(slot, units.UnitName(ws.name, slot), why, err, ws.fleet.armBackoff(slot, now))
+			continue
+		}
+		ports[slot] = pm
+		specs[slot] = specFor(ws.cfg, slot, revision, pm)
+	}
+	return specs, ports
 }
 
 // specFor is the WorkerSpec of one start: the pool's definition, and for
