@@ -366,3 +366,28 @@ func TestServiceVictims(t *testing.T) {
 		})
 	}
 }
+
+// A replica that fails (its port taken, say) is a crash with backoff; its
+// replacement gets its ports assigned again, and remembers those.
+func TestServiceCrashReassignsPorts(t *testing.T) {
+	sr := newServiceRig(t, config.ReadyActive, 0)
+	sr.start(sr.pool)
+	u := units.UnitName("web", 1)
+	sr.settle()
+	sr.sd.set(u, "failed", "exit-code")
+	sr.tick(time.Second)
+	if len(sr.lines("stopped without being asked", "FLEXIQ_BACKOFF_SEC")) == 0 {
+		t.Fatalf("no crash with backoff:\n%s", sr.log)
+	}
+	if got := sr.published(); len(got) != 0 {
+		t.Fatalf("discovery still lists %v after the crash", got)
+	}
+	sr.tick(2 * time.Second)
+	if len(sr.sd.starts) != 2 {
+		t.Fatalf("starts %v, want the replacement after the backoff", sr.sd.starts)
+	}
+	w := sr.pool.workers.fleet.live[1]
+	if w == nil || w.ports["http"] != sr.envPort(u) {
+		t.Fatalf("the replacement remembers %v, its unit has http=%d", w, sr.envPort(u))
+	}
+}
