@@ -166,7 +166,11 @@ func (ws *workers) track(w *worker, initial probe.State) {
 	if s.prober == nil {
 		return
 	}
-	spec := ws.cfg.Service.Readiness.Probe
+	spec := ws.cfg.Service.Readiness.Probe.WithDefaults()
+	if spec.Kind == "" {
+		// The readiness kind names the probe; config may leave it there.
+		spec.Kind = probe.Kind(ws.cfg.Service.Readiness.Kind)
+	}
 	env := make([]string, 0, len(w.ports))
 	for k, v := range portEnv(ws.cfg.Service, w.ports) {
 		env = append(env, k+"="+v)
