@@ -116,7 +116,7 @@ func (ws *workers) quietStep(ctx context.Context, now time.Time) {
 		}
 		late := now.Sub(q.deadline).Round(time.Millisecond)
 		ws.log.Event(eventlog.WorkerQuiet, eventlog.Info, ws.workerFields(q.slot, unit, eventlog.Fields{"FLEXIQ_LATE_MS": fmt.Sprint(late.Milliseconds())}),
-			"quiet phase of %s over: stopping it (%s, then SIGKILL after %s)", unit, ws.cfg.DrainSignal, ws.cfg.DrainTimeout)
+			"%s of %s over: stopping it (%s, then SIGKILL after %s)", ws.quietName(), unit, ws.cfg.DrainSignal, ws.cfg.DrainTimeout)
 		q.timer.Stop()
 		delete(ws.quiet, unit)
 		changed = true
@@ -196,4 +196,13 @@ func (ws *workers) restoreQuiet(now time.Time, existing []units.Worker) {
 			"resumed the quiet phase of %s: its stop is due in %s", e.Unit, max(0, deadline.Sub(now)).Round(time.Millisecond))
 	}
 	ws.saveQuiet()
+}
+
+// quietName is what the journal calls the phase: a service replica's is
+// its drain period, after it has left discovery (publish.go).
+func (ws *workers) quietName() string {
+	if ws.svc != nil {
+		return "drain period"
+	}
+	return "quiet phase"
 }
