@@ -170,6 +170,9 @@ func printStatus(w io.Writer, pools []api.View, now time.Time) {
 		fmt.Fprintf(w, "%s %s - %s\n", bullet, v.Pool, mode)
 		wc := v.Workers
 		fmt.Fprintf(w, "   Workers: %d live, %d draining; target %d (min %d, max %d)\n", wc.Live, wc.Draining, wc.Target, wc.Min, wc.Max)
+		if wc.Ready != nil && wc.NotReady != nil {
+			fmt.Fprintf(w, "  Replicas: %d ready, %d not ready\n", *wc.Ready, *wc.NotReady)
+		}
 		if q := v.Queue; q != nil {
 			oldest := "-"
 			if q.OldestAgeSec != nil {
@@ -216,7 +219,12 @@ func printStatus(w io.Writer, pools []api.View, now time.Time) {
 			if wv.MemoryBytes != nil {
 				mem = fmtBytes(*wv.MemoryBytes)
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\n", wv.Slot, wv.Unit, wv.State, up, cpu, mem, wv.Restarts)
+			state := wv.State
+			if wv.Readiness != "" {
+				// A replica's readiness says more than "active".
+				state = wv.Readiness
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\n", wv.Slot, wv.Unit, state, up, cpu, mem, wv.Restarts)
 		}
 		tw.Flush()
 	}

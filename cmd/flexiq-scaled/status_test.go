@@ -58,3 +58,25 @@ func TestPrintStatus(t *testing.T) {
 		}
 	}
 }
+
+// A service pool's status shows its replicas ready and not ready apart,
+// and each replica's readiness.
+func TestPrintStatusService(t *testing.T) {
+	now := time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC)
+	ready, notReady := 1, 1
+	v := api.View{
+		Pool: "web", Mode: "active",
+		Workers: api.WorkerCounts{Live: 2, Target: 2, Min: 1, Max: 10, Ready: &ready, NotReady: &notReady},
+		WorkerList: []api.WorkerView{
+			{Slot: 1, Unit: "flexiq-web@1.service", State: "active", Readiness: "ready"},
+			{Slot: 2, Unit: "flexiq-web@2.service", State: "active", Readiness: "starting"},
+		},
+	}
+	var b strings.Builder
+	printStatus(&b, []api.View{v}, now)
+	for _, want := range []string{"Replicas: 1 ready, 1 not ready", "flexiq-web@1.service  ready", "flexiq-web@2.service  starting"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, b.String())
+		}
+	}
+}

@@ -17,7 +17,11 @@ type TickReport struct {
 
 	Live     int
 	Draining int
-	Min, Max int
+	// Service is set for a service pool, whose Live splits into Ready and
+	// NotReady.
+	Service         bool
+	Ready, NotReady int
+	Min, Max        int
 	// Mode is "active", "paused", "pinned" or "dry-run", as status shows
 	// it (a paused or pinned dry-run pool is paused or pinned).
 	Mode string

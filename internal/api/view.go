@@ -30,6 +30,11 @@ type WorkerCounts struct {
 	Target   int `json:"target"`
 	Min      int `json:"min"`
 	Max      int `json:"max"`
+	// Ready and NotReady split Live for a service pool (issue 19): the
+	// replicas in discovery, and those starting or failing their
+	// readiness. nil for a pool of queue workers.
+	Ready    *int `json:"ready,omitempty"`
+	NotReady *int `json:"not_ready,omitempty"`
 }
 
 // QueueView is the queue as the source last read it (the queue's own view:
@@ -66,4 +71,9 @@ type WorkerView struct {
 	MemoryBytes *uint64 `json:"memory_bytes"`
 	// Restarts counts the crashes of its slot since the daemon started.
 	Restarts int `json:"restarts"`
+	// Readiness is a service replica's: "ready", "starting" or
+	// "not-ready" ("" for a queue worker or a draining replica), and Ports
+	// its ports by name.
+	Readiness string         `json:"readiness,omitempty"`
+	Ports     map[string]int `json:"ports,omitempty"`
 }

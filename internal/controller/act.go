@@ -74,8 +74,13 @@ func (ws *workers) startWorkers(ctx context.Context, now time.Time, n int, why s
 		}
 		results := make(chan result, len(slots))
 		revision := ws.revision()
+		specs, ports := ws.specsFor(now, slots, revision, why)
 		for _, slot := range slots {
-			spec := workerSpec(ws.cfg, slot, revision)
+			spec, ok := specs[slot]
+			if !ok {
+				results <- result{slot, errPortsFailed}
+				continue
+			}
 			go func() {
 				sctx, cancel := context.WithTimeout(ctx, startTimeout)
 				defer cancel()
@@ -91,14 +96,17 @@ func (ws *workers) startWorkers(ctx context.Context, now time.Time, n int, why s
 				taken[r.slot], exists = true, true
 				ws.log.Event(eventlog.Lifecycle, eventlog.Info, ws.workerFields(r.slot, unit, nil),
 					"slot %d is still taken (%v); re-listing and using another slot", r.slot, r.err)
+			case errors.Is(r.err, errPortsFailed):
+				// Reported above, its slot backing off.
 			case isConditionSkip(r.err):
 				ws.conditionSkipped(now, r.slot, unit, r.err)
 			case r.err != nil:
 				delay := ws.fleet.armBackoff(r.slot, now)
 				ws.report.startFailed(r.slot, unit, why, r.err, delay)
 			default:
-				w := &worker{slot: r.slot, unit: unit, revision: revision, since: now}
+				w := &worker{slot: r.slot, unit: unit, revision: revision, since: now, ports: ports[r.slot]}
 				ws.fleet.live[r.slot] = w
+				ws.replicaStarted(now, w)
 				started = append(started, w)
 				n--
 				ws.log.Event(eventlog.WorkerStarted, eventlog.Info, ws.workerFields(r.slot, unit, nil), "started %s (%s)", unit, why)
@@ -123,7 +131,11 @@ func (ws *workers) startWorkers(ctx context.Context, now time.Time, n int, why s
 // does the draining: the drain signal, drain_timeout_sec, SIGKILL; with a
 // quiet_signal, a quiet phase comes first (quiet.go).
 func (ws *workers) drainDownTo(ctx context.Context, now time.Time, want int) {
-	for _, w := range pickVictims(ws.fleet.liveWorkers(), len(ws.fleet.live)-want, ws.revision()) {
+	victims := pickVictims(ws.fleet.liveWorkers(), len(ws.fleet.live)-want, ws.revision())
+	if ws.svc != nil {
+		victims = ws.serviceVictims(len(ws.fleet.live) - want)
+	}
+	for _, w := range victims {
 		ws.retire(ctx, now, w, "scale-down")
 	}
 }
@@ -145,9 +157,34 @@ func (ws *workers) stopWorker(ctx context.Context, w *worker, why string) bool {
 		ws.log.Event(eventlog.WorkerDraining, eventlog.Err, ws.workerFields(w.slot, w.unit, nil), "cannot stop %s (%s): %v", w.unit, why, err)
 		return false
 	}
+	ws.untrack(w)
 	ws.fleet.stop(w)
 	ws.report.draining(w.slot, w.unit, why)
 	return true
+}
+
+// errPortsFailed marks a slot whose ports could not be assigned: its
+// failed start is reported where it happened.
+var errPortsFailed = errors.New("ports not assigned")
+
+// portsHeld are the ports this pool's replicas hold, live or draining: an
+// auto port avoids them.
+func (ws *workers) portsHeld() map[int]bool {
+	held := map[int]bool{}
+	if ws.svc == nil {
+		return held
+	}
+	for _, w := range ws.fleet.live {
+		for _, p := range w.ports {
+			held[p] = true
+		}
+	}
+	for _, d := range ws.fleet.draining {
+		for _, p := range d.ports {
+			held[p] = true
+		}
+	}
+	return held
 }
 
 func workerSpec(c *config.Pool, slot int, revision string) units.WorkerSpec {
@@ -169,5 +206,6 @@ func workerSpec(c *config.Pool, slot int, revision string) units.WorkerSpec {
 		Requires:           c.Requires,
 		StartCondition:     c.StartCondition,
 		Revision:           revision,
+		NotifyReady:        c.Service != nil && c.Service.Readiness.Kind == config.ReadyNotify,
 	}
 }

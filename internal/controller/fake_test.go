@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -80,10 +81,26 @@ func (f *fakeSystemd) StartWorker(ctx context.Context, s units.WorkerSpec) error
 		return &e
 	}
 	f.nextInv++
-	f.units[name] = &units.Worker{Unit: name, Pool: s.Pool, Slot: s.Slot, ActiveState: "active", SubState: "running",
-		Result: "success", InvocationID: fmt.Sprintf("%032x", f.nextInv), Description: descriptionOf(s), Revision: s.Revision}
+	state := "active"
+	if s.NotifyReady {
+		// Type=notify: activating until READY=1 (activate).
+		state = "activating"
+	}
+	f.units[name] = &units.Worker{Unit: name, Pool: s.Pool, Slot: s.Slot, ActiveState: state, SubState: "running",
+		Result: "success", InvocationID: fmt.Sprintf("%032x", f.nextInv), Description: descriptionOf(s), Revision: s.Revision,
+		Environment: environmentOf(s)}
 	f.specs[name] = s
 	return nil
+}
+
+// environmentOf is the unit's Environment= as systemd lists it back:
+// KEY=VALUE, sorted by key.
+func environmentOf(s units.WorkerSpec) []string {
+	var env []string
+	for _, k := range slices.Sorted(maps.Keys(s.Environment)) {
+		env = append(env, k+"="+s.Environment[k])
+	}
+	return env
 }
 
 func descriptionOf(s units.WorkerSpec) string {
@@ -214,6 +231,9 @@ type rig struct {
 	dir   string
 	// ledger is the host budget the pool shares; nil grants every start.
 	ledger *capacity.Ledger
+	// tweak, when set, adjusts the Options of every pool the rig makes
+	// (a service pool's prober and command runner).
+	tweak func(*Options)
 }
 
 func testPool(name string) *config.Pool {
@@ -235,11 +255,15 @@ func newRig(t *testing.T, cfg *config.Pool) *rig {
 // newPool is a new daemon's pool on the same systemd, source and state dir.
 func (r *rig) newPool() *Pool {
 	r.t.Helper()
-	p, err := NewPool(r.cfg, r.sd, eventlog.NewWriter(r.log), Options{
+	opts := Options{
 		StateDir: r.dir, Clock: r.clock.Now,
 		NewSource: func(config.Source) (source.Source, error) { return r.src, nil },
 		Ledger:    r.ledger,
-	})
+	}
+	if r.tweak != nil {
+		r.tweak(&opts)
+	}
+	p, err := NewPool(r.cfg, r.sd, eventlog.NewWriter(r.log), opts)
 	if err != nil {
 		r.t.Fatal(err)
 	}

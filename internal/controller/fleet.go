@@ -31,14 +31,24 @@ type worker struct {
 	havePrev  bool
 	util      float64
 	utilKnown bool
+
+	// A service replica's (service.go): its ports, kept for its life, and
+	// its readiness.
+	ports         map[string]int
+	rd            readiness
+	readyFrom     time.Time // ready_timeout_sec counts from here
+	notReadySince time.Time
+	everReady     bool // it has been in discovery: it leaves through a drain
+	probeID       string
 }
 
 // drainingUnit is a unit on its way out: stopped by us, or seen deactivating
 // (an admin's systemctl stop, or our own drain before a restart). Its slot
 // stays taken until systemd reports the unit gone, however long that takes.
 type drainingUnit struct {
-	slot int
-	ours bool // we asked for the stop
+	slot  int
+	ours  bool           // we asked for the stop
+	ports map[string]int // a replica's, held until it is gone
 }
 
 type slotBackoff struct {
@@ -248,7 +258,7 @@ func (f *fleet) armBackoff(slot int, now time.Time) time.Duration {
 // stop moves a live worker to draining, as we have asked systemd to stop it.
 func (f *fleet) stop(w *worker) {
 	delete(f.live, w.slot)
-	f.draining[w.unit] = drainingUnit{slot: w.slot, ours: true}
+	f.draining[w.unit] = drainingUnit{slot: w.slot, ours: true, ports: w.ports}
 }
 
 // freeSlots returns the slots to start up to n workers in.

@@ -52,6 +52,18 @@ func (p *Pool) do(f func()) {
 	}
 }
 
+// serviceChanged publishes a service pool's ready set after one of its
+// messages (a readiness transition, the end of after-change commands),
+// and what status shows.
+func (p *Pool) serviceChanged(ctx context.Context) {
+	now := p.clock()
+	p.workers.publishReady(ctx, now)
+	changed := p.publish(nil, nil)
+	p.buildView(now, p.pub.listed, nil)
+	p.storeSnapshot()
+	p.notify(changed)
+}
+
 // pendingRead is a tick waiting for its source read.
 type pendingRead struct {
 	run    tickRun
@@ -89,6 +101,20 @@ func (p *Pool) Run(ctx context.Context) {
 			return
 		case f := <-p.own.inbox:
 			f()
+			continue
+		case t, ok := <-p.workers.svc.transitions():
+			if ok {
+				p.workers.onTransition(t)
+				p.serviceChanged(ctx)
+			}
+			continue
+		case d := <-p.workers.svcDone():
+			p.workers.commandsFinished(ctx, p.clock(), d)
+			p.serviceChanged(ctx)
+			continue
+		case <-p.workers.svc.relistC():
+			p.workers.checkNotify(ctx)
+			p.serviceChanged(ctx)
 			continue
 		case obs := <-read:
 			p.endRead(ctx, obs)

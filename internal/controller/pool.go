@@ -28,6 +28,10 @@
 // (their type and what the tick calls), fleet.go (slots, backoff, victims;
 // no I/O), act.go (starting and stopping), quiet.go (the quiet phase),
 // readiness.go (requires, start conditions, the host's budget), rollout.go;
+// a service pool's replicas (issue 19): service.go (readiness, the prober,
+// replacing unready replicas, scale-down victims), ports.go (ports and the
+// WorkerSpec), publish.go (discovery, its after-change commands off the
+// loop, the drain after leaving discovery);
 // the decision: guard.go (the decision and the daemon-wide host guard),
 // threads.go, demand.go, cpu.go (the signals' bookkeeping), override.go
 // (pause and pin), explain.go; view.go (status and explain), report.go and
@@ -48,6 +52,7 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
+	"github.com/flexiq/flexiq-scaled/internal/probe"
 	"github.com/flexiq/flexiq-scaled/internal/source"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
@@ -90,6 +95,14 @@ type Options struct {
 	// when it runs, with what it saw and decided (tickreport.go); as
 	// OnChange, it must not wait for the pool's operations.
 	OnTick func(api.TickReport)
+	// Commands runs a service pool's probe commands and discovery
+	// after-change commands; the daemon's runs each as a transient unit
+	// (units.Manager.CommandRunner). nil runs them as the daemon's
+	// children (source.ProcessGroupRunner).
+	Commands source.CommandRunner
+	// NewProber makes a service pool's readiness prober; nil is probe.New.
+	// Tests inject one they drive.
+	NewProber func(probe.Clock) ReadinessProber
 }
 
 // Pool runs one configured pool. Every field below the first block is its
@@ -160,7 +173,14 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		wake:   make(chan struct{}, 1),
 	}
 	p.workers = newWorkers(p)
+	if cfg.Service != nil {
+		if p.workers.svc, err = newService(cfg, p.clock, opts); err != nil {
+			src.Close()
+			return nil, err
+		}
+	}
 	if err := p.setRules(cfg); err != nil {
+		p.workers.svc.close()
 		src.Close()
 		return nil, err
 	}
@@ -225,6 +245,7 @@ func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 		p.workers.drainDownTo(ctx, now, p.workers.target)
 	}
 	p.workers.startUpTo(ctx, now, p.workers.target, "min_workers")
+	p.workers.publishReady(ctx, now)
 	p.saveState(now)
 	changed := p.publish(nil, nil)
 	p.buildView(now, existing, nil)
@@ -243,6 +264,9 @@ func (p *Pool) Update(cfg *config.Pool) error {
 
 func (p *Pool) update(cfg *config.Pool) error {
 	if err := p.setRules(cfg); err != nil {
+		return err
+	}
+	if err := p.workers.reconfigure(p.clock, p.opts, cfg); err != nil {
 		return err
 	}
 	if !reflect.DeepEqual(p.cfg.Source, cfg.Source) {
@@ -294,6 +318,7 @@ func (p *Pool) Close() error {
 	p.do(func() {
 		srcs = append(p.retired, p.src)
 		p.retired = nil
+		p.workers.svc.close()
 	})
 	var err error
 	for i, s := range srcs {

@@ -27,6 +27,10 @@ type quietUnit struct {
 	invocation string    // the run that was quieted; a restarted unit is a new worker
 	deadline   time.Time // when its stop is due, on the controller's clock
 	timer      *time.Timer
+	// awaitGen, for a service replica, is the publish whose after-change
+	// commands it waits for before its drain period begins (publish.go);
+	// 0 once it has begun.
+	awaitGen uint64
 }
 
 const quietVersion = 1
@@ -50,6 +54,9 @@ type savedQuietEntry struct {
 // retire takes a live worker out of service: a quiet phase first when the
 // pool has a quiet_signal, else the stop at once.
 func (ws *workers) retire(ctx context.Context, now time.Time, w *worker, why string) bool {
+	if ws.svc != nil {
+		return ws.retireReplica(ctx, now, w, why)
+	}
 	if ws.cfg.QuietSignalNumber == 0 || ws.cfg.QuietPeriod <= 0 {
 		return ws.stopWorker(ctx, w, why)
 	}
@@ -95,7 +102,7 @@ func (ws *workers) quietStep(ctx context.Context, now time.Time) {
 			changed = true
 			continue
 		}
-		if now.Before(q.deadline) {
+		if q.awaitGen > 0 || now.Before(q.deadline) {
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, callTimeout)
@@ -109,7 +116,7 @@ func (ws *workers) quietStep(ctx context.Context, now time.Time) {
 		}
 		late := now.Sub(q.deadline).Round(time.Millisecond)
 		ws.log.Event(eventlog.WorkerQuiet, eventlog.Info, ws.workerFields(q.slot, unit, eventlog.Fields{"FLEXIQ_LATE_MS": fmt.Sprint(late.Milliseconds())}),
-			"quiet phase of %s over: stopping it (%s, then SIGKILL after %s)", unit, ws.cfg.DrainSignal, ws.cfg.DrainTimeout)
+			"%s of %s over: stopping it (%s, then SIGKILL after %s)", ws.quietName(), unit, ws.cfg.DrainSignal, ws.cfg.DrainTimeout)
 		q.timer.Stop()
 		delete(ws.quiet, unit)
 		changed = true
@@ -189,4 +196,13 @@ func (ws *workers) restoreQuiet(now time.Time, existing []units.Worker) {
 			"resumed the quiet phase of %s: its stop is due in %s", e.Unit, max(0, deadline.Sub(now)).Round(time.Millisecond))
 	}
 	ws.saveQuiet()
+}
+
+// quietName is what the journal calls the phase: a service replica's is
+// its drain period, after it has left discovery (publish.go).
+func (ws *workers) quietName() string {
+	if ws.svc != nil {
+		return "drain period"
+	}
+	return "quiet phase"
 }

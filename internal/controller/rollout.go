@@ -30,7 +30,7 @@ type rollout struct {
 
 // revision names the pool's current worker definition.
 func (ws *workers) revision() string {
-	return specRevision(workerSpec(ws.cfg, 0, ""), ws.roll.nonce)
+	return specRevision(revisionSpec(ws.cfg), ws.roll.nonce)
 }
 
 // specRevision hashes a worker definition (slot aside). Only fields that are
@@ -88,6 +88,10 @@ func (ws *workers) rolloutStep(ctx context.Context, now time.Time) {
 			"FLEXIQ_REVISION": rev, "FLEXIQ_REMAINING": strconv.Itoa(len(old)),
 		}, "rollout to revision %s begins (%s): %d workers to replace, %d at a time", rev, why, len(old), maxSurge(ws.cfg))
 	}
+	if ws.svc != nil {
+		ws.serviceRolloutStep(ctx, now, old, rev)
+		return
+	}
 	started := ws.startWorkers(ctx, now, ws.admitSurge(ctx, now, min(maxSurge(ws.cfg), len(old))), "rollout")
 	for i, w := range pickVictims(old, len(started), rev) {
 		if !ws.stopWorker(ctx, w, "rollout: replaced by "+started[i].unit) {
@@ -99,4 +103,31 @@ func (ws *workers) rolloutStep(ctx context.Context, now time.Time) {
 			"FLEXIQ_UNIT": w.unit, "FLEXIQ_NEW_UNIT": started[i].unit,
 		}, "rollout: %s replaced by %s; %d of %d left", w.unit, started[i].unit, left, ws.roll.from)
 	}
+}
+
+// serviceRolloutStep is a rollout step of a service pool: a new replica
+// replaces an old one only once it is ready, so the ready count never
+// dips. Old replicas leave as new ones beyond the target become ready;
+// the next surge starts once the last one is ready.
+func (ws *workers) serviceRolloutStep(ctx context.Context, now time.Time, old []*worker, rev string) {
+	pending := 0
+	for _, w := range ws.fleet.liveWorkers() {
+		if !outdated(w, rev) && w.rd != repReady {
+			pending++
+		}
+	}
+	surplus := min(len(old), max(0, len(ws.fleet.live)-max(ws.target, ws.cfg.MinWorkers)-pending))
+	for i, w := range pickVictims(old, surplus, rev) {
+		if !ws.retire(ctx, now, w, "rollout: replaced by a ready replica of revision "+rev) {
+			continue
+		}
+		ws.log.Event(eventlog.RolloutProgress, eventlog.Info, eventlog.Fields{
+			"FLEXIQ_REVISION": rev, "FLEXIQ_OLD_REVISION": w.revision, "FLEXIQ_REMAINING": strconv.Itoa(len(old) - i - 1),
+			"FLEXIQ_UNIT": w.unit,
+		}, "rollout: %s leaves; %d of %d left", w.unit, len(old)-i-1, ws.roll.from)
+	}
+	if pending > 0 || surplus == len(old) {
+		return
+	}
+	ws.startWorkers(ctx, now, ws.admitSurge(ctx, now, min(maxSurge(ws.cfg), len(old)-surplus)), "rollout")
 }

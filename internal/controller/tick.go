@@ -63,10 +63,13 @@ func (p *Pool) beginTick(ctx context.Context) tickRun {
 	}
 	run.listed = listed
 	p.expireOverride(p.wallNow())
+	p.workers.pumpService(ctx, now)
 	r := p.workers.reconcile(ctx, now, listed)
 	p.workers.quietStep(ctx, now)
 	// Crashed workers come back first, before the decision.
 	p.workers.replaceCrashed(ctx, now, r)
+	p.workers.replaceUnready(ctx, now)
+	p.workers.publishReady(ctx, now)
 	p.sampleCPU(now, listed)
 	return run
 }
@@ -107,6 +110,7 @@ func (p *Pool) endTick(ctx context.Context, run tickRun, read observed) (policy.
 	if !p.dryRun() {
 		p.workers.rolloutStep(ctx, now)
 	}
+	p.workers.publishReady(ctx, now)
 	p.workers.recount()
 	p.saveState(now)
 	var c *source.Counts

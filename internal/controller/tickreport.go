@@ -26,6 +26,10 @@ func (p *Pool) tickReport(d policy.Decision, took time.Duration) api.TickReport 
 		Duration:  took,
 		Mode:      p.modeKind(p.wallNow()),
 	}
+	if p.workers.svc != nil {
+		r.Service = true
+		r.Ready, r.NotReady = p.workers.readyCount()
+	}
 	if p.lastObs.valid {
 		r.Queue = queueView(p.lastObs.counts)
 	}

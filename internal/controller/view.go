@@ -7,6 +7,7 @@ package controller
 // never waits behind a tick: it reads the last tick's picture.
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -131,6 +132,10 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *api.Explanatio
 		UpdatedAt:  wall,
 		WorkerList: make([]api.WorkerView, 0, p.workers.live()+p.workers.draining()),
 	}
+	if p.workers.svc != nil {
+		ready, notReady := p.workers.readyCount()
+		v.Workers.Ready, v.Workers.NotReady = &ready, &notReady
+	}
 	v.Mode, v.Override = viewMode(p.modeString(wall), p.activeOverride(wall))
 	if c := p.health.counts; c != nil {
 		v.Queue = queueView(*c)
@@ -140,6 +145,9 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *api.Explanatio
 		if !w.since.IsZero() && now.After(w.since) {
 			up := now.Sub(w.since).Seconds()
 			wv.UptimeSec = &up
+		}
+		if p.workers.svc != nil {
+			wv.Readiness, wv.Ports = w.rd.String(), maps.Clone(w.ports)
 		}
 		if w.utilKnown {
 			pct := w.util * p.cfg.CPUPerWorker * 100

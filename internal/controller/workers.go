@@ -46,6 +46,7 @@ type workers struct {
 	ready    readyState            // readiness.go
 	quiet    map[string]*quietUnit // quiet.go: workers in their quiet phase
 	restarts map[int]int           // crashes by slot, for status
+	svc      *service              // a service pool's (service.go); nil for queue workers
 }
 
 func newWorkers(p *Pool) *workers {
@@ -68,6 +69,7 @@ func newWorkers(p *Pool) *workers {
 func (ws *workers) reconcile(ctx context.Context, now time.Time, listed []units.Worker) reconciled {
 	r := ws.fleet.reconcile(now, listed)
 	ws.apply(ctx, now, r)
+	ws.replicasReconciled(now, listed, r)
 	return r
 }
 
@@ -100,6 +102,17 @@ func (ws *workers) scaleTo(ctx context.Context, now time.Time, d policy.Decision
 // every quiet phase is cut short and every live worker stopped.
 func (ws *workers) stopAll(ctx context.Context, now time.Time, listed []units.Worker, why string) {
 	ws.reconcile(ctx, now, listed)
+	if ws.svc != nil {
+		// Replicas leave discovery and serve out their drain periods,
+		// as on a scale-down.
+		ws.pumpService(ctx, now)
+		for _, w := range ws.fleet.liveWorkers() {
+			ws.retire(ctx, now, w, why)
+		}
+		ws.publishReady(ctx, now)
+		ws.quietStep(ctx, now)
+		return
+	}
 	ws.endQuiet(ctx, now)
 	for _, w := range ws.fleet.liveWorkers() {
 		ws.stopWorker(ctx, w, why)

@@ -71,6 +71,9 @@ func (d *daemon) newPool(pc *config.Pool) (*runningPool, error) {
 		// A command source runs its program as a transient unit of its
 		// own, so that stopping it kills everything it started.
 		NewSource: source.NewWithCommandRunner(d.units.CommandRunner(pc.Name)),
+		// A service pool's probe commands and discovery after-change
+		// commands run the same way (issue 19).
+		Commands: d.units.CommandRunner(pc.Name),
 	})
 	if err != nil {
 		return nil, err

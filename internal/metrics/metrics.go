@@ -49,6 +49,8 @@ var gaugeHelp = map[string]string{
 	"workers_min":              "The pool's min_workers.",
 	"workers_max":              "The pool's max_workers (after the host's capacity cap).",
 	"workers_draining":         "Workers asked to stop that have not yet stopped.",
+	"workers_ready":            "A service pool's live replicas that are ready (in discovery).",
+	"workers_not_ready":        "A service pool's live replicas that are starting or failing their readiness (counted as current, not in discovery).",
 	"queue_pending":            "Jobs waiting in the queue, as the source last read them.",
 	"queue_running":            "Jobs running, as the source last read them (draining workers' included).",
 	"queue_paused":             "Jobs in paused queues.",
@@ -106,6 +108,10 @@ func (m *Metrics) Tick(r api.TickReport) {
 	g("workers_min", float64(r.Min))
 	g("workers_max", float64(r.Max))
 	g("workers_draining", float64(r.Draining))
+	if r.Service {
+		g("workers_ready", float64(r.Ready))
+		g("workers_not_ready", float64(r.NotReady))
+	}
 	if q := r.Queue; q != nil {
 		g("queue_pending", float64(q.Pending))
 		g("queue_running", float64(q.Running))

@@ -125,3 +125,22 @@ func TestModeGauge(t *testing.T) {
 		}
 	}
 }
+
+// A service pool's live replicas are split into ready and not ready; a
+// queue pool has neither series.
+func TestReadyGauges(t *testing.T) {
+	m := New(nil, nil)
+	m.Tick(api.TickReport{Pool: "web", Live: 3, Service: true, Ready: 2, NotReady: 1})
+	m.Tick(api.TickReport{Pool: "email", Live: 2})
+	want := `
+# HELP flexiq_scaled_workers_ready A service pool's live replicas that are ready (in discovery).
+# TYPE flexiq_scaled_workers_ready gauge
+flexiq_scaled_workers_ready{pool="web"} 2
+# HELP flexiq_scaled_workers_not_ready A service pool's live replicas that are starting or failing their readiness (counted as current, not in discovery).
+# TYPE flexiq_scaled_workers_not_ready gauge
+flexiq_scaled_workers_not_ready{pool="web"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), "flexiq_scaled_workers_ready", "flexiq_scaled_workers_not_ready"); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,73 @@
+package controller
+
+// Type=notify replicas (readiness = "notify") are ready once systemd says
+// they are active, which only a listing tells. Rather than wait for the
+// next tick (a poll interval may be many seconds, the discovery latency
+// issue 19 asks for is a probe period), the loop re-lists the pool every
+// notifyPoll while a replica is activating, and only reads readiness from
+// that listing: crashes and stops stay the tick's to handle.
+
+import (
+	"context"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/config"
+)
+
+const notifyPoll = time.Second
+
+// notifyPending says whether a notify replica is waiting for READY=1.
+func (ws *workers) notifyPending() bool {
+	if ws.svc == nil || ws.cfg.Service.Readiness.Kind != config.ReadyNotify {
+		return false
+	}
+	for _, w := range ws.fleet.live {
+		if w.rd != repReady {
+			return true
+		}
+	}
+	return false
+}
+
+// armNotify asks for a re-list in notifyPoll while a notify replica is
+// activating; one is asked at a time.
+func (ws *workers) armNotify() {
+	if !ws.notifyPending() || ws.svc.relistArmed {
+		return
+	}
+	ws.svc.relistArmed = true
+	ch := ws.svc.relist
+	time.AfterFunc(notifyPoll, func() {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	})
+}
+
+// relistC is the channel of the re-lists due, nil without a service.
+func (s *service) relistC() <-chan struct{} {
+	if s == nil {
+		return nil
+	}
+	return s.relist
+}
+
+// checkNotify re-lists the pool and takes in the replicas that became
+// active, on the loop.
+func (ws *workers) checkNotify(ctx context.Context) {
+	ws.svc.relistArmed = false
+	if !ws.notifyPending() {
+		return
+	}
+	listed, err := ws.list(ctx)
+	if err == nil {
+		byUnit := indexByUnit(listed)
+		for _, w := range ws.fleet.liveWorkers() {
+			if lw, ok := byUnit.get(w.unit); ok && (w.invocation == "" || w.invocation == lw.InvocationID) && lw.ActiveState == "active" {
+				ws.setReadiness(w, repReady, nil)
+			}
+		}
+	}
+	ws.armNotify()
+}

@@ -1,0 +1,15 @@
+package eventlog
+
+// The kinds of issue 19's service pools, after issue 9's block.
+const (
+	// ReplicaReadiness: a service replica became ready (it enters
+	// discovery) or stopped being ready (it leaves discovery).
+	ReplicaReadiness Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b25"
+	// ReplicaReplaced: a replica never became ready within
+	// ready_timeout_sec, or stayed unready for unready_timeout_sec, and is
+	// stopped and replaced.
+	ReplicaReplaced Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b26"
+	// DiscoveryCommand: a discovery after-change command ran (info, with
+	// its output), or failed (warning; retried at the next change).
+	DiscoveryCommand Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b27"
+)
