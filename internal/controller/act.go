@@ -3,7 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
-
+	"fmt"
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
@@ -26,6 +26,15 @@ func (ws *workers) apply(ctx context.Context, now time.Time, r reconciled) {
 	}
 	for _, s := range r.stopped {
 		ws.report.stopped(s)
+	}
+	for _, unit := range r.stops {
+		if ws.dryRun() {
+			break
+		}
+		sctx, cancel := context.WithTimeout(ctx, callTimeout)
+		// An error only means the unit is already gone or going.
+		_, _ = ws.units.StopWorker(sctx, unit)
+		cancel()
 	}
 	for _, unit := range r.resets {
 		if ws.dryRun() {
@@ -74,8 +83,14 @@ func (ws *workers) startWorkers(ctx context.Context, now time.Time, n int, why s
 		}
 		results := make(chan result, len(slots))
 		revision := ws.revision()
+		size := map[int]int{}
 		for _, slot := range slots {
 			spec := workerSpec(ws.cfg, slot, revision)
+			if err := ws.gangSpec(&spec); err != nil {
+				results <- result{slot, fmt.Errorf("starting %s: %w", units.UnitName(ws.name, slot), err)}
+				continue
+			}
+			size[slot] = len(spec.Ranks)
 			go func() {
 				sctx, cancel := context.WithTimeout(ctx, startTimeout)
 				defer cancel()
@@ -97,7 +112,7 @@ func (ws *workers) startWorkers(ctx context.Context, now time.Time, n int, why s
 				delay := ws.fleet.armBackoff(r.slot, now)
 				ws.report.startFailed(r.slot, unit, why, r.err, delay)
 			default:
-				w := &worker{slot: r.slot, unit: unit, revision: revision, since: now}
+				w := &worker{slot: r.slot, unit: unit, revision: revision, since: now, size: size[r.slot]}
 				ws.fleet.live[r.slot] = w
 				started = append(started, w)
 				n--

@@ -164,7 +164,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		src.Close()
 		return nil, err
 	}
-	p.pub.status = Status{Name: cfg.Name, Max: cfg.MaxWorkers, Mode: p.modeString(p.wallNow())}
+	p.pub.status = Status{Name: cfg.Name, Max: cfg.MaxWorkers, Mode: p.modeString(p.wallNow()), GroupSize: cfg.GroupSize()}
 	p.storeSnapshot()
 	p.progress.Store(time.Now().UnixNano())
 	return p, nil

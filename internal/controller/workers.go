@@ -46,6 +46,7 @@ type workers struct {
 	ready    readyState            // readiness.go
 	quiet    map[string]*quietUnit // quiet.go: workers in their quiet phase
 	restarts map[int]int           // crashes by slot, for status
+	gang     gangDeps              // gang.go: free ports, the CPUs to split
 }
 
 func newWorkers(p *Pool) *workers {
@@ -60,13 +61,14 @@ func newWorkers(p *Pool) *workers {
 		cfg:      p.cfg,
 		fleet:    newFleet(),
 		restarts: map[int]int{},
+		gang:     defaultGangDeps(),
 	}
 }
 
 // reconcile brings the fleet in line with a listing of the pool's units,
 // reports what changed by itself and clears the failed units.
 func (ws *workers) reconcile(ctx context.Context, now time.Time, listed []units.Worker) reconciled {
-	r := ws.fleet.reconcile(now, listed)
+	r := ws.fleet.reconcile(now, foldRanks(listed))
 	ws.apply(ctx, now, r)
 	return r
 }
@@ -109,7 +111,7 @@ func (ws *workers) stopAll(ctx context.Context, now time.Time, listed []units.Wo
 // live and draining count the workers as of the last listing and the
 // starts and stops since.
 func (ws *workers) live() int     { return len(ws.fleet.live) }
-func (ws *workers) draining() int { return len(ws.fleet.draining) }
+func (ws *workers) draining() int { return ws.fleet.drainingSlots() }
 
 func (ws *workers) dryRun() bool { return ws.cfg.Mode == config.ModeDryRun }
 
