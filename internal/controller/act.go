@@ -116,7 +116,11 @@ func (ws *workers) startWorkers(ctx context.Context, now time.Time, n int, why s
 				ws.fleet.live[r.slot] = w
 				started = append(started, w)
 				n--
-				ws.log.Event(eventlog.WorkerStarted, eventlog.Info, ws.workerFields(r.slot, unit, nil), "started %s (%s)", unit, why)
+				ranks := ""
+				if w.size > 1 {
+					ranks = fmt.Sprintf(" with its %d ranks", w.size)
+				}
+				ws.log.Event(eventlog.WorkerStarted, eventlog.Info, ws.workerFields(r.slot, unit, nil), "started %s%s (%s)", unit, ranks, why)
 			}
 		}
 		if !exists {

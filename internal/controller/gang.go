@@ -402,3 +402,30 @@ func (r *reporter) groupCrashed(c crash) {
 		"gang group %s (%d ranks) stopped without being asked: %s; the group is stopped and re-placed as a unit: slot %d may restart in %s",
 		c.worker.unit, c.worker.size, what, c.worker.slot, c.delay)
 }
+
+// revisionSpec is the definition a pool's revision hashes: the worker's,
+// and for a gang pool its group's shape (the size, the ports as declared,
+// the CPU split), so that changing any of them replaces the groups. The
+// ranks' actual ports are left out: an "auto" port differs at every start.
+func revisionSpec(c *config.Pool) units.WorkerSpec {
+	s := workerSpec(c, 0, "")
+	size := c.GroupSize()
+	if size < 2 {
+		return s
+	}
+	s.Ranks = make([]units.RankSpec, size)
+	for r := range s.Ranks {
+		env := map[string]string{config.RankEnv: strconv.Itoa(r), config.GroupSizeEnv: strconv.Itoa(size)}
+		for _, p := range c.Service.Ports {
+			env[p.EnvName()] = "auto"
+			if p.Base > 0 {
+				env[p.EnvName()] = strconv.Itoa(p.Base)
+			}
+		}
+		s.Ranks[r].Environment = env
+		if c.Service.CPUSetSplit {
+			s.Ranks[r].AllowedCPUs = "split"
+		}
+	}
+	return s
+}

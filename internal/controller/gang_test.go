@@ -448,3 +448,32 @@ func TestGroupExit(t *testing.T) {
 		}
 	}
 }
+
+// TestGangRevision: the group's shape is part of the pool's definition; a
+// pool without groups keeps the revision it had.
+func TestGangRevision(t *testing.T) {
+	single := testPool("web")
+	base := specRevision(revisionSpec(single), "")
+	if base != specRevision(workerSpec(single, 0, ""), "") {
+		t.Fatal("a pool without groups changed its revision")
+	}
+	seen := map[string]string{"single": base}
+	for name, svc := range map[string]config.Service{
+		"group of 2":     {GroupSize: 2},
+		"group of 3":     {GroupSize: 3},
+		"with a port":    {GroupSize: 3, Ports: []config.Port{{Name: "http", Base: 8000}}},
+		"another base":   {GroupSize: 3, Ports: []config.Port{{Name: "http", Base: 9000}}},
+		"an auto port":   {GroupSize: 3, Ports: []config.Port{{Name: "http"}}},
+		"split the CPUs": {GroupSize: 3, CPUSetSplit: true},
+	} {
+		c := testPool("web")
+		c.Service = &svc
+		rev := specRevision(revisionSpec(c), "")
+		for other, r := range seen {
+			if r == rev {
+				t.Errorf("%s and %s have the same revision", name, other)
+			}
+		}
+		seen[name] = rev
+	}
+}

@@ -27,7 +27,8 @@
 // readers see), drain.go (draining the whole pool); the workers: workers.go
 // (their type and what the tick calls), fleet.go (slots, backoff, victims;
 // no I/O), act.go (starting and stopping), quiet.go (the quiet phase),
-// readiness.go (requires, start conditions, the host's budget), rollout.go;
+// readiness.go (requires, start conditions, the host's budget), rollout.go,
+// gang.go (a service pool's gang groups: ranks, ports, a group's end);
 // the decision: guard.go (the decision and the daemon-wide host guard),
 // threads.go, demand.go, cpu.go (the signals' bookkeeping), override.go
 // (pause and pin), explain.go; view.go (status and explain), report.go and

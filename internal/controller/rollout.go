@@ -30,7 +30,7 @@ type rollout struct {
 
 // revision names the pool's current worker definition.
 func (ws *workers) revision() string {
-	return specRevision(workerSpec(ws.cfg, 0, ""), ws.roll.nonce)
+	return specRevision(revisionSpec(ws.cfg), ws.roll.nonce)
 }
 
 // specRevision hashes a worker definition (slot aside). Only fields that are
