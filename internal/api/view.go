@@ -30,6 +30,9 @@ type WorkerCounts struct {
 	Target   int `json:"target"`
 	Min      int `json:"min"`
 	Max      int `json:"max"`
+	// GroupSize is the ranks of a gang pool's groups, which the counts
+	// above count; 0 for a pool of single units.
+	GroupSize int `json:"group_size,omitempty"`
 }
 
 // QueueView is the queue as the source last read it (the queue's own view:

@@ -196,6 +196,9 @@ func TestGangStart(t *testing.T) {
 	if w := g.pool.workers.fleet.live[1]; w == nil || w.unit != "flexiq-web@1.service" || w.size != 3 {
 		t.Errorf("slot 1's worker = %+v, want rank 0's unit, size 3", w)
 	}
+	if v := g.pool.View(); v.Workers.GroupSize != 3 || v.Workers.Live != 2 {
+		t.Errorf("view counts %+v, want 2 live groups of 3", v.Workers)
+	}
 	if st := g.pool.Status().String(); !strings.Contains(st, "2/10 groups of 3") {
 		t.Errorf("status %q does not count groups", st)
 	}

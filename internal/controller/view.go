@@ -131,6 +131,9 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *api.Explanatio
 		UpdatedAt:  wall,
 		WorkerList: make([]api.WorkerView, 0, p.workers.live()+p.workers.draining()),
 	}
+	if n := p.cfg.GroupSize(); n > 1 {
+		v.Workers.GroupSize = n
+	}
 	v.Mode, v.Override = viewMode(p.modeString(wall), p.activeOverride(wall))
 	if c := p.health.counts; c != nil {
 		v.Queue = queueView(*c)
