@@ -480,3 +480,56 @@ func TestGangRevision(t *testing.T) {
 		seen[name] = rev
 	}
 }
+
+// TestGangScaleDown: a group stopped by the pool drains as one worker; its
+// slot stays taken until its last rank is gone, and its end is one entry.
+func TestGangScaleDown(t *testing.T) {
+	g := newGangRig(t, gangPool(3, 2, config.Service{}), nil, "")
+	g.start(g.pool)
+	ws := g.pool.workers
+	ctx := t.Context()
+	ws.drainDownTo(ctx, g.clock.now, 1)
+	if ws.live() != 1 || ws.draining() != 1 {
+		t.Fatalf("live %d, draining %d; want 1 and 1", ws.live(), ws.draining())
+	}
+	reconcile := func() {
+		listed, err := ws.list(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws.reconcile(ctx, g.clock.now, listed)
+	}
+	victim := ws.fleet.liveWorkers()[0].slot%2 + 1
+	g.sd.finish(units.UnitName("web", victim), "success")
+	reconcile()
+	if ws.draining() != 1 {
+		t.Fatalf("draining %d with ranks 1 and 2 still stopping, want 1", ws.draining())
+	}
+	if slots := ws.fleet.freeSlots(g.clock.now, 1, nil); len(slots) != 1 || slots[0] == victim {
+		t.Fatalf("free slots %v: slot %d is free while its ranks stop", slots, victim)
+	}
+	for r := 1; r <= 2; r++ {
+		g.sd.finish(units.RankUnitName("web", victim, r), "success")
+	}
+	reconcile()
+	if ws.draining() != 0 {
+		t.Fatalf("draining %d after every rank is gone, want 0", ws.draining())
+	}
+	if n := len(g.lines(" stopped, Result=success")); n != 1 {
+		t.Errorf("%d stop entries, want one for the group:\n%s", n, g.log)
+	}
+	if n := len(g.lines("stopped without being asked")); n != 0 {
+		t.Errorf("a scale-down reported as a crash:\n%s", g.log)
+	}
+}
+
+// TestGangRank0Crash: rank 0 itself fails; the entry names it.
+func TestGangRank0Crash(t *testing.T) {
+	g := newGangRig(t, gangPool(2, 1, config.Service{}), nil, "")
+	g.start(g.pool)
+	g.crashRank(1, 0, "core-dump", nil)
+	g.tick(time.Second)
+	if len(g.lines("stopped without being asked", `FLEXIQ_RANK="0"`, `FLEXIQ_RESULT="core-dump"`, "rank 0 (flexiq-web@1.service) is failed")) != 1 {
+		t.Fatalf("no crash entry naming rank 0:\n%s", g.log)
+	}
+}
