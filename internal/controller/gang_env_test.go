@@ -3,6 +3,8 @@ package controller
 import (
 	"errors"
 	"maps"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -160,5 +162,47 @@ func TestGangRevision(t *testing.T) {
 			}
 		}
 		seen[name] = rev
+	}
+}
+
+// TestFreePorts: the ports picked for one group are distinct and free
+// again once the picker is closed, for the ranks to bind.
+func TestFreePorts(t *testing.T) {
+	p := newFreePorts()
+	seen := map[int]bool{}
+	for range 3 {
+		port, err := p.pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if port <= 0 || seen[port] {
+			t.Fatalf("picked %d after %v", port, seen)
+		}
+		seen[port] = true
+	}
+	p.close()
+	for port := range seen {
+		l, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(port)))
+		if err != nil {
+			t.Fatalf("port %d still held after close: %v", port, err)
+		}
+		l.Close()
+	}
+}
+
+func TestListedGroupSize(t *testing.T) {
+	cases := []struct {
+		w    units.Worker
+		want int
+	}{
+		{units.Worker{}, 1},
+		{units.Worker{Environment: []string{"A=1", "FLEXIQ_GROUP_SIZE=4"}, Ranks: make([]units.Worker, 1)}, 4},
+		{units.Worker{Environment: []string{"FLEXIQ_GROUP_SIZE=x"}, Ranks: make([]units.Worker, 2)}, 3},
+		{units.Worker{Ranks: make([]units.Worker, 2)}, 3},
+	}
+	for i, tc := range cases {
+		if got := listedGroupSize(tc.w); got != tc.want {
+			t.Errorf("case %d: listedGroupSize = %d, want %d", i, got, tc.want)
+		}
 	}
 }
