@@ -429,3 +429,67 @@ func revisionSpec(c *config.Pool) units.WorkerSpec {
 	}
 	return s
 }
+
+// failedRank names, in a failed start's entry f and in its message, the
+// rank of a gang group whose start failed, when the start error is that
+// rank's; "" for rank 0 or a single unit.
+func failedRank(f eventlog.Fields, se *units.StartError) string {
+	if se == nil {
+		return ""
+	}
+	rank, ok := rankOf(se.Unit)
+	if !ok {
+		return ""
+	}
+	f["FLEXIQ_RANK"], f["FLEXIQ_RANK_UNIT"] = strconv.Itoa(rank), se.Unit
+	return fmt.Sprintf(" (rank %d, %s, failed: the group starts all or nothing, so none of its ranks is left running)", rank, se.Unit)
+}
+
+// rankOf reads R from a rank's unit, flexiq-POOL@SLOT-rR.service
+// (units.RankUnitName), for R >= 1.
+func rankOf(unit string) (int, bool) {
+	rest, ok := strings.CutSuffix(unit, ".service")
+	if !ok {
+		return 0, false
+	}
+	_, inst, ok := strings.Cut(rest, "@")
+	if !ok {
+		return 0, false
+	}
+	slot, r, ok := strings.Cut(inst, "-r")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(r)
+	if _, serr := strconv.Atoi(slot); err != nil || serr != nil || n < 1 || strconv.Itoa(n) != r {
+		return 0, false
+	}
+	return n, true
+}
+
+// endedWhileAway reports the gang groups that ended while no daemon
+// watched them (rank 0 gone or failed, a rank of it still listed), as the
+// daemon that started them would have: one crash entry for each, naming
+// the rank, and the slot's backoff before the group is placed again. It
+// runs once, at Start, before the first reconcile resets what they left.
+func (ws *workers) endedWhileAway(now time.Time, listed []units.Worker) {
+	for _, w := range foldRanks(listed) {
+		if len(w.Ranks) == 0 {
+			continue
+		}
+		if st := classify(w, true); st == stateRunning || st == stateStopping {
+			continue // adopted; the first reconcile judges it
+		}
+		size := max(listedGroupSize(w), ws.cfg.GroupSize())
+		for _, rk := range w.Ranks {
+			size = max(size, rk.Rank+1)
+		}
+		e, ok := groupExit(w.Unit, w, true, size)
+		if !ok || e.rank < 0 {
+			continue
+		}
+		lw := &worker{slot: w.Slot, unit: w.Unit, size: size}
+		ws.report.crashed(crash{worker: lw, unit: w, delay: ws.fleet.armBackoff(w.Slot, now), exit: &e})
+		ws.restarts[w.Slot]++
+	}
+}

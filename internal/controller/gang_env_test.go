@@ -206,3 +206,21 @@ func TestListedGroupSize(t *testing.T) {
 		}
 	}
 }
+
+func TestRankOf(t *testing.T) {
+	for unit, want := range map[string]int{
+		"flexiq-web@1-r1.service":  1,
+		"flexiq-web@12-r7.service": 7,
+		"flexiq-web@1.service":     0,
+		"flexiq-web@1-r0.service":  0,
+		"flexiq-web@1-r01.service": 0,
+		"flexiq-web@x-r1.service":  0,
+		"flexiq-web@1-r1.socket":   0,
+		"web":                      0,
+	} {
+		got, ok := rankOf(unit)
+		if ok != (want > 0) || got != want {
+			t.Errorf("rankOf(%q) = %d, %v; want %d", unit, got, ok, want)
+		}
+	}
+}

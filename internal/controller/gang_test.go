@@ -282,8 +282,8 @@ func TestGangStartFailureBacksOff(t *testing.T) {
 	g := newGangRig(t, gangPool(3, 1, config.Service{}), nil, "")
 	g.sd.failStart = &units.StartError{JobResult: "failed", Result: "exit-code", ExitStatus: 1, Unit: "flexiq-web@1-r1.service"}
 	g.start(g.pool)
-	if len(g.lines("failed to start", `FLEXIQ_BACKOFF_SEC="1"`)) != 1 {
-		t.Fatalf("no failed start with backoff:\n%s", g.log)
+	if len(g.lines("failed to start", `FLEXIQ_BACKOFF_SEC="1"`, `FLEXIQ_RANK="1"`, "rank 1, flexiq-web@1-r1.service, failed")) != 1 {
+		t.Fatalf("no failed start naming rank 1, with backoff:\n%s", g.log)
 	}
 	g.tick(500 * time.Millisecond)
 	if len(g.sd.starts) != 1 {
@@ -301,30 +301,38 @@ func TestGangStartFailureBacksOff(t *testing.T) {
 
 // TestGangAdoptAfterDaemonDown: rank 1 failed while the daemon was down and
 // systemd stopped the rest; the next daemon finds only the failed rank,
-// resets it and places the group again.
+// logs the group's end once, naming rank 1, resets it and places the group
+// again after the slot's backoff.
 func TestGangAdoptAfterDaemonDown(t *testing.T) {
 	g := newGangRig(t, gangPool(3, 1, config.Service{}), nil, "")
 	g.start(g.pool)
 	g.crashRank(1, 1, "exit-code", nil)
-	p := g.newPool()
-	g.wire(p, "")
-	g.start(p)
+	g.pool = g.newPool()
+	g.wire(g.pool, "")
+	g.start(g.pool)
+	if got := g.lines("stopped without being asked", `FLEXIQ_RANK="1"`, `FLEXIQ_RESULT="exit-code"`, "flexiq-web@1-r1.service"); len(got) != 1 {
+		t.Fatalf("want one crash entry naming rank 1:\n%s", g.log)
+	}
+	if n := len(g.sd.units); n != 0 {
+		t.Fatalf("%d units left during the backoff; the failed rank should have been reset", n)
+	}
+	g.tick(1100 * time.Millisecond)
 	if n := g.sd.count("active"); n != 3 {
 		t.Fatalf("%d active units, want the group placed again", n)
 	}
-	if n := p.workers.live(); n != 1 {
-		t.Errorf("%d live groups, want 1", n)
+	if len(g.lines("stopped without being asked")) != 1 {
+		t.Errorf("more than one crash entry:\n%s", g.log)
 	}
 
-	// And a running group is adopted as one worker of 3 ranks.
+	// And a running group is adopted as one worker of 3 ranks, no entry.
 	q := g.newPool()
 	g.wire(q, "")
 	g.start(q)
 	if w := q.workers.fleet.live[1]; w == nil || w.size != 3 || q.workers.live() != 1 {
 		t.Fatalf("adopted %+v, want one group of 3", w)
 	}
-	if len(g.sd.starts) != 2 {
-		t.Errorf("starts %v, want none for the adopted group", g.sd.starts)
+	if len(g.sd.starts) != 2 || len(g.lines("stopped without being asked")) != 1 {
+		t.Errorf("starts %v, want none for the adopted group; log:\n%s", g.sd.starts, g.log)
 	}
 }
 

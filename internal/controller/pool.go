@@ -198,6 +198,7 @@ func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 	// Workers a previous daemon quieted are draining, not live (quiet.go).
 	p.workers.restoreQuiet(now, existing)
 	p.loadOverride()
+	p.workers.endedWhileAway(now, existing)
 	p.workers.reconcile(ctx, now, existing)
 	p.workers.quietStep(ctx, now)
 	adopted := p.workers.live()

@@ -146,8 +146,9 @@ func (r *reporter) startFailed(slot int, unit, why string, err error, delay time
 	} else {
 		f["FLEXIQ_RESULT"] = "start-failed"
 	}
+	rank := failedRank(f, se)
 	r.log.Event(eventlog.WorkerCrashed, eventlog.Err, r.workerFields(slot, unit, f),
-		"worker %s failed to start (%s): %v%s; slot %d may retry in %s", unit, why, err, exitHint(se), slot, delay)
+		"worker %s failed to start (%s): %v%s%s; slot %d may retry in %s", unit, why, err, exitHint(se), rank, slot, delay)
 }
 
 // exitHint explains the exit statuses that systemd itself sets when it
