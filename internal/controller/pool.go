@@ -28,7 +28,8 @@
 // (their type and what the tick calls), fleet.go (slots, backoff, victims;
 // no I/O), act.go (starting and stopping), quiet.go (the quiet phase),
 // readiness.go (requires, start conditions, the host's budget), rollout.go,
-// gang.go (a service pool's gang groups: ranks, ports, a group's end);
+// gang.go and gang_report.go (a service pool's gang groups: ranks, ports,
+// a group's end and its journal entry);
 // the decision: guard.go (the decision and the daemon-wide host guard),
 // threads.go, demand.go, cpu.go (the signals' bookkeeping), override.go
 // (pause and pin), explain.go; view.go (status and explain), report.go and
