@@ -169,7 +169,12 @@ func printStatus(w io.Writer, pools []api.View, now time.Time) {
 		}
 		fmt.Fprintf(w, "%s %s - %s\n", bullet, v.Pool, mode)
 		wc := v.Workers
-		fmt.Fprintf(w, "   Workers: %d live, %d draining; target %d (min %d, max %d)\n", wc.Live, wc.Draining, wc.Target, wc.Min, wc.Max)
+		if wc.GroupSize > 1 {
+			fmt.Fprintf(w, "    Groups: %d live, %d draining; target %d (min %d, max %d); %d ranks each\n",
+				wc.Live, wc.Draining, wc.Target, wc.Min, wc.Max, wc.GroupSize)
+		} else {
+			fmt.Fprintf(w, "   Workers: %d live, %d draining; target %d (min %d, max %d)\n", wc.Live, wc.Draining, wc.Target, wc.Min, wc.Max)
+		}
 		if wc.Ready != nil && wc.NotReady != nil {
 			fmt.Fprintf(w, "  Replicas: %d ready, %d not ready\n", *wc.Ready, *wc.NotReady)
 		}

@@ -80,3 +80,16 @@ func TestPrintStatusService(t *testing.T) {
 		}
 	}
 }
+
+// TestPrintStatusGroups: a gang pool's counts are groups, and say so.
+func TestPrintStatusGroups(t *testing.T) {
+	v := api.View{Pool: "web", Mode: "active", Workers: api.WorkerCounts{Live: 2, Draining: 1, Target: 2, Min: 1, Max: 4, GroupSize: 3}}
+	var b strings.Builder
+	printStatus(&b, []api.View{v}, time.Now())
+	if want := "Groups: 2 live, 1 draining; target 2 (min 1, max 4); 3 ranks each"; !strings.Contains(b.String(), want) {
+		t.Errorf("status lacks %q:\n%s", want, b.String())
+	}
+	if strings.Contains(b.String(), "Workers:") {
+		t.Errorf("a gang pool's status counts workers:\n%s", b.String())
+	}
+}

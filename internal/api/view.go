@@ -35,6 +35,9 @@ type WorkerCounts struct {
 	// readiness. nil for a pool of queue workers.
 	Ready    *int `json:"ready,omitempty"`
 	NotReady *int `json:"not_ready,omitempty"`
+	// GroupSize is the ranks of a gang pool's groups, which the counts
+	// above count; 0 for a pool of single units.
+	GroupSize int `json:"group_size,omitempty"`
 }
 
 // QueueView is the queue as the source last read it (the queue's own view:

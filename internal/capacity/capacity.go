@@ -38,10 +38,32 @@ type Budget struct {
 type Cost struct {
 	Cores  float64
 	Memory uint64
+	// Units is how many units one worker is, as max_total_workers counts
+	// them: a gang group's ranks (see Group); 0 means 1.
+	Units int
 }
 
 // Limited says whether the cost bounds anything.
 func (c Cost) Limited() bool { return c.Cores > 0 || c.Memory > 0 }
+
+// Group is the cost of a worker that is a gang group of n units, each of
+// cost c: n times its cores and memory (saturated, never wrapped), and n
+// units. A group of one is c itself.
+func (c Cost) Group(n int) Cost {
+	if n <= 1 {
+		return c
+	}
+	g := Cost{Cores: c.Cores * float64(n), Memory: c.Memory, Units: n * c.units()}
+	if hi, lo := bits.Mul64(c.Memory, uint64(n)); hi > 0 {
+		g.Memory = math.MaxUint64
+	} else {
+		g.Memory = lo
+	}
+	return g
+}
+
+// units is Units with its zero read as 1.
+func (c Cost) units() int { return max(1, c.Units) }
 
 // Unlimited is the Fit of a pool that nothing bounds.
 const Unlimited = math.MaxInt
@@ -71,7 +93,7 @@ func Fit(b Budget, c Cost) int {
 		n = min(n, int(b.Memory/c.Memory))
 	}
 	if b.Workers > 0 {
-		n = min(n, b.Workers)
+		n = min(n, b.Workers/c.units())
 	}
 	return max(0, n)
 }
@@ -95,8 +117,12 @@ func Shortfall(b Budget, c Cost, n int) string {
 			missing = append(missing, fmt.Sprintf("%s of memory (need %s, have %s)", FormatBytes(need-b.Memory), FormatBytes(need), FormatBytes(b.Memory)))
 		}
 	}
-	if b.Workers > 0 && n > b.Workers {
-		missing = append(missing, fmt.Sprintf("%d workers (max_total_workers = %d)", n-b.Workers, b.Workers))
+	if u := n * c.units(); b.Workers > 0 && u > b.Workers {
+		group := ""
+		if c.units() > 1 {
+			group = fmt.Sprintf("; a group is %d", c.units())
+		}
+		missing = append(missing, fmt.Sprintf("%d workers (max_total_workers = %d%s)", u-b.Workers, b.Workers, group))
 	}
 	return strings.Join(missing, " and ")
 }
@@ -159,7 +185,8 @@ func (l *Ledger) SetBudget(b Budget) {
 	l.budget = b
 }
 
-// Set records that pool has units units of cost c.
+// Set records that pool has units workers of cost c (a gang pool's
+// workers being its groups, c their cost).
 func (l *Ledger) Set(pool string, c Cost, units int) {
 	if l == nil {
 		return
@@ -195,7 +222,7 @@ func (l *Ledger) Claim(pool string, c Cost, n int) (int, string) {
 		}
 		free.Cores -= float64(u.units) * u.cost.Cores
 		free.Memory -= min(free.Memory, uint64(u.units)*u.cost.Memory)
-		total += u.units
+		total += u.units * u.cost.units()
 	}
 	free.Cores = max(0, free.Cores)
 	granted := n

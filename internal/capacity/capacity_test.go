@@ -31,6 +31,10 @@ func TestFit(t *testing.T) {
 		{"reserve above the host leaves nothing", NewBudget(host, 10, 32*gib, 0), Cost{Cores: 0.1}, 0},
 		{"memory reserve above the host", NewBudget(host, 0, 32*gib, 0), Cost{Memory: mib}, 0},
 		{"one worker bigger than the host", NewBudget(host, 0, 0, 0), Cost{Cores: 16}, 0},
+		{"groups of 3: cores", NewBudget(host, 0, 0, 0), Cost{Cores: 1}.Group(3), 2},
+		{"groups of 3: memory", NewBudget(host, 0, 0, 0), Cost{Memory: 2 * gib}.Group(3), 2},
+		{"groups of 3: the count cap counts ranks", NewBudget(host, 0, 0, 7), Cost{}.Group(3), 2},
+		{"a group larger than the count cap", NewBudget(host, 0, 0, 2), Cost{}.Group(3), 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -56,6 +60,9 @@ func TestShortfall(t *testing.T) {
 		{"both short", b, Cost{Cores: 2, Memory: 4 * gib}, 2, []string{"1 cores", " and ", "2 GiB of memory"}},
 		{"count short", Budget{Cores: 100, Memory: 100 * gib, Workers: 4}, Cost{}, 6, []string{"2 workers (max_total_workers = 4)"}},
 		{"no wrap-around", b, Cost{Memory: 1 << 62}, 8, []string{"more than 16 EiB"}},
+		{"groups: ranks' cores", b, Cost{Cores: 1}.Group(2), 2, []string{"1 cores (need 4, have 3)"}},
+		{"groups: ranks count", Budget{Cores: 100, Memory: 100 * gib, Workers: 4}, Cost{}.Group(3), 2,
+			[]string{"2 workers (max_total_workers = 4; a group is 3)"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -105,6 +112,12 @@ func TestLedger(t *testing.T) {
 		{"unlimited pools only count", Budget{Cores: 1, Memory: gib}, map[string]int{"a": 1}, []claim{
 			{"b", Cost{}, 100, 100, ""},
 		}},
+		{"a group costs its ranks", Budget{Cores: 8, Memory: 64 * gib}, map[string]int{"a": 2}, []claim{
+			{"g", Cost{Cores: 1}.Group(3), 3, 2, "cores"}, {"g", Cost{Cores: 1}.Group(3), 1, 0, "cores"},
+		}},
+		{"groups' ranks count against max_total_workers", Budget{Cores: 64, Memory: 64 * gib, Workers: 8}, map[string]int{"a": 1}, []claim{
+			{"g", Cost{}.Group(3), 3, 2, ""}, {"h", Cost{}, 2, 1, "1 workers"}, {"h", Cost{}, 1, 0, "max_total_workers = 8 reached"},
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -139,6 +152,25 @@ func TestLedgerSetReplacesClaims(t *testing.T) {
 	l.Forget("a")
 	if n, _ := l.Claim("b", c, 2); n != 1 {
 		t.Fatalf("after Forget: granted %d, want 1", n)
+	}
+}
+
+func TestCostGroup(t *testing.T) {
+	cases := []struct {
+		name string
+		c    Cost
+		n    int
+		want Cost
+	}{
+		{"one is the cost itself", Cost{Cores: 1.5, Memory: gib}, 1, Cost{Cores: 1.5, Memory: gib}},
+		{"three ranks", Cost{Cores: 0.5, Memory: gib}, 3, Cost{Cores: 1.5, Memory: 3 * gib, Units: 3}},
+		{"unlimited ranks still count", Cost{}, 4, Cost{Units: 4}},
+		{"memory saturates", Cost{Memory: 1 << 63}, 4, Cost{Memory: ^uint64(0), Units: 4}},
+	}
+	for _, tc := range cases {
+		if got := tc.c.Group(tc.n); got != tc.want {
+			t.Errorf("%s: %+v.Group(%d) = %+v, want %+v", tc.name, tc.c, tc.n, got, tc.want)
+		}
 	}
 }
 

@@ -49,13 +49,16 @@ func (l *loader) capacity(c *Capacity, r *rawCapacity) {
 }
 
 // WorkerCost is one worker's share of the host, from its [limits]: no
-// cpu_quota or memory_max (or "infinity") is no bound on that resource.
+// cpu_quota or memory_max (or "infinity") is no bound on that resource. A
+// gang pool's worker is a group of GroupSize ranks, each with those
+// limits: the group costs them all, and min_workers and max_workers count
+// groups.
 func (p *Pool) WorkerCost() capacity.Cost {
 	c := capacity.Cost{Cores: float64(p.Limits.CPUQuotaPerSecUSec) / 1e6}
 	if m := p.Limits.MemoryMaxBytes; m != ^uint64(0) {
 		c.Memory = m
 	}
-	return c
+	return c.Group(p.GroupSize())
 }
 
 // Budget is what the configuration leaves for workers on host h.
@@ -93,14 +96,14 @@ func CheckCapacity(c *Config, h capacity.Host) (problems []Problem, capped []Cap
 		fit := capacity.Fit(budget, cost)
 		if p.MinWorkers > fit {
 			problems = append(problems, Problem{File: c.FileOf(p.Name), Key: poolKey(p, "min_workers"),
-				Msg: fmt.Sprintf("%d workers do not fit on %s: short of %s", p.MinWorkers, host, capacity.Shortfall(budget, cost, p.MinWorkers))})
+				Msg: fmt.Sprintf("%d %s do not fit on %s: short of %s", p.MinWorkers, workersNoun(p), host, capacity.Shortfall(budget, cost, p.MinWorkers))})
 		} else if p.MaxWorkers > fit {
 			capped = append(capped, Capped{Pool: p.Name, From: p.MaxWorkers, To: fit,
-				Why: fmt.Sprintf("only %d fit on %s", fit, host)})
+				Why: fmt.Sprintf("only %d %s fit on %s", fit, workersNoun(p), host)})
 		}
 		sum.Cores += float64(p.MinWorkers) * cost.Cores
 		sum.Memory += uint64(p.MinWorkers) * cost.Memory
-		sum.Workers += p.MinWorkers
+		sum.Workers += p.MinWorkers * p.GroupSize()
 	}
 	if len(problems) > 0 {
 		return problems, capped
@@ -124,6 +127,15 @@ func CheckCapacity(c *Config, h capacity.Host) (problems []Problem, capped []Cap
 		problems = append(problems, Problem{File: c.Path, Key: "pools", Msg: msg})
 	}
 	return problems, capped
+}
+
+// workersNoun is what min_workers and max_workers count: workers, or a
+// gang pool's groups.
+func workersNoun(p *Pool) string {
+	if n := p.GroupSize(); n > 1 {
+		return fmt.Sprintf("groups of %d", n)
+	}
+	return "workers"
 }
 
 // CheckHostCapacity is CheckCapacity on this machine, as CheckMachine makes

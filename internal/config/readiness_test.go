@@ -215,3 +215,59 @@ func TestDiffReadiness(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckCapacityGroups: a gang pool's min_workers and max_workers count
+// groups, each costing its ranks' limits, and its ranks count against
+// max_total_workers.
+func TestCheckCapacityGroups(t *testing.T) {
+	host := capacity.Host{Cores: 8, Memory: 16 << 30}
+	cases := []struct {
+		name     string
+		text     string
+		size     int
+		problems []string
+		capped   int // 0 = not capped
+		why      string
+	}{
+		{"fits", pool("min_workers = 1\nmax_workers = 2\n[pools.email.limits]\ncpu_quota = \"100%\""), 3, nil, 0, ""},
+		{"max_workers capped in groups by cores", pool("min_workers = 1\nmax_workers = 5\n[pools.email.limits]\ncpu_quota = \"100%\""), 3,
+			nil, 2, "only 2 groups of 3 fit"},
+		{"max_workers capped in groups by memory", pool("min_workers = 1\nmax_workers = 5\n[pools.email.limits]\nmemory_max = \"4G\""), 2,
+			nil, 2, "only 2 groups of 2 fit"},
+		{"max_total_workers counts ranks", "[capacity]\nmax_total_workers = 7\n" + pool("min_workers = 1\nmax_workers = 5"), 3,
+			nil, 2, "only 2 groups of 3 fit"},
+		{"min_workers in groups does not fit", pool("min_workers = 3\nmax_workers = 5\n[pools.email.limits]\ncpu_quota = \"100%\""), 3,
+			[]string{"3 groups of 3 do not fit", "short of 1 cores (need 9, have 8)"}, 0, ""},
+		{"a group larger than max_total_workers", "[capacity]\nmax_total_workers = 2\n" + pool("min_workers = 1\nmax_workers = 1"), 3,
+			[]string{"1 groups of 3 do not fit", "a group is 3"}, 0, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := load(t, tc.text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Pools["email"].Service = &Service{GroupSize: tc.size}
+			problems, capped := CheckCapacity(c, host)
+			var msgs []string
+			for _, p := range problems {
+				msgs = append(msgs, p.String())
+			}
+			all := strings.Join(msgs, "\n")
+			if len(tc.problems) == 0 && all != "" {
+				t.Errorf("problems:\n%s", all)
+			}
+			for _, w := range tc.problems {
+				if !strings.Contains(all, w) {
+					t.Errorf("problems %q lack %q", all, w)
+				}
+			}
+			switch {
+			case tc.capped == 0 && len(capped) > 0:
+				t.Errorf("capped %+v, want none", capped)
+			case tc.capped > 0 && (len(capped) != 1 || capped[0].To != tc.capped || !strings.Contains(capped[0].Why, tc.why)):
+				t.Errorf("capped %+v, want to %d because %q", capped, tc.capped, tc.why)
+			}
+		})
+	}
+}

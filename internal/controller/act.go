@@ -3,7 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
-
+	"fmt"
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
@@ -26,6 +26,15 @@ func (ws *workers) apply(ctx context.Context, now time.Time, r reconciled) {
 	}
 	for _, s := range r.stopped {
 		ws.report.stopped(s)
+	}
+	for _, unit := range r.stops {
+		if ws.dryRun() {
+			break
+		}
+		sctx, cancel := context.WithTimeout(ctx, callTimeout)
+		// An error only means the unit is already gone or going.
+		_, _ = ws.units.StopWorker(sctx, unit)
+		cancel()
 	}
 	for _, unit := range r.resets {
 		if ws.dryRun() {
@@ -104,12 +113,16 @@ func (ws *workers) startWorkers(ctx context.Context, now time.Time, n int, why s
 				delay := ws.fleet.armBackoff(r.slot, now)
 				ws.report.startFailed(r.slot, unit, why, r.err, delay)
 			default:
-				w := &worker{slot: r.slot, unit: unit, revision: revision, since: now, ports: ports[r.slot]}
+				w := &worker{slot: r.slot, unit: unit, revision: revision, since: now, ports: ports[r.slot], size: len(specs[r.slot].Ranks)}
 				ws.fleet.live[r.slot] = w
 				ws.replicaStarted(now, w)
 				started = append(started, w)
 				n--
-				ws.log.Event(eventlog.WorkerStarted, eventlog.Info, ws.workerFields(r.slot, unit, nil), "started %s (%s)", unit, why)
+				ranks := ""
+				if w.size > 1 {
+					ranks = fmt.Sprintf(" with its %d ranks", w.size)
+				}
+				ws.log.Event(eventlog.WorkerStarted, eventlog.Info, ws.workerFields(r.slot, unit, nil), "started %s%s (%s)", unit, ranks, why)
 			}
 		}
 		if !exists {

@@ -52,13 +52,29 @@ func (f *fakeSystemd) ListWorkers(ctx context.Context, pool string) ([]units.Wor
 	if f.listErr != nil {
 		return nil, f.listErr
 	}
+	// As units.Manager lists gang groups: rank 0 with the other ranks in
+	// its Ranks; a rank whose rank 0 is not loaded on its own.
 	var out []units.Worker
 	for _, w := range f.units {
-		if w.Pool == pool {
+		if w.Pool == pool && w.Rank == 0 {
 			out = append(out, *w)
 		}
 	}
-	slices.SortFunc(out, func(a, b units.Worker) int { return a.Slot - b.Slot })
+	for _, w := range f.units {
+		if w.Pool != pool || w.Rank == 0 {
+			continue
+		}
+		i := slices.IndexFunc(out, func(x units.Worker) bool { return x.Rank == 0 && x.Slot == w.Slot })
+		if i < 0 {
+			out = append(out, *w)
+			continue
+		}
+		out[i].Ranks = append(out[i].Ranks, *w)
+	}
+	for i := range out {
+		slices.SortFunc(out[i].Ranks, func(a, b units.Worker) int { return a.Rank - b.Rank })
+	}
+	slices.SortFunc(out, func(a, b units.Worker) int { return a.Slot*1000 + a.Rank - b.Slot*1000 - b.Rank })
 	return out, nil
 }
 
@@ -74,10 +90,26 @@ func (f *fakeSystemd) StartWorker(ctx context.Context, s units.WorkerSpec) error
 		// systemd skips the unit and unloads it at once.
 		return fmt.Errorf("starting %s: %w", name, units.ErrConditionSkipped)
 	}
+	for r := 1; r < len(s.Ranks); r++ {
+		rn := units.RankUnitName(s.Pool, s.Slot, r)
+		if w, ok := f.units[rn]; ok && w.ActiveState != "failed" {
+			return fmt.Errorf("%w: %s is %s", units.ErrUnitExists, rn, w.ActiveState)
+		}
+	}
 	if f.failStart != nil {
+		// A group starts all or nothing: the rank that failed stays
+		// loaded, failed; the others are stopped and unloaded.
 		e := *f.failStart
-		e.Unit = name
-		f.units[name] = &units.Worker{Unit: name, Pool: s.Pool, Slot: s.Slot, ActiveState: "failed", Result: e.Result, ExecMainCode: 1, ExecMainStatus: e.ExitStatus}
+		failed := name
+		if e.Unit != "" {
+			failed = e.Unit
+		}
+		e.Unit = failed
+		rank := 0
+		if failed != name {
+			_, _, rank = parseRankUnit(failed)
+		}
+		f.units[failed] = &units.Worker{Unit: failed, Pool: s.Pool, Slot: s.Slot, Rank: rank, ActiveState: "failed", Result: e.Result, ExecMainCode: 1, ExecMainStatus: e.ExitStatus}
 		return &e
 	}
 	f.nextInv++
@@ -88,19 +120,43 @@ func (f *fakeSystemd) StartWorker(ctx context.Context, s units.WorkerSpec) error
 	}
 	f.units[name] = &units.Worker{Unit: name, Pool: s.Pool, Slot: s.Slot, ActiveState: state, SubState: "running",
 		Result: "success", InvocationID: fmt.Sprintf("%032x", f.nextInv), Description: descriptionOf(s), Revision: s.Revision,
-		Environment: environmentOf(s)}
+		Environment: rankEnvironment(s, 0)}
 	f.specs[name] = s
+	for r := 1; r < len(s.Ranks); r++ {
+		f.nextInv++
+		rn := units.RankUnitName(s.Pool, s.Slot, r)
+		f.units[rn] = &units.Worker{Unit: rn, Pool: s.Pool, Slot: s.Slot, Rank: r, ActiveState: "active", SubState: "running",
+			Result: "success", InvocationID: fmt.Sprintf("%032x", f.nextInv), Description: descriptionOf(s), Revision: s.Revision,
+			Environment: rankEnvironment(s, r)}
+	}
 	return nil
 }
 
-// environmentOf is the unit's Environment= as systemd lists it back:
-// KEY=VALUE, sorted by key.
-func environmentOf(s units.WorkerSpec) []string {
-	var env []string
-	for _, k := range slices.Sorted(maps.Keys(s.Environment)) {
-		env = append(env, k+"="+s.Environment[k])
+// rankEnvironment is the Environment= that rank r of s is started with,
+// as systemd lists it back: the spec's, then the rank's, KEY=VALUE sorted.
+func rankEnvironment(s units.WorkerSpec, r int) []string {
+	env := maps.Clone(s.Environment)
+	if env == nil {
+		env = map[string]string{}
 	}
-	return env
+	if r < len(s.Ranks) {
+		maps.Copy(env, s.Ranks[r].Environment)
+	}
+	var out []string
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// parseRankUnit reads flexiq-POOL@SLOT-rR.service.
+func parseRankUnit(unit string) (pool string, slot, rank int) {
+	_, err := fmt.Sscanf(strings.NewReplacer("flexiq-", "", "@", " ", "-r", " ", ".service", "").Replace(unit), "%s %d %d", &pool, &slot, &rank)
+	if err != nil {
+		panic(fmt.Sprintf("not a rank unit: %s", unit))
+	}
+	return pool, slot, rank
 }
 
 func descriptionOf(s units.WorkerSpec) string {
@@ -120,12 +176,25 @@ func (f *fakeSystemd) StopWorker(ctx context.Context, unit string) (<-chan strin
 		return nil, fmt.Errorf("unit %s not loaded", unit)
 	}
 	f.stops = append(f.stops, unit)
-	if f.stopNow {
-		delete(f.units, unit)
-		ch <- "done"
-		return ch, nil
+	// A gang group's ranks are bound to its rank 0: they stop with it.
+	group := []*units.Worker{w}
+	if w.Rank == 0 {
+		for _, o := range f.units {
+			if o.Pool == w.Pool && o.Slot == w.Slot && o.Rank > 0 && o.ActiveState != "failed" {
+				group = append(group, o)
+			}
+		}
 	}
-	w.ActiveState, w.SubState = "deactivating", "stop-sigterm"
+	for _, g := range group {
+		if f.stopNow {
+			delete(f.units, g.Unit)
+			continue
+		}
+		g.ActiveState, g.SubState = "deactivating", "stop-sigterm"
+	}
+	if f.stopNow {
+		ch <- "done"
+	}
 	return ch, nil
 }
 

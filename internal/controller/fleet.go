@@ -24,6 +24,8 @@ type worker struct {
 	invocation string
 	revision   string    // the definition it runs; "" = unknown (an older daemon's)
 	since      time.Time // when it became active, on the controller's clock
+	// size is its ranks when it is a gang group (gang.go), else 0 or 1.
+	size int
 
 	// CPU accounting between ticks.
 	prevUsage time.Duration
@@ -49,6 +51,9 @@ type drainingUnit struct {
 	slot  int
 	ours  bool           // we asked for the stop
 	ports map[string]int // a replica's, held until it is gone
+	// rank: a unit of a gang group that has ended (gang.go), held until
+	// systemd is done with it; its end is not reported, the group's was.
+	rank bool
 }
 
 type slotBackoff struct {
@@ -103,6 +108,9 @@ type (
 		unit   units.Worker // as listed; zero if it was unloaded
 		loaded bool
 		delay  time.Duration // the slot's backoff
+		// exit is the rank that ended a gang group (gang.go); nil for a
+		// single unit.
+		exit *rankExit
 	}
 	// stopped: a draining unit is gone.
 	stopped struct {
@@ -127,6 +135,9 @@ type reconciled struct {
 	// resets are failed units to reset, so that systemd unloads them and
 	// their names can be used again.
 	resets []string
+	// stops are units to stop: the ranks of a gang group that has lost
+	// one, should systemd's own binding not have stopped them already.
+	stops []string
 }
 
 // reconcile brings the fleet in line with a listing of the pool's units:
@@ -138,6 +149,7 @@ func (f *fleet) reconcile(now time.Time, listed []units.Worker) reconciled {
 	f.reconcileDraining(byUnit, &r)
 	f.reconcileLive(now, byUnit, &r)
 	f.adoptListed(now, listed, &r)
+	f.holdRanks(listed, &r)
 	return r
 }
 
@@ -152,11 +164,15 @@ func (f *fleet) reconcileDraining(byUnit unitIndex, r *reconciled) {
 			if ok && w.Result != "" {
 				result = w.Result
 			}
-			r.stopped = append(r.stopped, stopped{unit: name, slot: d.slot, ours: d.ours, result: result, exit: w})
+			if !d.rank {
+				r.stopped = append(r.stopped, stopped{unit: name, slot: d.slot, ours: d.ours, result: result, exit: w})
+			}
 			delete(f.draining, name)
 		case st == stateFailed:
-			r.stopped = append(r.stopped, stopped{unit: name, slot: d.slot, ours: d.ours, result: w.Result, exit: w})
-			r.resets = append(r.resets, name)
+			if !d.rank {
+				r.stopped = append(r.stopped, stopped{unit: name, slot: d.slot, ours: d.ours, result: w.Result, exit: w})
+			}
+			r.resets = appendNew(r.resets, name)
 			delete(f.draining, name)
 		case st == stateRunning && !d.ours:
 			// Seen stopping, now running again: an admin's restart.
@@ -172,7 +188,12 @@ func (f *fleet) reconcileLive(now time.Time, byUnit unitIndex, r *reconciled) {
 	for _, slot := range sortedKeys(f.live) {
 		lw := f.live[slot]
 		w, ok := byUnit.get(lw.unit)
-		switch st := classify(w, ok); {
+		st := classify(w, ok)
+		if e, broken := brokenGroup(lw, w, st); broken {
+			f.breakGroup(now, lw, w, st, e, r)
+			continue
+		}
+		switch {
 		case st == stateRunning && (lw.invocation == "" || w.InvocationID == "" || w.InvocationID == lw.invocation):
 			if w.InvocationID != "" {
 				lw.invocation = w.InvocationID
@@ -196,6 +217,11 @@ func (f *fleet) reconcileLive(now time.Time, byUnit unitIndex, r *reconciled) {
 				delete(f.backoff, slot)
 			}
 			c := crash{worker: lw, unit: w, loaded: st == stateFailed, delay: f.armBackoff(slot, now)}
+			if lw.size > 1 {
+				if e, found := groupExit(lw.unit, w, ok, lw.size); found {
+					c.exit = &e
+				}
+			}
 			r.crashed = append(r.crashed, c)
 			if st == stateFailed {
 				r.resets = append(r.resets, lw.unit)
@@ -217,7 +243,7 @@ func (f *fleet) adoptListed(now time.Time, listed []units.Worker, r *reconciled)
 		switch classify(w, true) {
 		case stateRunning:
 			lw := &worker{slot: w.Slot, unit: w.Unit, invocation: w.InvocationID,
-				revision: w.Revision, since: startedAt(w, now)}
+				revision: w.Revision, since: startedAt(w, now), size: listedGroupSize(w)}
 			f.live[w.Slot] = lw
 			r.adopted = append(r.adopted, lw)
 		case stateStopping:
@@ -267,15 +293,18 @@ func (f *fleet) freeSlots(now time.Time, n int, taken map[int]bool) []int {
 	for slot := range f.live {
 		busy[slot] = true
 	}
-	for _, d := range f.draining {
-		busy[d.slot] = true
-	}
-	for slot := range taken {
-		busy[slot] = true
-	}
 	backingOff := map[int]bool{}
 	for slot, b := range f.backoff {
 		backingOff[slot] = now.Before(b.until)
+	}
+	for _, d := range f.draining {
+		// The last ranks of a crashed group hold its slot, but not its
+		// place while it backs off: a crash loop must not move on to the
+		// next slot to dodge its backoff.
+		busy[d.slot] = busy[d.slot] || !d.rank || !backingOff[d.slot]
+	}
+	for slot := range taken {
+		busy[slot] = true
 	}
 	return pickSlots(busy, backingOff, n)
 }
@@ -320,6 +349,16 @@ func outdated(w *worker, revision string) bool {
 	return w.revision != "" && revision != "" && w.revision != revision
 }
 
+// drainingSlots counts the slots that draining units hold: a gang group's
+// units holding one slot are one draining worker.
+func (f *fleet) drainingSlots() int {
+	slots := make(map[int]bool, len(f.draining))
+	for _, d := range f.draining {
+		slots[d.slot] = true
+	}
+	return len(slots)
+}
+
 func (f *fleet) liveWorkers() []*worker {
 	ws := make([]*worker, 0, len(f.live))
 	for _, slot := range sortedKeys(f.live) {
@@ -328,28 +367,40 @@ func (f *fleet) liveWorkers() []*worker {
 	return ws
 }
 
-// unitIndex finds a listed worker by its unit's name. It keeps positions in
-// the listing, not copies: a map of Worker values built at every tick was
-// 130 KB of garbage per tick at 500 workers.
+// unitIndex finds a listed worker, or a rank of a gang group, by its
+// unit's name. It keeps positions in the listing, not copies: a map of
+// Worker values built at every tick was 130 KB of garbage per tick at 500
+// workers.
 type unitIndex struct {
 	listed []units.Worker
 	at     map[string]int
+	// ranks: a rank's rank 0's index in listed, and its index in Ranks;
+	// nil when no group is listed.
+	ranks map[string][2]int
 }
 
 func indexByUnit(listed []units.Worker) unitIndex {
-	at := make(map[string]int, len(listed))
+	x := unitIndex{listed: listed, at: make(map[string]int, len(listed))}
 	for i, w := range listed {
-		at[w.Unit] = i
+		x.at[w.Unit] = i
+		for j, rk := range w.Ranks {
+			if x.ranks == nil {
+				x.ranks = map[string][2]int{}
+			}
+			x.ranks[rk.Unit] = [2]int{i, j}
+		}
 	}
-	return unitIndex{listed: listed, at: at}
+	return x
 }
 
 func (x unitIndex) get(unit string) (units.Worker, bool) {
-	i, ok := x.at[unit]
-	if !ok {
-		return units.Worker{}, false
+	if i, ok := x.at[unit]; ok {
+		return x.listed[i], true
 	}
-	return x.listed[i], true
+	if p, ok := x.ranks[unit]; ok {
+		return x.listed[p[0]].Ranks[p[1]], true
+	}
+	return units.Worker{}, false
 }
 
 func sortedKeys[K int | string, V any](m map[K]V) []K {

@@ -31,7 +31,9 @@
 // a service pool's replicas (issue 19): service.go (readiness, the prober,
 // replacing unready replicas, scale-down victims), ports.go (ports and the
 // WorkerSpec), publish.go (discovery, its after-change commands off the
-// loop, the drain after leaving discovery);
+// loop, the drain after leaving discovery), gang.go and gang_report.go
+// (gang groups: ranks, their ports and peers, a group's end and its
+// journal entry);
 // the decision: guard.go (the decision and the daemon-wide host guard),
 // threads.go, demand.go, cpu.go (the signals' bookkeeping), override.go
 // (pause and pin), explain.go; view.go (status and explain), report.go and
@@ -184,7 +186,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		src.Close()
 		return nil, err
 	}
-	p.pub.status = Status{Name: cfg.Name, Max: cfg.MaxWorkers, Mode: p.modeString(p.wallNow())}
+	p.pub.status = Status{Name: cfg.Name, Max: cfg.MaxWorkers, Mode: p.modeString(p.wallNow()), GroupSize: cfg.GroupSize()}
 	p.storeSnapshot()
 	p.progress.Store(time.Now().UnixNano())
 	return p, nil
@@ -217,6 +219,7 @@ func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 	// Workers a previous daemon quieted are draining, not live (quiet.go).
 	p.workers.restoreQuiet(now, existing)
 	p.loadOverride()
+	p.workers.endedWhileAway(now, existing)
 	p.workers.reconcile(ctx, now, existing)
 	p.workers.quietStep(ctx, now)
 	adopted := p.workers.live()

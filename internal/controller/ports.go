@@ -121,6 +121,18 @@ func (ws *workers) specsFor(now time.Time, slots []int, revision, why string) (m
 	ports := make(map[int]map[string]int, len(slots))
 	held := ws.portsHeld()
 	for _, slot := range slots {
+		if ws.cfg.GroupSize() >= 2 {
+			// A gang group's ranks get their ports, and their peers', in
+			// gang.go; rank 0's are the replica's.
+			spec := specFor(ws.cfg, slot, revision, nil)
+			if err := ws.gangSpec(&spec); err != nil {
+				ws.report.startFailed(slot, units.UnitName(ws.name, slot), why, err, ws.fleet.armBackoff(slot, now))
+				continue
+			}
+			ports[slot] = portsFromEnvironment(ws.cfg.Service, envList(spec.Ranks[0].Environment))
+			specs[slot] = spec
+			continue
+		}
 		pm, err := portsFor(ws.cfg.Service, slot, 0, held)
 		if err != nil {
 			ws.report.startFailed(slot, units.UnitName(ws.name, slot), why, err, ws.fleet.armBackoff(slot, now))
@@ -160,7 +172,7 @@ func specFor(c *config.Pool, slot int, revision string, ports map[string]int) un
 func revisionSpec(c *config.Pool) units.WorkerSpec {
 	s := workerSpec(c, 0, "")
 	if c.Service == nil || len(c.Service.Ports) == 0 {
-		return s
+		return withGroupShape(c, s)
 	}
 	env := make(map[string]string, len(c.Environment)+len(c.Service.Ports))
 	for k, v := range c.Environment {
@@ -173,5 +185,14 @@ func revisionSpec(c *config.Pool) units.WorkerSpec {
 		}
 	}
 	s.Environment = env
-	return s
+	return withGroupShape(c, s)
+}
+
+// envList is env as KEY=VALUE entries, as a unit's Environment= reads.
+func envList(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
 }

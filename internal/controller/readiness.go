@@ -134,7 +134,7 @@ func (ws *workers) releaseDeferred(now time.Time) {
 // next tick.
 func (ws *workers) claimCapacity(n int, why string) int {
 	cost := ws.cfg.WorkerCost()
-	ws.ledger.Set(ws.name, cost, len(ws.fleet.live)+len(ws.fleet.draining))
+	ws.ledger.Set(ws.name, cost, len(ws.fleet.live)+ws.fleet.drainingSlots())
 	granted, short := ws.ledger.Claim(ws.name, cost, n)
 	if granted < n {
 		ws.target = min(ws.target, len(ws.fleet.live)+granted)
@@ -155,7 +155,7 @@ func (ws *workers) claimCapacity(n int, why string) int {
 // recount tells the ledger what the pool holds after its starts: a start
 // that failed gives its claim back.
 func (ws *workers) recount() {
-	ws.ledger.Set(ws.name, ws.cfg.WorkerCost(), len(ws.fleet.live)+len(ws.fleet.draining))
+	ws.ledger.Set(ws.name, ws.cfg.WorkerCost(), len(ws.fleet.live)+ws.fleet.drainingSlots())
 }
 
 // conditionSkipped handles a start skipped by the start condition: not a

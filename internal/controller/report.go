@@ -116,6 +116,10 @@ func (r *reporter) sourceOK(c source.Counts) {
 // crashed reports a worker that went away on its own; its slot's backoff is
 // armed, and said once, here.
 func (r *reporter) crashed(c crash) {
+	if c.exit != nil {
+		r.groupCrashed(c)
+		return
+	}
 	result, how := "success", "exited and was unloaded"
 	if c.loaded {
 		result = c.unit.Result
@@ -142,8 +146,9 @@ func (r *reporter) startFailed(slot int, unit, why string, err error, delay time
 	} else {
 		f["FLEXIQ_RESULT"] = "start-failed"
 	}
+	rank := failedRank(f, se)
 	r.log.Event(eventlog.WorkerCrashed, eventlog.Err, r.workerFields(slot, unit, f),
-		"worker %s failed to start (%s): %v%s; slot %d may retry in %s", unit, why, err, exitHint(se), slot, delay)
+		"worker %s failed to start (%s): %v%s%s; slot %d may retry in %s", unit, why, err, exitHint(se), rank, slot, delay)
 }
 
 // exitHint explains the exit statuses that systemd itself sets when it
@@ -211,6 +216,9 @@ type Status struct {
 	// Mode is "active", or what an operator or the configuration made of
 	// the pool: paused, pinned at N, dry-run (override.go).
 	Mode string
+	// GroupSize is the ranks of a gang pool's groups (Current and Max
+	// count groups); 0 or 1 for a pool of single units.
+	GroupSize int
 }
 
 func (s Status) String() string {
@@ -228,7 +236,11 @@ func (s Status) String() string {
 	if s.Mode != "" && s.Mode != "active" {
 		mode = " [" + s.Mode + "]"
 	}
-	return fmt.Sprintf("%s %d/%d workers, %s%s", s.Name, s.Current, s.Max, queue, mode)
+	workers := "workers"
+	if s.GroupSize > 1 {
+		workers = fmt.Sprintf("groups of %d", s.GroupSize)
+	}
+	return fmt.Sprintf("%s %d/%d %s, %s%s", s.Name, s.Current, s.Max, workers, queue, mode)
 }
 
 // publish updates the summary after a tick: c is the source's counts, nil
@@ -238,6 +250,7 @@ func (p *Pool) publish(c *source.Counts, err error) bool {
 	st := p.pub.status
 	old := st
 	st.Current, st.Draining, st.Max = p.workers.live(), p.workers.draining(), p.cfg.MaxWorkers
+	st.GroupSize = p.cfg.GroupSize()
 	st.Mode = p.modeString(p.wallNow())
 	switch {
 	case c != nil:

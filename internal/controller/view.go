@@ -136,6 +136,9 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *api.Explanatio
 		ready, notReady := p.workers.readyCount()
 		v.Workers.Ready, v.Workers.NotReady = &ready, &notReady
 	}
+	if n := p.cfg.GroupSize(); n > 1 {
+		v.Workers.GroupSize = n
+	}
 	v.Mode, v.Override = viewMode(p.modeString(wall), p.activeOverride(wall))
 	if c := p.health.counts; c != nil {
 		v.Queue = queueView(*c)

@@ -47,6 +47,7 @@ type workers struct {
 	quiet    map[string]*quietUnit // quiet.go: workers in their quiet phase
 	restarts map[int]int           // crashes by slot, for status
 	svc      *service              // a service pool's (service.go); nil for queue workers
+	gang     gangDeps              // gang.go: free ports, the CPUs to split
 }
 
 func newWorkers(p *Pool) *workers {
@@ -61,13 +62,14 @@ func newWorkers(p *Pool) *workers {
 		cfg:      p.cfg,
 		fleet:    newFleet(),
 		restarts: map[int]int{},
+		gang:     defaultGangDeps(),
 	}
 }
 
 // reconcile brings the fleet in line with a listing of the pool's units,
 // reports what changed by itself and clears the failed units.
 func (ws *workers) reconcile(ctx context.Context, now time.Time, listed []units.Worker) reconciled {
-	r := ws.fleet.reconcile(now, listed)
+	r := ws.fleet.reconcile(now, foldRanks(listed))
 	ws.apply(ctx, now, r)
 	ws.replicasReconciled(now, listed, r)
 	return r
@@ -122,7 +124,7 @@ func (ws *workers) stopAll(ctx context.Context, now time.Time, listed []units.Wo
 // live and draining count the workers as of the last listing and the
 // starts and stops since.
 func (ws *workers) live() int     { return len(ws.fleet.live) }
-func (ws *workers) draining() int { return len(ws.fleet.draining) }
+func (ws *workers) draining() int { return ws.fleet.drainingSlots() }
 
 func (ws *workers) dryRun() bool { return ws.cfg.Mode == config.ModeDryRun }
 
