@@ -75,6 +75,9 @@ type Options struct {
 	Clock Clock
 	// NewSource opens the pool's source; nil is source.New.
 	NewSource func(config.Source) (source.Source, error)
+	// NewPromQL opens the daemon's [prometheus] for the rules' promql()
+	// (promql.go); nil is source.NewPromQL.
+	NewPromQL func(config.Prometheus) source.PromQL
 	// Guard is the daemon's host guard, shared by its pools; nil is none.
 	Guard *HostGuard
 	// Ledger is the host's worker budget, shared by the daemon's pools;
@@ -111,7 +114,9 @@ type Pool struct {
 	// retired are sources replaced by a reload, closed once their wake-up
 	// has ended.
 	retired []source.Source
-	rec     policy.Recommender
+	// prom runs the rules' promql() when the source does not (promql.go).
+	prom source.PromQL
+	rec  policy.Recommender
 	// workers are the pool's slots, starts and stops, backoff, quiet phase
 	// and rollout (workers.go): what follows the decision.
 	workers *workers
@@ -156,12 +161,16 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		own:    newOwner(),
 		cfg:    cfg,
 		src:    src,
+		prom:   openPromQL(opts.NewPromQL, cfg),
 		report: newReporter(log),
 		wake:   make(chan struct{}, 1),
 	}
 	p.workers = newWorkers(p)
 	if err := p.setRules(cfg); err != nil {
 		src.Close()
+		if p.prom != nil {
+			p.prom.Close()
+		}
 		return nil, err
 	}
 	p.pub.status = Status{Name: cfg.Name, Max: cfg.MaxWorkers, Mode: p.modeString(p.wallNow())}
@@ -258,6 +267,7 @@ func (p *Pool) update(cfg *config.Pool) error {
 		p.srcGen++
 		p.abandonRead()
 	}
+	p.updatePromQL(cfg)
 	p.cfg = cfg
 	p.workers.cfg = cfg
 	p.pub.status.Max = cfg.MaxWorkers
@@ -294,6 +304,9 @@ func (p *Pool) Close() error {
 	p.do(func() {
 		srcs = append(p.retired, p.src)
 		p.retired = nil
+		if p.prom != nil {
+			p.prom.Close()
+		}
 	})
 	var err error
 	for i, s := range srcs {
