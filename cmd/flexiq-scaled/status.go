@@ -167,10 +167,19 @@ func printStatus(w io.Writer, pools []api.View, now time.Time) {
 				mode = "dry-run, " + mode
 			}
 		}
+		if v.Degraded != nil {
+			bullet = "×"
+			mode += ", degraded"
+		}
 		fmt.Fprintf(w, "%s %s - %s\n", bullet, v.Pool, mode)
+		if dg := v.Degraded; dg != nil {
+			fmt.Fprintf(w, "  Degraded: for %s: %s\n", fmtDuration(now.Sub(dg.Since)), dg.Reason)
+		}
 		wc := v.Workers
 		fmt.Fprintf(w, "   Workers: %d live, %d draining; target %d (min %d, max %d)\n", wc.Live, wc.Draining, wc.Target, wc.Min, wc.Max)
-		if q := v.Queue; q != nil {
+		if q := v.Queue; v.Source.Type == "none" {
+			fmt.Fprintln(w, "     Queue: none (a service scaled by its rules and CPU)")
+		} else if q != nil {
 			oldest := "-"
 			if q.OldestAgeSec != nil {
 				oldest = fmtDuration(time.Duration(*q.OldestAgeSec * float64(time.Second)))

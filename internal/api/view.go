@@ -17,6 +17,10 @@ type View struct {
 	Queue  *QueueView `json:"queue"`
 	Source SourceView `json:"source"`
 
+	// Degraded is set while the pool's baseline (min_workers) workers keep
+	// failing; nil otherwise.
+	Degraded *Degraded `json:"degraded,omitempty"`
+
 	LastDecision *Explanation `json:"last_decision,omitempty"`
 	WorkerList   []WorkerView `json:"worker_list"`
 	// UpdatedAt is when the pool's last tick ended (wall clock).
@@ -66,4 +70,11 @@ type WorkerView struct {
 	MemoryBytes *uint64 `json:"memory_bytes"`
 	// Restarts counts the crashes of its slot since the daemon started.
 	Restarts int `json:"restarts"`
+}
+
+// Degraded is a pool short of its baseline (min_workers) because a worker
+// keeps failing.
+type Degraded struct {
+	Since  time.Time `json:"since"`
+	Reason string    `json:"reason"`
 }

@@ -127,8 +127,9 @@ type Pool struct {
 	// The operator's surface (override.go, view.go, explain.go).
 	override api.Override
 	health   sourceHealth
-	lastDry  decisionKey // the last "would scale" logged in dry-run
-	pub      published   // what the next snapshot shows (snapshot.go)
+	lastDry  decisionKey   // the last "would scale" logged in dry-run
+	degraded degradedState // degraded.go
+	pub      published     // what the next snapshot shows (snapshot.go)
 
 	wake     chan struct{}
 	watch    watchState   // the source's wake-up (wake.go)

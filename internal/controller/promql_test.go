@@ -3,9 +3,11 @@ package controller
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
@@ -23,12 +25,15 @@ func (f *fakePromQL) Close() error { f.closed = true; return nil }
 
 // promQLRig is a pool whose queue source runs no PromQL and whose rules
 // query the daemon's [prometheus]: the platform's two triggers.
-func promQLRig(t *testing.T) (*rig, *[]*fakePromQL) {
+func promQLRig(t *testing.T, edit ...func(*config.Pool)) (*rig, *[]*fakePromQL) {
 	cfg := testPool("svc")
 	cfg.Scaling.Policy = config.PolicyRules
 	cfg.Scaling.ScaleUp = []policy.Rule{{When: `promql("rate(container_cpu_usage_seconds_total[1m]) >= bool 0.8")`, Cooldown: 60 * time.Second, Step: 1}}
 	cfg.Scaling.ScaleDown = &policy.Rule{When: `promql("(container_memory_usage_bytes / container_memory_limit_bytes) <= bool 0.5")`, Cooldown: 300 * time.Second, Step: 1}
 	cfg.Prometheus = &config.Prometheus{Conn: config.Conn{URL: "http://a:9090"}}
+	for _, e := range edit {
+		e(cfg)
+	}
 	r := &rig{t: t, sd: newFakeSystemd(), src: &fakeSource{}, clock: &fakeClock{now: monoTime(1000 * time.Hour)}, log: &bytes.Buffer{}, cfg: cfg, dir: t.TempDir()}
 	opened := &[]*fakePromQL{}
 	p, err := NewPool(cfg, r.sd, eventlog.NewWriter(r.log), Options{
@@ -125,5 +130,47 @@ func TestPrometheusSourceQueriesItself(t *testing.T) {
 	r.tick(time.Second)
 	if n := r.sd.count("active"); n != 2 {
 		t.Fatalf("%d active, want 2: the source's own server fires\n%s", n, r.log)
+	}
+}
+
+// A service pool with no queue source: its rules decide, the empty counts
+// of its none source never show as a queue, and a tick without a rule
+// result holds.
+func TestServicePoolWithoutQueue(t *testing.T) {
+	r, opened := promQLRig(t, func(c *config.Pool) {
+		c.Service = &config.Service{}
+		c.Source = config.Source{Type: config.SourceNone}
+	})
+	defer r.pool.Close()
+	src, err := source.New(r.cfg.Source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.pool.src = src
+	prom := (*opened)[0]
+	r.start(r.pool)
+	for _, s := range []struct {
+		name     string
+		cpu, mem bool
+		err      error
+		want     int
+	}{
+		{"no result yet: hold", false, false, errors.New("no such query"), 1},
+		{"cpu: up", true, false, nil, 2},
+		{"nothing fires: stable, no empty queue to scale down on", false, false, nil, 2},
+		{"memory low: down", false, true, nil, 1},
+	} {
+		prom.set(cpuHigh, s.cpu, s.err)
+		prom.set(memLow, s.mem, s.err)
+		r.tick(301 * time.Second)
+		if n := r.sd.count("active"); n != s.want {
+			t.Fatalf("%s: %d active, want %d\n%s", s.name, n, s.want, r.log)
+		}
+	}
+	st, v := r.pool.Status(), r.pool.View()
+	var rep api.TickReport
+	r.pool.do(func() { rep = r.pool.tickReport(policy.Decision{}, 0) })
+	if !strings.Contains(st.String(), "no queue") || v.Queue != nil || rep.Queue != nil || v.Source.Type != "none" {
+		t.Errorf("status %q, view queue %+v, report queue %+v, source %q: want no queue shown", st, v.Queue, rep.Queue, v.Source.Type)
 	}
 }

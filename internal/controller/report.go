@@ -211,11 +211,17 @@ type Status struct {
 	// Mode is "active", or what an operator or the configuration made of
 	// the pool: paused, pinned at N, dry-run (override.go).
 	Mode string
+	// NoQueue: the pool reads no queue (a service pool without a source).
+	NoQueue bool
+	// Degraded: its baseline workers keep failing (degraded.go).
+	Degraded bool
 }
 
 func (s Status) String() string {
 	queue := "? pending"
 	switch {
+	case s.NoQueue:
+		queue = "no queue"
 	case s.SourceError != "":
 		queue = "? pending (" + s.SourceError + ")"
 	case s.PendingKnown:
@@ -228,6 +234,9 @@ func (s Status) String() string {
 	if s.Mode != "" && s.Mode != "active" {
 		mode = " [" + s.Mode + "]"
 	}
+	if s.Degraded {
+		mode += " [degraded]"
+	}
 	return fmt.Sprintf("%s %d/%d workers, %s%s", s.Name, s.Current, s.Max, queue, mode)
 }
 
@@ -239,7 +248,9 @@ func (p *Pool) publish(c *source.Counts, err error) bool {
 	old := st
 	st.Current, st.Draining, st.Max = p.workers.live(), p.workers.draining(), p.cfg.MaxWorkers
 	st.Mode = p.modeString(p.wallNow())
+	st.NoQueue, st.Degraded = p.cfg.NoQueue(), p.degraded.on
 	switch {
+	case st.NoQueue:
 	case c != nil:
 		st.Pending, st.Paused, st.PendingKnown, st.SourceError = c.Pending, c.Paused, true, ""
 	case err != nil:

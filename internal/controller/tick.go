@@ -67,6 +67,7 @@ func (p *Pool) beginTick(ctx context.Context) tickRun {
 	p.workers.quietStep(ctx, now)
 	// Crashed workers come back first, before the decision.
 	p.workers.replaceCrashed(ctx, now, r)
+	p.checkDegraded(now)
 	p.sampleCPU(now, listed)
 	return run
 }

@@ -25,8 +25,9 @@ func (p *Pool) tickReport(d policy.Decision, took time.Duration) api.TickReport 
 		SourceErr: p.lastObs.err,
 		Duration:  took,
 		Mode:      p.modeKind(p.wallNow()),
+		Degraded:  p.degraded.on,
 	}
-	if p.lastObs.valid {
+	if p.lastObs.valid && !p.cfg.NoQueue() {
 		r.Queue = queueView(p.lastObs.counts)
 	}
 	return r
