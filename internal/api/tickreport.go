@@ -27,5 +27,5 @@ type TickReport struct {
 	SourceErr error
 	// Degraded: the pool's baseline workers keep failing.
 	Degraded bool
-	Duration  time.Duration
+	Duration time.Duration
 }
