@@ -123,3 +123,27 @@ func TestPrometheusEffective(t *testing.T) {
 		t.Errorf("written back: %+v, want %+v\n%s", again.Prometheus, c.Prometheus, buf.String())
 	}
 }
+
+// The daemon's [prometheus] has its secrets judged as a source's are, and
+// a pool that uses it reports its change at a reload.
+func TestPrometheusCredentialsAndDiff(t *testing.T) {
+	c, err := load(t, daemonProm+"password_file = \"/nonexistent/prom.pw\"\n"+pool(platformRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, _ := CheckCredentials(c)
+	found := false
+	for _, p := range problems {
+		found = found || (p.Key == "prometheus.password_file" && p.File == c.Path)
+	}
+	if !found {
+		t.Errorf("problems %v, want prometheus.password_file in %s", problems, c.Path)
+	}
+	moved, err := load(t, strings.Replace(daemonProm, "127.0.0.1", "10.0.0.2", 1)+pool(platformRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Diff(c.Pools["email"], moved.Pools["email"]); !reflect.DeepEqual(got, []string{"prometheus"}) {
+		t.Errorf("Diff = %q, want [prometheus]", got)
+	}
+}
