@@ -49,6 +49,10 @@ observe; the daemon runs it as a transient unit of its own.`)
 	if !ok {
 		return failf(stderr, "observe", "%s has no pool %q", *configPath, name)
 	}
+	if pc.NoQueue() {
+		// Its counts would be zeros that mean nothing, not an empty queue.
+		return failf(stderr, "observe", "pool %s reads no queue (source type %s, a service pool without a source): nothing to observe", name, pc.Source.Type)
+	}
 	src, err := source.New(pc.Source)
 	if err != nil {
 		return failf(stderr, "observe", "pool %s: %v", name, err)

@@ -167,7 +167,14 @@ func printStatus(w io.Writer, pools []api.View, now time.Time) {
 				mode = "dry-run, " + mode
 			}
 		}
+		if v.Degraded != nil {
+			bullet = "×"
+			mode += ", degraded"
+		}
 		fmt.Fprintf(w, "%s %s - %s\n", bullet, v.Pool, mode)
+		if dg := v.Degraded; dg != nil {
+			fmt.Fprintf(w, "  Degraded: for %s: %s\n", fmtDuration(now.Sub(dg.Since)), dg.Reason)
+		}
 		wc := v.Workers
 		if wc.GroupSize > 1 {
 			fmt.Fprintf(w, "    Groups: %d live, %d draining; target %d (min %d, max %d); %d ranks each\n",
@@ -178,7 +185,9 @@ func printStatus(w io.Writer, pools []api.View, now time.Time) {
 		if wc.Ready != nil && wc.NotReady != nil {
 			fmt.Fprintf(w, "  Replicas: %d ready, %d not ready\n", *wc.Ready, *wc.NotReady)
 		}
-		if q := v.Queue; q != nil {
+		if q := v.Queue; v.Source.Type == "none" {
+			fmt.Fprintln(w, "     Queue: none (a service scaled by its rules and CPU)")
+		} else if q != nil {
 			oldest := "-"
 			if q.OldestAgeSec != nil {
 				oldest = fmtDuration(time.Duration(*q.OldestAgeSec * float64(time.Second)))

@@ -29,5 +29,7 @@ type TickReport struct {
 	// when the read failed (SourceErr) or the source was not read this tick.
 	Queue     *QueueView
 	SourceErr error
-	Duration  time.Duration
+	// Degraded: the pool's baseline workers keep failing.
+	Degraded bool
+	Duration time.Duration
 }

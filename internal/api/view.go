@@ -17,6 +17,10 @@ type View struct {
 	Queue  *QueueView `json:"queue"`
 	Source SourceView `json:"source"`
 
+	// Degraded is set while the pool's baseline (min_workers) workers keep
+	// failing; nil otherwise.
+	Degraded *Degraded `json:"degraded,omitempty"`
+
 	LastDecision *Explanation `json:"last_decision,omitempty"`
 	WorkerList   []WorkerView `json:"worker_list"`
 	// UpdatedAt is when the pool's last tick ended (wall clock).
@@ -79,4 +83,11 @@ type WorkerView struct {
 	// its ports by name.
 	Readiness string         `json:"readiness,omitempty"`
 	Ports     map[string]int `json:"ports,omitempty"`
+}
+
+// Degraded is a pool short of its baseline (min_workers) because a worker
+// keeps failing.
+type Degraded struct {
+	Since  time.Time `json:"since"`
+	Reason string    `json:"reason"`
 }

@@ -17,65 +17,73 @@ import (
 // connWarnings, for the written URL and for the one read from a file.
 func CheckCredentials(c *Config) (problems, warnings []Problem) {
 	for _, p := range sortedPools(c) {
-		conn := connOf(p.Source)
 		file := c.FileOf(p.Name)
-		add := func(list *[]Problem, key, msg string) {
+		checkConn(connOf(p.Source), func(list *[]Problem, key, msg string) {
 			*list = append(*list, Problem{File: file, Key: poolKey(p, "source", key), Msg: msg})
-		}
-		credDir := os.Getenv("CREDENTIALS_DIRECTORY") != ""
-		hasPassword := conn.PasswordFile != "" || conn.PasswordCredential != ""
-		if conn.PasswordFile != "" {
-			if f, err := OpenSecretFile(conn.PasswordFile); err != nil {
-				add(&problems, "password_file", err.Error())
-			} else {
-				f.Close()
-			}
-		}
-		if conn.PasswordCredential != "" && credDir {
-			if _, err := ReadCredential(conn.PasswordCredential); err != nil {
-				add(&problems, "password_credential", err.Error())
-			}
-		}
-		var u *url.URL
-		urlKey := "url"
-		switch {
-		case conn.URL != "":
-			u, _ = url.Parse(conn.URL) // Load refused one that does not parse
-		case conn.URLFile != "" || (conn.URLCredential != "" && credDir):
-			urlKey = "url_file"
-			raw, err := "", error(nil)
-			if conn.URLFile != "" {
-				raw, err = ReadSecretFile(conn.URLFile)
-			} else {
-				urlKey = "url_credential"
-				raw, err = ReadCredential(conn.URLCredential)
-			}
-			if err != nil {
-				add(&problems, urlKey, err.Error())
-				break
-			}
-			if u, err = url.Parse(strings.TrimSpace(raw)); err != nil {
-				add(&problems, urlKey, fmt.Sprintf("what %s holds is not a URL (%s)", conn.URLOrigin(), urlParseError(err)))
-				u = nil
-				break
-			}
-			if err := CheckConnURL(u, true); err != nil {
-				add(&problems, urlKey, fmt.Sprintf("the URL %s holds %v", conn.URLOrigin(), err))
-				u = nil
-				break
-			}
-			if pw, has := u.User.Password(); has && pw != "" {
-				hasPassword = true
-			}
-		}
-		if u == nil {
-			continue
-		}
-		for _, w := range connWarnings(u, hasPassword) {
-			add(&warnings, urlKey, w)
-		}
+		}, &problems, &warnings)
+	}
+	if c.Prometheus != nil {
+		checkConn(c.Prometheus.Conn, func(list *[]Problem, key, msg string) {
+			*list = append(*list, Problem{File: c.Path, Key: "prometheus." + key, Msg: msg})
+		}, &problems, &warnings)
 	}
 	return problems, warnings
+}
+
+// checkConn judges one connection's secrets; add names the key.
+func checkConn(conn Conn, add func(list *[]Problem, key, msg string), problems, warnings *[]Problem) {
+	credDir := os.Getenv("CREDENTIALS_DIRECTORY") != ""
+	hasPassword := conn.PasswordFile != "" || conn.PasswordCredential != ""
+	if conn.PasswordFile != "" {
+		if f, err := OpenSecretFile(conn.PasswordFile); err != nil {
+			add(problems, "password_file", err.Error())
+		} else {
+			f.Close()
+		}
+	}
+	if conn.PasswordCredential != "" && credDir {
+		if _, err := ReadCredential(conn.PasswordCredential); err != nil {
+			add(problems, "password_credential", err.Error())
+		}
+	}
+	var u *url.URL
+	urlKey := "url"
+	switch {
+	case conn.URL != "":
+		u, _ = url.Parse(conn.URL) // Load refused one that does not parse
+	case conn.URLFile != "" || (conn.URLCredential != "" && credDir):
+		urlKey = "url_file"
+		raw, err := "", error(nil)
+		if conn.URLFile != "" {
+			raw, err = ReadSecretFile(conn.URLFile)
+		} else {
+			urlKey = "url_credential"
+			raw, err = ReadCredential(conn.URLCredential)
+		}
+		if err != nil {
+			add(problems, urlKey, err.Error())
+			break
+		}
+		if u, err = url.Parse(strings.TrimSpace(raw)); err != nil {
+			add(problems, urlKey, fmt.Sprintf("what %s holds is not a URL (%s)", conn.URLOrigin(), urlParseError(err)))
+			u = nil
+			break
+		}
+		if err := CheckConnURL(u, true); err != nil {
+			add(problems, urlKey, fmt.Sprintf("the URL %s holds %v", conn.URLOrigin(), err))
+			u = nil
+			break
+		}
+		if pw, has := u.User.Password(); has && pw != "" {
+			hasPassword = true
+		}
+	}
+	if u == nil {
+		return
+	}
+	for _, w := range connWarnings(u, hasPassword) {
+		add(warnings, urlKey, w)
+	}
 }
 
 // URLOrigin names where a source's URL comes from, for messages that must

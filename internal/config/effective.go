@@ -13,10 +13,16 @@ import (
 // writing their zero value would read back as a (mostly invalid) setting.
 
 type effectiveFile struct {
-	Daemon    effectiveDaemon          `toml:"daemon"`
-	HostGuard *effectiveHostGuard      `toml:"host_guard,omitempty"`
-	Capacity  *effectiveCapacity       `toml:"capacity,omitempty"`
-	Pools     map[string]effectivePool `toml:"pools,omitempty"`
+	Daemon     effectiveDaemon          `toml:"daemon"`
+	HostGuard  *effectiveHostGuard      `toml:"host_guard,omitempty"`
+	Capacity   *effectiveCapacity       `toml:"capacity,omitempty"`
+	Prometheus *effectivePrometheus     `toml:"prometheus,omitempty"`
+	Pools      map[string]effectivePool `toml:"pools,omitempty"`
+}
+
+type effectivePrometheus struct {
+	Conn
+	ScrapeIntervalSec float64 `toml:"scrape_interval_sec,omitzero"`
 }
 
 type effectiveDaemon struct {
@@ -79,6 +85,9 @@ func WriteEffective(w io.Writer, c *Config) error {
 		HostGuard: c.HostGuard.effective(),
 	}
 	f.Capacity = c.Capacity.effective()
+	if p := c.Prometheus; p != nil {
+		f.Prometheus = &effectivePrometheus{Conn: p.Conn, ScrapeIntervalSec: p.ScrapeInterval.Seconds()}
+	}
 	for name, p := range c.Pools {
 		e := effectivePool{
 			App:                       p.App,

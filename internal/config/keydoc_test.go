@@ -109,6 +109,14 @@ func keyFile(t TableDoc, key, val string) (text, fullKey string) {
 			anchor = "alpha_up = 0.5\n"
 		}
 		return "[host_guard]\n" + anchor + set + pool(""), table + "." + key
+	case "prometheus":
+		// Exactly one of the URL keys: url anchors the table unless the
+		// key is one of them.
+		anchor := "url = \"http://127.0.0.1:9090\"\n"
+		if strings.HasPrefix(key, "url") {
+			anchor = ""
+		}
+		return "[prometheus]\n" + anchor + set + pool(""), table + "." + key
 	case "pools.NAME":
 		return pool(set), "pools.email." + key
 	case "pools.NAME.limits":

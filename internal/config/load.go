@@ -37,10 +37,12 @@ func (v *value) UnmarshalTOML(data any) error {
 func (v value) set() bool { return v.raw != nil }
 
 type rawFile struct {
-	Daemon    rawDaemon          `toml:"daemon"`
-	HostGuard rawHostGuard       `toml:"host_guard"`
-	Capacity  rawCapacity        `toml:"capacity"`
-	Pools     map[string]rawPool `toml:"pools"`
+	Daemon    rawDaemon    `toml:"daemon"`
+	HostGuard rawHostGuard `toml:"host_guard"`
+	Capacity  rawCapacity  `toml:"capacity"`
+	// Prometheus is read by the source decoder's getters (prometheus.go).
+	Prometheus rawSourceTable     `toml:"prometheus"`
+	Pools      map[string]rawPool `toml:"pools"`
 }
 
 type rawDaemon struct {
@@ -196,6 +198,9 @@ func parseAll(path string, data []byte, dropIns []dropIn) (*Config, error) {
 	}
 	c.HostGuard = l.hostGuard(raw.HostGuard, c.Daemon.PollInterval)
 	l.capacity(&c.Capacity, &raw.Capacity)
+	// Before the pools, whose rules' promql() may query it.
+	c.Prometheus = l.prometheus(raw.Prometheus)
+	l.prom = c.Prometheus
 	// Sorted, so that problems come out in the same order on every run.
 	for _, name := range slices.Sorted(maps.Keys(raw.Pools)) {
 		r := raw.Pools[name]
@@ -263,6 +268,8 @@ func decodeProblem(err error) (key, msg string) {
 type loader struct {
 	file     string
 	problems []Problem
+	// prom is the daemon-level [prometheus], for the pools' promql().
+	prom *Prometheus
 }
 
 func (l *loader) add(key, format string, args ...any) {

@@ -78,6 +78,7 @@ func (p *Pool) PolicyParams() policy.Params {
 		KeepWarmWorkers:           p.KeepWarmWorkers,
 		KeepWarm:                  p.KeepWarm,
 		PollInterval:              p.PollInterval,
+		NoQueue:                   p.NoQueue(),
 	}
 }
 
@@ -160,6 +161,7 @@ func (l *loader) pool(name string, r *rawPool, daemonPoll time.Duration) *Pool {
 	}
 	l.limits(p, &r.Limits, func(k string) string { return key("limits", k) })
 	l.scaling(p, &r.rawScaling, key)
+	l.noQueue(p, r, key)
 	return p
 }
 

@@ -15,6 +15,7 @@ func Reference() []TableDoc {
 		poolPolicyKeys,
 		limitsKeys,
 		hostGuardKeys,
+		prometheusKeys,
 		ruleKeys,
 		behaviorKeys,
 		behaviorDirectionKeys,

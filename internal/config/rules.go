@@ -150,9 +150,9 @@ func (l *loader) rule(key string, raw any, p *Pool) (policy.Rule, bool) {
 		return r, false
 	}
 	if len(c.Queries) > 0 {
-		prom, ok := p.Source.Settings.(PromQLSource)
-		if !ok {
-			l.add(key+".when", `promql() queries the pool's Prometheus: the pool's source must be type = %s (it has %q)`, promQLSources(), p.Source.Type)
+		prom := l.promQLServer(p)
+		if prom == nil {
+			l.add(key+".when", `promql() needs a Prometheus server: set the daemon-level [prometheus] table, or make the pool's source type = %s (it has %q)`, promQLSources(), p.Source.Type)
 			return r, false
 		}
 		for _, q := range c.Queries {

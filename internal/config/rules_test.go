@@ -129,7 +129,7 @@ func TestScalingProblems(t *testing.T) {
 		{"bad step", pool("policy = \"rules\"\n[[pools.email.scale_up]]\nwhen = \"true\"\nstep = 0\n"), "pools.email.scale_up[0].step", ">= 1"},
 		{"unknown rule key", pool("policy = \"rules\"\n[[pools.email.scale_up]]\nwhen = \"true\"\ncooldown = 9\n"), "pools.email.scale_up[0].cooldown", "unknown key"},
 		{"promql needs a prometheus source", pool("policy = \"rules\"\n[[pools.email.scale_up]]\nwhen = 'promql(\"up\")'\n"),
-			"pools.email.scale_up[0].when", `source must be type = "prometheus"`},
+			"pools.email.scale_up[0].when", `promql() needs a Prometheus server: set the daemon-level [prometheus] table, or make the pool's source type = "prometheus"`},
 		{"range shorter than two scrapes", strings.Replace(promPool, "%s", "[[pools.email.scale_up]]\nwhen = 'promql(\"rate(jobs_total[20s]) > 1\")'\n", 1),
 			"pools.email.scale_up[0].when", "range [20s] read by rate() is shorter than twice the scrape interval (scrape_interval_sec = 15)"},
 		{"range against the source's scrape interval", strings.Replace(promPool, "%s", "[[pools.email.scale_up]]\nwhen = 'promql(\"increase(jobs_total[1m]) > 1\")'\n", 1) + "scrape_interval_sec = 60\n",

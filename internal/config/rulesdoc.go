@@ -56,14 +56,14 @@ var ruleKeys = TableDoc{
 		"| `psi_cpu`, `psi_memory` | `some avg10`, percent |\n" +
 		"| `mem_available` | bytes |\n" +
 		"| `idle_sec` | seconds since the source last had pending or running work (since the daemon started, if never) |\n" +
-		"| `promql(\"QUERY\")` | an instant query against the pool's Prometheus, which must be its source (`type = \"prometheus\"`, whose `url` it uses): any non-zero sample fires, an empty result does not, an error holds |\n" +
+		"| `promql(\"QUERY\")` | an instant query against the pool's Prometheus: its source's server when the source is `type = \"prometheus\"`, else the daemon-level `[prometheus]`; any non-zero sample fires, an empty result does not, an error holds |\n" +
 		"\n" +
 		"A rule that reads a name whose value is not known on this tick (no PSI, no\n" +
 		"oldest age, the first host reading), or whose query fails, **holds** the pool\n" +
 		"for the tick, in both directions, with a rule-error entry in the journal.\n" +
 		"`promql()` takes a string literal, so that its query is checked at load: every\n" +
 		"range window (`rate(x[5m])`, and subqueries) must be at least twice the\n" +
-		"source's `scrape_interval_sec`. Note that PromQL comparisons filter: `x == 0`\n" +
+		"server's `scrape_interval_sec`. Note that PromQL comparisons filter: `x == 0`\n" +
 		"returns the sample `0` when `x` is 0, which does not fire; write `x == bool\n" +
 		"0`. A rule's step is bounded by `min_workers` and `max_workers`; its cooldown\n" +
 		"starts only when it actually changed the pool.",

@@ -107,6 +107,7 @@ func SourceTypes() []string { return slices.Sorted(maps.Keys(sourceTypes)) }
 // only its keys.
 func (l *loader) source(p *Pool, r rawSourceTable, key func(string) string) {
 	s := &p.Source
+	s.Type = defaultSourceType(p, r)
 	l.str(key("type"), r["type"], &s.Type)
 	t, known := sourceTypes[s.Type]
 	if !known {

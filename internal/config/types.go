@@ -15,6 +15,9 @@ type Config struct {
 	HostGuard *HostGuard
 	// Capacity is the [capacity] table: the host's budget for workers.
 	Capacity Capacity
+	// Prometheus is the [prometheus] table, the server that the promql()
+	// of trigger rules queries (prometheus.go); nil when there is none.
+	Prometheus *Prometheus
 	// Pools by name. Names match [a-z0-9_]{1,32}.
 	Pools map[string]*Pool
 	// DropIns are the files of DropInDir(Path) that were read, in the
@@ -106,6 +109,10 @@ type Pool struct {
 	Limits  Limits
 	// Scaling is the policy beyond the HPA formula (rules.go).
 	Scaling Scaling
+	// Prometheus is the daemon's [prometheus], kept by a pool whose rules
+	// use promql() and whose source does not serve it (prometheus.go);
+	// nil otherwise: a pool whose source is prometheus queries its own.
+	Prometheus *Prometheus
 }
 
 // Source is the [pools.NAME.source] table: its type, registered by its own

@@ -59,6 +59,9 @@ type drainingUnit struct {
 type slotBackoff struct {
 	delay time.Duration
 	until time.Time
+	// failures counts the slot's crashes and failed starts in a row: a
+	// worker that stays up backoffReset starts the count over.
+	failures int
 }
 
 // fleet is the pool's record of its units, as of the last listing: which
@@ -276,6 +279,7 @@ func (f *fleet) armBackoff(slot int, now time.Time) time.Duration {
 		b = &slotBackoff{}
 		f.backoff[slot] = b
 	}
+	b.failures++
 	b.delay = min(max(b.delay*2, backoffMin), backoffMax)
 	b.until = now.Add(b.delay)
 	return b.delay

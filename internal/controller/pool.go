@@ -82,6 +82,9 @@ type Options struct {
 	Clock Clock
 	// NewSource opens the pool's source; nil is source.New.
 	NewSource func(config.Source) (source.Source, error)
+	// NewPromQL opens the daemon's [prometheus] for the rules' promql()
+	// (promql.go); nil is source.NewPromQL.
+	NewPromQL func(config.Prometheus) source.PromQL
 	// Guard is the daemon's host guard, shared by its pools; nil is none.
 	Guard *HostGuard
 	// Ledger is the host's worker budget, shared by the daemon's pools;
@@ -126,7 +129,9 @@ type Pool struct {
 	// retired are sources replaced by a reload, closed once their wake-up
 	// has ended.
 	retired []source.Source
-	rec     policy.Recommender
+	// prom runs the rules' promql() when the source does not (promql.go).
+	prom source.PromQL
+	rec  policy.Recommender
 	// workers are the pool's slots, starts and stops, backoff, quiet phase
 	// and rollout (workers.go): what follows the decision.
 	workers *workers
@@ -137,8 +142,9 @@ type Pool struct {
 	// The operator's surface (override.go, view.go, explain.go).
 	override api.Override
 	health   sourceHealth
-	lastDry  decisionKey // the last "would scale" logged in dry-run
-	pub      published   // what the next snapshot shows (snapshot.go)
+	lastDry  decisionKey   // the last "would scale" logged in dry-run
+	degraded degradedState // degraded.go
+	pub      published     // what the next snapshot shows (snapshot.go)
 
 	wake     chan struct{}
 	watch    watchState   // the source's wake-up (wake.go)
@@ -171,6 +177,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		own:    newOwner(),
 		cfg:    cfg,
 		src:    src,
+		prom:   openPromQL(opts.NewPromQL, cfg),
 		report: newReporter(log),
 		wake:   make(chan struct{}, 1),
 	}
@@ -184,6 +191,9 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 	if err := p.setRules(cfg); err != nil {
 		p.workers.svc.close()
 		src.Close()
+		if p.prom != nil {
+			p.prom.Close()
+		}
 		return nil, err
 	}
 	p.pub.status = Status{Name: cfg.Name, Max: cfg.MaxWorkers, Mode: p.modeString(p.wallNow()), GroupSize: cfg.GroupSize()}
@@ -285,6 +295,7 @@ func (p *Pool) update(cfg *config.Pool) error {
 		p.srcGen++
 		p.abandonRead()
 	}
+	p.updatePromQL(cfg)
 	p.cfg = cfg
 	p.workers.cfg = cfg
 	p.pub.status.Max = cfg.MaxWorkers
@@ -322,6 +333,9 @@ func (p *Pool) Close() error {
 		srcs = append(p.retired, p.src)
 		p.retired = nil
 		p.workers.svc.close()
+		if p.prom != nil {
+			p.prom.Close()
+		}
 	})
 	var err error
 	for i, s := range srcs {

@@ -26,8 +26,9 @@ type sourcePlan struct {
 	readsDemand  bool
 	demandWindow time.Duration
 	// queries are the rules' promql() conditions, asked when the queue's
-	// counts were read.
+	// counts were read, of querier (promql.go).
 	queries []string
+	querier source.Querier
 }
 
 // observed is what a tick's reads found.
@@ -64,6 +65,7 @@ func (p *Pool) readPlan() sourcePlan {
 	}
 	if p.sc.rules != nil {
 		plan.queries = p.sc.rules.Queries()
+		plan.querier = p.querier()
 	}
 	return plan
 }
@@ -120,13 +122,14 @@ func (pl sourcePlan) readDemand(ctx context.Context) demandRead {
 	return demandRead{asked: true, d: d, err: err}
 }
 
-// conditions runs the rules' promql() queries against the pool's source.
+// conditions runs the rules' promql() queries against the pool's source,
+// or the daemon's [prometheus] (promql.go).
 func (pl sourcePlan) conditions(ctx context.Context) map[string]policy.PromResult {
 	out := make(map[string]policy.PromResult, len(pl.queries))
-	q, ok := pl.src.(source.Querier)
-	if !ok {
+	q := pl.querier
+	if q == nil {
 		for _, s := range pl.queries {
-			out[s] = policy.PromResult{Err: errors.New("the pool's source runs no PromQL")}
+			out[s] = policy.PromResult{Err: errors.New("no Prometheus server runs promql(): the pool's source is not prometheus and there is no [prometheus]")}
 		}
 		return out
 	}

@@ -219,11 +219,17 @@ type Status struct {
 	// GroupSize is the ranks of a gang pool's groups (Current and Max
 	// count groups); 0 or 1 for a pool of single units.
 	GroupSize int
+	// NoQueue: the pool reads no queue (a service pool without a source).
+	NoQueue bool
+	// Degraded: its baseline workers keep failing (degraded.go).
+	Degraded bool
 }
 
 func (s Status) String() string {
 	queue := "? pending"
 	switch {
+	case s.NoQueue:
+		queue = "no queue"
 	case s.SourceError != "":
 		queue = "? pending (" + s.SourceError + ")"
 	case s.PendingKnown:
@@ -240,6 +246,9 @@ func (s Status) String() string {
 	if s.GroupSize > 1 {
 		workers = fmt.Sprintf("groups of %d", s.GroupSize)
 	}
+	if s.Degraded {
+		mode += " [degraded]"
+	}
 	return fmt.Sprintf("%s %d/%d %s, %s%s", s.Name, s.Current, s.Max, workers, queue, mode)
 }
 
@@ -252,7 +261,9 @@ func (p *Pool) publish(c *source.Counts, err error) bool {
 	st.Current, st.Draining, st.Max = p.workers.live(), p.workers.draining(), p.cfg.MaxWorkers
 	st.GroupSize = p.cfg.GroupSize()
 	st.Mode = p.modeString(p.wallNow())
+	st.NoQueue, st.Degraded = p.cfg.NoQueue(), p.degraded.on
 	switch {
+	case st.NoQueue:
 	case c != nil:
 		st.Pending, st.Paused, st.PendingKnown, st.SourceError = c.Pending, c.Paused, true, ""
 	case err != nil:

@@ -70,6 +70,7 @@ func (p *Pool) beginTick(ctx context.Context) tickRun {
 	p.workers.replaceCrashed(ctx, now, r)
 	p.workers.replaceUnready(ctx, now)
 	p.workers.publishReady(ctx, now)
+	p.checkDegraded(now)
 	p.sampleCPU(now, listed)
 	return run
 }

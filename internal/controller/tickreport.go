@@ -25,12 +25,13 @@ func (p *Pool) tickReport(d policy.Decision, took time.Duration) api.TickReport 
 		SourceErr: p.lastObs.err,
 		Duration:  took,
 		Mode:      p.modeKind(p.wallNow()),
+		Degraded:  p.degraded.on,
 	}
 	if p.workers.svc != nil {
 		r.Service = true
 		r.Ready, r.NotReady = p.workers.readyCount()
 	}
-	if p.lastObs.valid {
+	if p.lastObs.valid && !p.cfg.NoQueue() {
 		r.Queue = queueView(p.lastObs.counts)
 	}
 	return r

@@ -67,6 +67,10 @@ func (p *Pool) View() api.View {
 		o := *v.Override
 		v.Override = &o
 	}
+	if v.Degraded != nil {
+		dg := *v.Degraded
+		v.Degraded = &dg
+	}
 	if v.Pool == "" {
 		v.Pool = p.name
 	}
@@ -129,6 +133,7 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *api.Explanatio
 			Type: p.cfg.Source.Type, Healthy: p.health.healthy, LastSuccess: p.health.lastSuccess,
 			LastError: p.health.lastError, LastErrorAt: p.health.lastErrorAt,
 		},
+		Degraded:   p.degradedView(),
 		UpdatedAt:  wall,
 		WorkerList: make([]api.WorkerView, 0, p.workers.live()+p.workers.draining()),
 	}
@@ -140,7 +145,7 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *api.Explanatio
 		v.Workers.GroupSize = n
 	}
 	v.Mode, v.Override = viewMode(p.modeString(wall), p.activeOverride(wall))
-	if c := p.health.counts; c != nil {
+	if c := p.health.counts; c != nil && !p.cfg.NoQueue() {
 		v.Queue = queueView(*c)
 	}
 	for _, w := range p.workers.fleet.liveWorkers() {

@@ -55,6 +55,7 @@ var gaugeHelp = map[string]string{
 	"queue_running":            "Jobs running, as the source last read them (draining workers' included).",
 	"queue_paused":             "Jobs in paused queues.",
 	"queue_oldest_age_seconds": "Age of the oldest pending job; absent when the source cannot tell.",
+	"pool_degraded":            "1 while the pool is degraded: short of its min_workers because a worker keeps failing; else 0.",
 }
 
 // New builds the collectors; reconnects reports the D-Bus reconnections
@@ -112,6 +113,11 @@ func (m *Metrics) Tick(r api.TickReport) {
 		g("workers_ready", float64(r.Ready))
 		g("workers_not_ready", float64(r.NotReady))
 	}
+	degraded := 0.0
+	if r.Degraded {
+		degraded = 1
+	}
+	g("pool_degraded", degraded)
 	if q := r.Queue; q != nil {
 		g("queue_pending", float64(q.Pending))
 		g("queue_running", float64(q.Running))

@@ -113,6 +113,11 @@ func (r *Recommender) Decide(now time.Time, p Params, o Observation) Decision {
 		return holdWithinBounds(d, p, "source unavailable")
 	case o.Pending < 0 || o.Running < 0:
 		return holdWithinBounds(d, p, "negative count")
+	case p.NoQueue && !(p.TargetCPUUtilisation > 0 && c > 0 && o.CPUKnown):
+		// Without a queue the CPU is the formula's only signal: until it
+		// is read, the pool has no observation, which must not read as
+		// an idle pool to scale down.
+		return holdWithinBounds(d, p, "no queue, and no CPU reading yet")
 	}
 
 	raw := r.signals(now, p, o, &d)

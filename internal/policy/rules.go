@@ -65,6 +65,10 @@ type ruleEnv struct {
 var SignalNames = []string{"pending", "running", "paused", "oldest_age", "workers", "draining", "worker_cpu",
 	"host_cpu", "host_cpu_ema", "psi_cpu", "psi_memory", "mem_available", "idle_sec"}
 
+// QueueSignals are the signals read from the pool's queue: a pool without
+// one (Params.NoQueue) does not know them.
+var QueueSignals = []string{"pending", "running", "paused", "oldest_age", "idle_sec"}
+
 // HostSignals are the signals read from the host rather than the pool.
 var HostSignals = []string{"host_cpu", "host_cpu_ema", "psi_cpu", "psi_memory", "mem_available"}
 
@@ -300,7 +304,13 @@ func (rs *RuleSet) Decide(now time.Time, p Params, o Observation, s Signals, res
 		HostCPU: s.Host.CPU, HostCPUEMA: s.HostCPUEMA, PSICPU: s.Host.PSICPU, PSIMemory: s.Host.PSIMemory,
 		MemAvailable: int64(min(s.Host.MemAvailable, 1<<62)), IdleSec: now.Sub(rs.LastBusy).Seconds(),
 	}
-	ev := ruleEval{rs: rs, now: now, env: env, known: s.known, results: results}
+	known := s.known
+	if p.NoQueue {
+		// Not zero: a rule over a queue that does not exist fails, and
+		// holds, rather than reading an empty queue.
+		known = func(name string) bool { return !slices.Contains(QueueSignals, name) && s.known(name) }
+	}
+	ev := ruleEval{rs: rs, now: now, env: env, known: known, results: results}
 	for i, r := range rs.Up {
 		if ev.try(fmt.Sprintf("scale_up[%d]", i), r) {
 			break

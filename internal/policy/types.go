@@ -35,6 +35,11 @@ type Params struct {
 	// after the last tick that saw work (warm.go).
 	KeepWarmWorkers int
 	KeepWarm        time.Duration
+	// NoQueue is set for a pool that reads no queue (a service's replicas
+	// without a source): the queue's signals are left out, and a tick
+	// with no other signal holds, so that the absence of a queue never
+	// reads as "no work" and never scales the pool down.
+	NoQueue bool
 }
 
 // Observation is what the controller saw at one tick.

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"sync"
 
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/flexiq/flexiq-scaled/internal/config"
 )
 
 // Querier is a source that can also run the promql() conditions of a
@@ -93,4 +96,21 @@ func fires(val model.Value) (bool, error) {
 		return false, errors.New("returned no result")
 	}
 	return false, fmt.Errorf("returned a %s, not a number", val.Type())
+}
+
+// PromQL is a Prometheus server that runs the promql() conditions of the
+// pools whose source does not serve them: the daemon's [prometheus].
+type PromQL interface {
+	Querier
+	Close() error
+}
+
+// NewPromQL returns the daemon-level server p, guarded as a source is. As
+// with a source, it does not touch the server: one that is down is an
+// error of each condition, which holds the pools that ask.
+func NewPromQL(p config.Prometheus) PromQL {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 4 // the conditions of one tick run side by side
+	s := &prometheusSource{conn: p.Conn, spec: PrometheusSettings{Conn: p.Conn, ScrapeInterval: p.ScrapeInterval}, transport: t}
+	return Guard(s, TypePrometheus, nil).(PromQL)
 }

@@ -56,3 +56,32 @@ func TestPrometheusConditions(t *testing.T) {
 		}
 	}
 }
+
+// The daemon-level server runs conditions as a prometheus source does, and
+// a server that is down is an error of each condition (which holds the
+// pool), never a "does not fire".
+func TestDaemonPromQL(t *testing.T) {
+	_, url := promServer(t, map[string]string{"up": promVector("1"), "low": promVector("0")})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		name, url string
+		want      map[string]bool // query: fires; absent: an error
+	}{
+		{"up", url, map[string]bool{"up": true, "low": false}},
+		{"down", "http://127.0.0.1:1", map[string]bool{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := NewPromQL(config.Prometheus{Conn: config.Conn{URL: tc.url}})
+			defer q.Close()
+			got := q.Conditions(ctx, []string{"up", "low"})
+			for _, query := range []string{"up", "low"} {
+				r := got[query]
+				fires, ok := tc.want[query]
+				if (r.Err == nil) != ok || r.Fires != fires {
+					t.Errorf("%s: fires %t err %v, want fires %t, error %t", query, r.Fires, r.Err, fires, !ok)
+				}
+			}
+		})
+	}
+}
