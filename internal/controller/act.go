@@ -113,7 +113,8 @@ func (ws *workers) startWorkers(ctx context.Context, now time.Time, n int, why s
 				delay := ws.fleet.armBackoff(r.slot, now)
 				ws.report.startFailed(r.slot, unit, why, r.err, delay)
 			default:
-				w := &worker{slot: r.slot, unit: unit, revision: revision, since: now, ports: ports[r.slot], size: len(specs[r.slot].Ranks)}
+				w := &worker{slot: r.slot, unit: unit, revision: revision, since: now, ports: ports[r.slot], size: len(specs[r.slot].Ranks),
+					rankPorts: rankPortsOf(ws.cfg.Service, specs[r.slot].Ranks)}
 				ws.fleet.live[r.slot] = w
 				ws.replicaStarted(now, w)
 				started = append(started, w)
@@ -190,6 +191,11 @@ func (ws *workers) portsHeld() map[int]bool {
 	for _, w := range ws.fleet.live {
 		for _, p := range w.ports {
 			held[p] = true
+		}
+		for _, rp := range w.rankPorts {
+			for _, p := range rp {
+				held[p] = true
+			}
 		}
 	}
 	for _, d := range ws.fleet.draining {

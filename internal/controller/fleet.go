@@ -37,6 +37,7 @@ type worker struct {
 	// A service replica's (service.go): its ports, kept for its life, and
 	// its readiness.
 	ports         map[string]int
+	rankPorts     []map[string]int // a gang group's ranks 1 … N-1 (gang.go)
 	rd            readiness
 	readyFrom     time.Time // ready_timeout_sec counts from here
 	notReadySince time.Time

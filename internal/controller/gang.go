@@ -396,3 +396,29 @@ func withGroupShape(c *config.Pool, s units.WorkerSpec) units.WorkerSpec {
 	}
 	return s
 }
+
+// rankPortsOf are the ports of ranks 1 … N-1 as a group's spec gives them;
+// nil for a single unit.
+func rankPortsOf(svc *config.Service, ranks []units.RankSpec) []map[string]int {
+	if svc == nil || len(ranks) < 2 {
+		return nil
+	}
+	out := make([]map[string]int, 0, len(ranks)-1)
+	for _, r := range ranks[1:] {
+		out = append(out, portsFromEnvironment(svc, envList(r.Environment)))
+	}
+	return out
+}
+
+// listedRankPorts reads an adopted group's ranks' ports back from their
+// units' Environment=, as listed (sorted by rank).
+func listedRankPorts(svc *config.Service, ranks []units.Worker) []map[string]int {
+	if svc == nil || len(ranks) == 0 {
+		return nil
+	}
+	out := make([]map[string]int, 0, len(ranks))
+	for _, r := range ranks {
+		out = append(out, portsFromEnvironment(svc, r.Environment))
+	}
+	return out
+}

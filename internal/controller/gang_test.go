@@ -3,6 +3,8 @@ package controller
 import (
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -389,5 +391,44 @@ func TestGangRank0Crash(t *testing.T) {
 	g.tick(time.Second)
 	if len(g.lines("stopped without being asked", `FLEXIQ_RANK="0"`, `FLEXIQ_RESULT="core-dump"`, "rank 0 (flexiq-web@1.service) is failed")) != 1 {
 		t.Fatalf("no crash entry naming rank 0:\n%s", g.log)
+	}
+}
+
+// TestGangInDiscovery: a ready group is in the JSON file with every rank
+// and its ports (rank 0 first), in file_sd by rank 0 only, and a restarted
+// daemon reads the ranks' ports back and rewrites nothing.
+func TestGangInDiscovery(t *testing.T) {
+	sr := newServiceRig(t, config.ReadyActive, 8000)
+	sr.cfg.Service.GroupSize = 3
+	sr.cfg.MinWorkers = 1
+	sr.pool = sr.newPool()
+	sr.start(sr.pool)
+	sr.settle()
+	want := []string{"flexiq-web@1.service", "flexiq-web@1-r1.service", "flexiq-web@1-r2.service"}
+	if got := sr.published(); !slices.Equal(got, want) {
+		t.Fatalf("discovery lists %v, want %v", got, want)
+	}
+	json := func() string {
+		b, err := os.ReadFile(filepath.Join(sr.disc, "web.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	before := json()
+	for _, port := range []string{`"http": 8000`, `"http": 8001`, `"http": 8002`, `"rank": 2`} {
+		if !strings.Contains(before, port) {
+			t.Errorf("discovery lacks %s:\n%s", port, before)
+		}
+	}
+	sd, err := os.ReadFile(filepath.Join(sr.disc, "web.file_sd.json"))
+	if err != nil || strings.Count(string(sd), `"targets"`) != 1 || !strings.Contains(string(sd), "127.0.0.1:8000") {
+		t.Errorf("file_sd should scrape rank 0 only (%v):\n%s", err, sd)
+	}
+	sr.pool = sr.newPool()
+	sr.start(sr.pool)
+	sr.settle()
+	if got := json(); got != before {
+		t.Errorf("after a restart discovery is\n%s\nwant\n%s", got, before)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/discovery"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/source"
+	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
 // publishing is the loop's record of what it published and of the
@@ -82,6 +83,14 @@ func (ws *workers) readySet() (discovery.Set, string) {
 		}
 		reps = append(reps, discovery.Replica{Slot: w.slot, Unit: w.unit, Address: addr, Ports: w.ports})
 		fmt.Fprintf(&key, "%d %s %v;", w.slot, w.unit, w.ports)
+		// A gang group's other ranks: in the JSON file and .Replicas
+		// with their rank, never in file_sd or .Leaders (rank 0 is the
+		// replica).
+		for i, rp := range w.rankPorts {
+			unit := units.RankUnitName(ws.name, w.slot, i+1)
+			reps = append(reps, discovery.Replica{Slot: w.slot, Unit: unit, Address: addr, Ports: rp, Rank: i + 1})
+			fmt.Fprintf(&key, "%d %s %v;", w.slot, unit, rp)
+		}
 	}
 	return discovery.NewSet(ws.name, reps), addr + "|" + key.String()
 }

@@ -224,6 +224,7 @@ func (ws *workers) replicasReconciled(now time.Time, listed []units.Worker, r re
 	for _, w := range r.adopted {
 		lw, _ := byUnit.get(w.unit)
 		w.ports = portsFromEnvironment(ws.cfg.Service, lw.Environment)
+		w.rankPorts = listedRankPorts(ws.cfg.Service, lw.Ranks)
 		// Its ready timeout counts from now: the daemon was not there to
 		// see it start.
 		w.readyFrom = now
