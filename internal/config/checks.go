@@ -60,6 +60,7 @@ func CheckMachine(c *Config) (problems, warnings []Problem) {
 	credProblems, credWarnings := CheckCredentials(c)
 	problems, warnings = append(problems, credProblems...), append(warnings, credWarnings...)
 	warnings = append(warnings, CheckExecutables(c)...)
+	warnings = append(warnings, CheckCPUSet(c)...)
 	// Capped max_workers are the daemon's to log, as capacity-capped
 	// events (ApplyCapacity); check-config prints them as warnings.
 	capProblems, _ := CheckHostCapacity(c)
