@@ -51,7 +51,8 @@ func CheckUsersDetail(c *Config) (problems, warnings []Problem) {
 // configuration (users and groups that do not exist, source paths that lead
 // into a directory the daemon's sandbox hides); warnings are logged (names
 // NSS could not answer for, commands systemd would not find or could not
-// execute, which may be deployed after the file). check-config treats the
+// execute, which may be deployed after the file; cpuset_split on a host
+// without the cpuset controller, CheckCPUSet). check-config treats the
 // commands as problems. A min_workers the host cannot hold is a problem, as
 // is a credential file that is missing or unsafe (CheckCredentials).
 func CheckMachine(c *Config) (problems, warnings []Problem) {

@@ -94,9 +94,16 @@ func CheckCPUSet(c *Config) []Problem {
 	if len(pools) == 0 {
 		return nil
 	}
+	// A hybrid host mounts its cgroup2 hierarchy at unified/.
 	path := filepath.Join(cgroupRoot, "cgroup.controllers")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if d, uerr := os.ReadFile(filepath.Join(cgroupRoot, "unified", "cgroup.controllers")); uerr == nil {
+			path, data, err = filepath.Join(cgroupRoot, "unified", "cgroup.controllers"), d, nil
+		}
+	}
 	why := ""
-	switch data, err := os.ReadFile(path); {
+	switch {
 	case err != nil:
 		why = fmt.Sprintf("cannot read %s (%v), so this host has no cgroup2 cpuset controller that we know of", path, err)
 	case !slices.Contains(strings.Fields(string(data)), "cpuset"):

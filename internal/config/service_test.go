@@ -416,17 +416,21 @@ func TestCheckCPUSet(t *testing.T) {
 	saved := cgroupRoot
 	defer func() { cgroupRoot = saved }()
 	for _, tc := range []struct {
-		name, controllers string // "" = no file
-		want              string
+		name, dir, controllers string // "" = no file
+		want                   string
 	}{
-		{"cpuset", "cpuset cpu io memory pids\n", ""},
-		{"no cpuset", "cpu io memory pids\n", "has no cpuset controller"},
-		{"no cgroup2", "", "cannot read"},
+		{"cpuset", "", "cpuset cpu io memory pids\n", ""},
+		{"no cpuset", "", "cpu io memory pids\n", "has no cpuset controller"},
+		{"hybrid", "unified", "\n", "unified/cgroup.controllers lists: )"},
+		{"no cgroup2", "", "", "cannot read"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cgroupRoot = t.TempDir()
 			if tc.controllers != "" {
-				if err := os.WriteFile(filepath.Join(cgroupRoot, "cgroup.controllers"), []byte(tc.controllers), 0o644); err != nil {
+				if err := os.MkdirAll(filepath.Join(cgroupRoot, tc.dir), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(cgroupRoot, tc.dir, "cgroup.controllers"), []byte(tc.controllers), 0o644); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -441,6 +445,11 @@ func TestCheckCPUSet(t *testing.T) {
 				t.Errorf("warnings %v, want one on cpuset_split saying %q", ws, tc.want)
 			}
 		})
+	}
+	// The daemon sees it at start and reload, through CheckMachine.
+	cgroupRoot = t.TempDir()
+	if _, ws := CheckMachine(c); !slices.ContainsFunc(ws, func(p Problem) bool { return p.Key == "pools.email.service.cpuset_split" }) {
+		t.Errorf("CheckMachine warnings %v lack cpuset_split", ws)
 	}
 	// A pool that does not split is not judged.
 	c.Pools["email"].Service.CPUSetSplit = false
