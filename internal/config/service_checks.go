@@ -18,6 +18,7 @@ import (
 func (l *loader) services(c *Config) {
 	defer func(file string) { l.file = file }(l.file)
 	l.portOverlaps(c)
+	l.outputClashes(c)
 	if mtw := c.Capacity.MaxTotalWorkers; mtw > 0 {
 		for _, p := range sortedPools(c) {
 			s := p.Service
@@ -72,6 +73,36 @@ func (l *loader) portOverlaps(c *Config) {
 					r.first, r.last, other, o.first, o.last)
 			}
 			ranges = append(ranges, r)
+		}
+	}
+}
+
+// outputClashes refuses two pools that would write one file: a template's
+// destination that is another template's, or another pool's discovery
+// file. Within a pool, templates() has refused it already.
+func (l *loader) outputClashes(c *Config) {
+	owner := map[string]*Pool{}
+	for _, p := range sortedPools(c) {
+		s := p.Service
+		if s == nil {
+			continue
+		}
+		l.file = c.FileOf(p.Name)
+		own := []string{filepath.Join(s.DiscoveryDir, p.Name+".json"), filepath.Join(s.DiscoveryDir, p.Name+".file_sd.json")}
+		for i, t := range s.Templates {
+			dest := t.Spec.Destination
+			k := fmt.Sprintf("%s[%d].destination", poolKey(p, "service", "template"), i)
+			if o, ok := owner[dest]; ok {
+				l.add(k, "%s is also written for pool %s (in %s): each would overwrite the other", dest, o.Name, c.FileOf(o.Name))
+			} else if slices.Contains(own, dest) {
+				l.add(k, "%s is this pool's own discovery file", dest)
+			}
+		}
+		for _, f := range own {
+			owner[f] = p
+		}
+		for _, t := range s.Templates {
+			owner[t.Spec.Destination] = p
 		}
 	}
 }
