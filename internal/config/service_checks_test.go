@@ -83,3 +83,19 @@ func TestCheckCPUSet(t *testing.T) {
 		t.Errorf("warnings without cpuset_split: %v", ws)
 	}
 }
+
+// probe.Spec.Validate's messages become a problem on the key they name.
+func TestProbeProblem(t *testing.T) {
+	const rk = "pools.web.service.readiness"
+	for _, tc := range []struct{ in, key, msg string }{
+		{`port = "grpc": not declared in the pool's ports ["http"]`, rk + ".port", `"grpc": not declared in the pool's ports ["http"]`},
+		{`port: missing; name one of the pool's ports ["http"]`, rk + ".port", `missing; name one of the pool's ports ["http"]`},
+		{`kind = "x": unknown`, rk + ".type", `"x": unknown`},
+		{"odd", rk, "odd"},
+		{": odd", rk, ": odd"},
+	} {
+		if key, msg := probeProblem(rk, tc.in); key != tc.key || msg != tc.msg {
+			t.Errorf("probeProblem(%q) = %q, %q; want %q, %q", tc.in, key, msg, tc.key, tc.msg)
+		}
+	}
+}

@@ -264,8 +264,8 @@ func (l *loader) serviceReadiness(s *Service, raw value, k func(...string) strin
 	spec = spec.WithDefaults()
 	// The prefix is cut off again: the problem names the key itself.
 	if err := spec.Validate("\x00", portNames(s)); err != nil {
-		sub, msg := probeProblem(strings.TrimPrefix(err.Error(), "\x00: "))
-		l.add(rk+"."+sub, "%s", msg)
+		k, msg := probeProblem(rk, strings.TrimPrefix(err.Error(), "\x00: "))
+		l.add(k, "%s", msg)
 		return
 	}
 	s.Readiness = Readiness{Kind: kind, Probe: spec}
@@ -302,17 +302,18 @@ func (l *loader) probeTiming(spec *probe.Spec, m map[string]value, rk string) bo
 }
 
 // probeProblem splits probe.Spec.Validate's "key = value: why" or "key:
-// why" into the key, in the file's spelling, and the rest.
-func probeProblem(s string) (key, msg string) {
+// why" into the key of table rk, in the file's spelling, and the rest; a
+// message of another shape stays whole, on the table.
+func probeProblem(rk, s string) (key, msg string) {
 	i := strings.IndexAny(s, " :")
-	if i < 0 {
-		return "", s
+	if i <= 0 {
+		return rk, s
 	}
 	key, msg = s[:i], strings.TrimPrefix(strings.TrimPrefix(s[i:], " = "), ": ")
 	if key == "kind" {
 		key = "type"
 	}
-	return key, msg
+	return rk + "." + key, msg
 }
 
 // templates fills s.Templates from [[pools.NAME.service.template]], each
