@@ -3,6 +3,7 @@ package units_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,7 +31,7 @@ func TestListWorkersCache(t *testing.T) {
 	if n := m.PropertyReads() - reads; n != 0 {
 		t.Errorf("listing a running worker again read its properties %d times, want 0", n)
 	}
-	if again != first {
+	if !reflect.DeepEqual(again, first) {
 		t.Errorf("cached listing %+v, first %+v", again, first)
 	}
 
