@@ -58,25 +58,6 @@ func (p *Pool) WorkerCost() capacity.Cost {
 	return c
 }
 
-// GroupCost is one worker's share of the host counted as the units it
-// runs: a service pool's gang group of N ranks costs N ranks' limits, and
-// N of [capacity] max_total_workers (issue 19, item 5).
-func (p *Pool) GroupCost() capacity.Cost {
-	c, n := p.WorkerCost(), p.GroupSize()
-	return capacity.Cost{Cores: c.Cores * float64(n), Memory: c.Memory * uint64(n)}
-}
-
-// groupBudget is b for workers of n units each: the count cap, which counts
-// units, in whole groups. A cap below one group leaves room for none,
-// which a zero Workers (no cap) cannot say: ok is then false.
-func groupBudget(b capacity.Budget, n int) (_ capacity.Budget, ok bool) {
-	if n <= 1 || b.Workers == 0 {
-		return b, true
-	}
-	b.Workers /= n
-	return b, b.Workers > 0
-}
-
 // Budget is what the configuration leaves for workers on host h.
 func (c *Config) Budget(h capacity.Host) capacity.Budget {
 	return capacity.NewBudget(h, c.Capacity.ReservedCores, c.Capacity.ReservedMemoryBytes, c.Capacity.MaxTotalWorkers)
@@ -108,26 +89,18 @@ func CheckCapacity(c *Config, h capacity.Host) (problems []Problem, capped []Cap
 	host += ")"
 	var sum capacity.Budget // the min_workers of every pool together
 	for _, p := range sortedPools(c) {
-		cost, n := p.GroupCost(), p.GroupSize()
-		gb, room := groupBudget(budget, n)
-		fit, what, groups := 0, "workers", ""
-		if room {
-			fit = capacity.Fit(gb, cost)
-		}
-		if n > 1 {
-			groups = fmt.Sprintf(" groups of %d ranks", n)
-			what = groups[1:]
-		}
+		cost := p.WorkerCost()
+		fit := capacity.Fit(budget, cost)
 		if p.MinWorkers > fit {
 			problems = append(problems, Problem{File: c.FileOf(p.Name), Key: poolKey(p, "min_workers"),
-				Msg: fmt.Sprintf("%d %s do not fit on %s: short of %s", p.MinWorkers, what, host, capacity.Shortfall(gb, cost, p.MinWorkers))})
+				Msg: fmt.Sprintf("%d workers do not fit on %s: short of %s", p.MinWorkers, host, capacity.Shortfall(budget, cost, p.MinWorkers))})
 		} else if p.MaxWorkers > fit {
 			capped = append(capped, Capped{Pool: p.Name, From: p.MaxWorkers, To: fit,
-				Why: fmt.Sprintf("only %d%s fit on %s", fit, groups, host)})
+				Why: fmt.Sprintf("only %d fit on %s", fit, host)})
 		}
 		sum.Cores += float64(p.MinWorkers) * cost.Cores
 		sum.Memory += uint64(p.MinWorkers) * cost.Memory
-		sum.Workers += p.MinWorkers * n
+		sum.Workers += p.MinWorkers
 	}
 	if len(problems) > 0 {
 		return problems, capped

@@ -132,17 +132,6 @@ func TestCheckCapacity(t *testing.T) {
 		{"the pools' minimums together: cores", pools("min_workers = 2\nmax_workers = 2\n[pools.a.limits]\ncpu_quota = \"150%\"",
 			"min_workers = 1\nmax_workers = 2\n[pools.b.limits]\ncpu_quota = \"150%\""),
 			[]string{"together do not fit", "0.5 cores (need 4.5, have 4)"}, nil},
-		// A gang group costs its ranks (issue 19): 3 ranks of 50% are 1.5
-		// cores a group, so 2 groups fit in 4 cores; a cap of 7 units is
-		// 2 groups of 3.
-		{"groups capped by cores", pools("min_workers = 1\nmax_workers = 10\n[pools.a.limits]\ncpu_quota = \"50%\"\n[pools.a.service]\ngroup_size = 3"),
-			nil, map[string]int{"a": 2}},
-		{"groups capped by max_total_workers", "[capacity]\nmax_total_workers = 7\n" + pools("min_workers = 1\nmax_workers = 10\n[pools.a.service]\ngroup_size = 3"),
-			nil, map[string]int{"a": 2}},
-		{"groups' min_workers do not fit", pools("min_workers = 3\nmax_workers = 10\n[pools.a.limits]\ncpu_quota = \"50%\"\n[pools.a.service]\ngroup_size = 3"),
-			[]string{"pools.a.min_workers", "3 groups of 3 ranks do not fit", "need 4.5, have 4"}, nil},
-		{"groups count as their ranks together", "[capacity]\nmax_total_workers = 6\n" + pools("min_workers = 1\nmax_workers = 1\n[pools.a.service]\ngroup_size = 4", "min_workers = 3\nmax_workers = 3"),
-			[]string{"min_workers together do not fit", "1 workers (max_total_workers = 6)"}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
