@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net/netip"
 	"os"
@@ -370,6 +371,13 @@ func (l *loader) template(tk string, raw any, sample discovery.Set) (*discovery.
 			good = false
 		case !l.str(tk+"."+f.name, m[f.name], f.dst):
 			good = false
+		case f.name == "source":
+			// Read here, so a source the daemon's sandbox hides
+			// fails to read, and LoadTemplate's error says why.
+			if !filepath.IsAbs(*f.dst) {
+				l.add(tk+".source", "%q must be an absolute path", *f.dst)
+				good = false
+			}
 		default:
 			l.visiblePath(tk+"."+f.name, f.dst, f.what)
 			good = good && *f.dst != ""
@@ -393,7 +401,11 @@ func (l *loader) template(tk string, raw any, sample discovery.Set) (*discovery.
 		if errors.As(err, &te) {
 			l.add(tk+".source", "template does not parse: %v", te)
 		} else {
-			l.add(tk+".source", "%s", strings.TrimPrefix(err.Error(), tk+".source: "))
+			why := ""
+			if h, hidden := hiddenBy(filepath.Clean(spec.Source)); hidden && errors.Is(err, fs.ErrNotExist) {
+				why = ": " + fmt.Sprintf(h.reason, h.dir) + "; keep templates elsewhere, e.g. under /etc/flexiq-scaled"
+			}
+			l.add(tk+".source", "%s%s", strings.TrimPrefix(err.Error(), tk+".source: "), why)
 		}
 		return nil, false
 	}

@@ -332,11 +332,6 @@ func TestDiffService(t *testing.T) {
 // An edited template file is a change although the config is the same: a
 // reload must hand the pool the new template.
 func TestDiffServiceTemplateText(t *testing.T) {
-	// The template lives under t.TempDir(), which Load would refuse as
-	// hidden from the daemon.
-	saved := hiddenDirs
-	hiddenDirs = nil
-	defer func() { hiddenDirs = saved }()
 	src := filepath.Join(t.TempDir(), "up.tmpl")
 	text := svc("[[pools.email.service.template]]\nsource = \"" + src + "\"\ndestination = \"/etc/up.conf\"\n")
 	if err := os.WriteFile(src, []byte("{{.Pool}}\n"), 0o600); err != nil {

@@ -145,9 +145,9 @@ var templateKeys = TableDoc{
 		"port the pool does not declare, is an error naming the config file, the key,\n" +
 		"and the template's file and line; a reload then keeps the old configuration.",
 	Keys: []KeyDoc{
-		{Name: "source", Type: "string", Required: true, Limits: "an absolute path, outside the directories the daemon's sandbox hides",
-			Doc: "The template file, read when the configuration is loaded (and reloaded)."},
-		{Name: "destination", Type: "string", Required: true, Limits: "as `source`; its directory must exist; two templates of a pool cannot share it",
+		{Name: "source", Type: "string", Required: true, Limits: "an absolute path",
+			Doc: "The template file, read when the configuration is loaded (and reloaded). The daemon reads it in its sandbox, which hides `/tmp`, `/var/tmp`, `/home`, `/root` and `/run/user`: keep it elsewhere, e.g. in `/etc/flexiq-scaled`."},
+		{Name: "destination", Type: "string", Required: true, Limits: "an absolute path outside the directories the daemon's sandbox hides; its directory must exist; not another template's or another pool's output, nor the pool's own discovery file",
 			Doc: "The file rendered."},
 		{Name: "mode", Type: "string", Default: "\"0644\"", Limits: "permissions in octal, as a string of 3 or 4 digits, not `\"0000\"`",
 			Doc: "The rendered file's mode. A string, so that `644` cannot be read as a decimal number."},
