@@ -20,7 +20,7 @@ var capacityKeys = TableDoc{
 		"fit. Every key is optional; the table may be left out.",
 	Keys: []KeyDoc{
 		{Name: "max_total_workers", Type: "integer", Default: "unset: no cap", Limits: "`>= 1`",
-			Doc: "Live and draining workers of all pools together. A service pool's gang group (`group_size`) counts as its ranks, and costs their limits."},
+			Doc: "Live and draining workers of all pools together."},
 		{Name: "reserved_cores", Type: "number", Default: "0", Limits: "`>= 0`",
 			Doc: "CPUs kept for the host itself: workers' `cpu_quota`s share what is left."},
 		{Name: "reserved_memory", Type: "string or integer", Default: "unset: none kept", Limits: "a byte count, as `memory_max` (not `\"infinity\"`)",
