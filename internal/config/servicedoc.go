@@ -63,7 +63,7 @@ var serviceKeys = TableDoc{
 		{Name: "unready_timeout_sec", Type: "seconds", Default: "60", Limits: "`> 0`",
 			Doc: "A replica that was ready and has been failing its probe this long is stopped and replaced. Meanwhile it is out of discovery."},
 		{Name: "group_size", Type: "integer", Default: "1", Limits: "`>= 1`; with `[capacity] max_total_workers`, at most it, and `min_workers × group_size` at most it too",
-			Doc: "Ranks per replica: each replica is a gang group of this many units (`flexiq-POOL@SLOT-rR.service` for ranks R > 0) that start together and stop together. `min_workers` and `max_workers` count groups; the capacity check costs a group `group_size` workers."},
+			Doc: "Ranks per replica: each replica is a gang group of this many units (`flexiq-POOL@SLOT-rR.service` for ranks R > 0) that start together and stop together. `min_workers` and `max_workers` count groups."},
 		{Name: "cpuset_split", Type: "boolean", Default: "false", Limits: "`true` needs `group_size >= 2`",
 			Doc: "Split the CPUs the pool may use across a group's ranks (`AllowedCPUs=`), so that no two ranks of a group share a core. It needs the cgroup2 cpuset controller: on a host without it, loading the file warns, and the ranks share the CPUs."},
 		{Name: "ports", Type: "table", Default: "none", Limits: "",
