@@ -95,7 +95,7 @@ func checkMachine(cfg *config.Config, stderr io.Writer) []string {
 		fmt.Fprintln(stderr, "warning: "+w.String())
 	}
 	credProblems, credWarnings := config.CheckCredentials(cfg)
-	for _, w := range credWarnings {
+	for _, w := range append(credWarnings, config.CheckCPUSet(cfg)...) {
 		fmt.Fprintln(stderr, "warning: "+w.String())
 	}
 	for _, check := range [][]config.Problem{userProblems, config.CheckExecutables(cfg), config.CheckPaths(cfg), capProblems, credProblems} {

@@ -51,7 +51,8 @@ func CheckUsersDetail(c *Config) (problems, warnings []Problem) {
 // configuration (users and groups that do not exist, source paths that lead
 // into a directory the daemon's sandbox hides); warnings are logged (names
 // NSS could not answer for, commands systemd would not find or could not
-// execute, which may be deployed after the file). check-config treats the
+// execute, which may be deployed after the file; cpuset_split on a host
+// without the cpuset controller, CheckCPUSet). check-config treats the
 // commands as problems. A min_workers the host cannot hold is a problem, as
 // is a credential file that is missing or unsafe (CheckCredentials).
 func CheckMachine(c *Config) (problems, warnings []Problem) {
@@ -60,6 +61,7 @@ func CheckMachine(c *Config) (problems, warnings []Problem) {
 	credProblems, credWarnings := CheckCredentials(c)
 	problems, warnings = append(problems, credProblems...), append(warnings, credWarnings...)
 	warnings = append(warnings, CheckExecutables(c)...)
+	warnings = append(warnings, CheckCPUSet(c)...)
 	// Capped max_workers are the daemon's to log, as capacity-capped
 	// events (ApplyCapacity); check-config prints them as warnings.
 	capProblems, _ := CheckHostCapacity(c)

@@ -56,6 +56,16 @@ var keyNames = map[string]string{
 	"Daemon.PollInterval":       "poll_interval_sec",
 	"Limits.CPUQuotaPerSecUSec": "cpu_quota",
 	"Limits.MemoryMaxBytes":     "memory_max",
+	"Service.DrainPeriod":       "drain_period_sec",
+	"Service.ReadyTimeout":      "ready_timeout_sec",
+	"Service.UnreadyTimeout":    "unready_timeout_sec",
+	"Service.CPUSetSplit":       "cpuset_split",
+	"Readiness.Kind":            "type",
+	"Readiness.Probe":           flattened,
+	"Spec.Kind":                 "", // Readiness.Kind
+	"Spec.InitialDelay":         "initial_delay_sec",
+	"Spec.Period":               "period_sec",
+	"Spec.Timeout":              "timeout_sec",
 }
 
 func diffStruct(a, b reflect.Value, prefix string) []string {
@@ -76,6 +86,10 @@ func diffStruct(a, b reflect.Value, prefix string) []string {
 		fa, fb := a.Field(i), b.Field(i)
 		if t.Name() == "Source" && f.Name == "Settings" {
 			keys = append(keys, diffSettings(fa.Interface(), fb.Interface(), prefix)...)
+			continue
+		}
+		if f.Type == reflect.TypeFor[*Service]() {
+			keys = append(keys, diffService(fa.Interface().(*Service), fb.Interface().(*Service), prefix+key)...)
 			continue
 		}
 		if key == flattened {

@@ -115,6 +115,9 @@ func TestDiffCoversEveryField(t *testing.T) {
 			if name == "Source.Settings" {
 				continue // TestDiffSourceSettings
 			}
+			if name == "Service" {
+				continue // TestDiffServiceCoversEveryField
+			}
 			old, new := &Pool{}, &Pool{}
 			setNonZero(t, reflect.ValueOf(new).Elem().FieldByIndex(fieldIndex(pt, name)), name)
 			got := Diff(old, new)

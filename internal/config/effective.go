@@ -66,6 +66,7 @@ type effectivePool struct {
 	QuietPeriodSec            float64           `toml:"quiet_period_sec,omitzero"`
 	Source                    any               `toml:"source"` // effectiveSourceOf's struct
 	Limits                    *effectiveLimits  `toml:"limits,omitempty"`
+	Service                   *effectiveService `toml:"service,omitempty"`
 	effectiveScaling
 }
 
@@ -125,6 +126,7 @@ func WriteEffective(w io.Writer, c *Config) error {
 			QuietSignal:               p.QuietSignal,
 			QuietPeriodSec:            p.QuietPeriod.Seconds(),
 			Source:                    effectiveSourceOf(p.Source),
+			Service:                   p.Service.effective(),
 		}
 		// app and exec together are an error, and exec is derived from app.
 		if p.App == "" {

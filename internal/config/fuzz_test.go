@@ -29,7 +29,7 @@ func seedConfigs(tb testing.TB) [][]byte {
 		seeds = append(seeds, []byte(uncommented))
 	}
 	fset := token.NewFileSet()
-	for _, name := range []string{"config_test.go", "machine_test.go"} {
+	for _, name := range []string{"config_test.go", "machine_test.go", "service_test.go"} {
 		f, err := parser.ParseFile(fset, name, nil, 0)
 		if err != nil {
 			tb.Fatal(err)
@@ -61,6 +61,14 @@ func FuzzParse(f *testing.F) {
 	for _, s := range seedConfigs(f) {
 		f.Add(s)
 	}
+	// Service pools that load, their template path made absolute.
+	dir, err := filepath.Abs("testdata/service")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte(strings.ReplaceAll(servicePool, "TESTDATA", dir)))
+	f.Add([]byte(pool("") + "[pools.email.service]\ngroup_size = 3\ncpuset_split = true\n" +
+		"[pools.email.service.readiness]\ntype = \"command\"\ncommand = [\"/usr/bin/check\"]\nperiod_sec = 1.5\ntimeout_sec = 0.25\n"))
 	noNSS := func(string, string) (account, error) { return account{found: true}, nil }
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := parse("fuzz.toml", data)
@@ -99,8 +107,17 @@ func FuzzParse(f *testing.F) {
 		if err := WriteEffective(&buf, c); err != nil {
 			t.Fatalf("WriteEffective: %v", err)
 		}
-		if _, err := parse("fuzz.toml", buf.Bytes()); err != nil {
+		again, err := parse("fuzz.toml", buf.Bytes())
+		if err != nil {
 			t.Fatalf("the effective config of an accepted file is refused:\n%s\n%v\ninput:\n%q", buf.String(), err, data)
+		}
+		// And it is the same configuration: the pools' effective
+		// values (Diff) are unchanged, but that user is now written.
+		for name, p := range c.Pools {
+			p.UserExplicit = true
+			if d := Diff(p, again.Pools[name]); d != nil {
+				t.Fatalf("the effective config of an accepted file differs in %q:\n%s\ninput:\n%q", d, buf.String(), data)
+			}
 		}
 	})
 }

@@ -128,6 +128,25 @@ func keyFile(t TableDoc, key, val string) (text, fullKey string) {
 	case "pools.NAME.behavior.scale_up":
 		return pool("[pools.email.behavior.scale_up]\npolicies = [{ type = \"workers\", value = 4, period_sec = 15 }]\n" + set),
 			"pools.email.behavior.scale_up." + key
+	case "pools.NAME.service":
+		return pool("") + "[pools.email.service]\n" + set, "pools.email.service." + key
+	case "pools.NAME.service.readiness":
+		base := "[pools.email.service.ports]\nhttp = \"auto\"\n[pools.email.service.readiness]\n"
+		if t.Title == probeTimingKeys.Title {
+			// A probe to time; its timeout below the lowest period.
+			base += "type = \"tcp\"\nport = \"http\"\n"
+			if key != "timeout_sec" {
+				base += "timeout_sec = 0.5\n"
+			}
+		}
+		return pool("") + base + set, "pools.email.service.readiness." + key
+	case "pools.NAME.service.template":
+		src, err := filepath.Abs("testdata/service/plain.tmpl")
+		if err != nil {
+			panic(err)
+		}
+		return pool("") + "[[pools.email.service.template]]\nsource = " + strconv.Quote(src) +
+			"\ndestination = \"/etc/flexiq-test/plain.conf\"\n" + set, "pools.email.service.template[0]." + key
 	case "pools.NAME.behavior.scale_up.policies":
 		entry := map[string]string{"type": `"workers"`, "value": "4", "period_sec": "15"}
 		if key != "" {
@@ -149,6 +168,13 @@ var keyContext = map[string]string{
 	// The two thresholds must stay ordered while each moves to its bounds.
 	"host_cpu_scale_up_max": "host_cpu_emergency = 1\n",
 	"host_cpu_emergency":    "host_cpu_scale_up_max = 0.001\n",
+	// Service pools: what each key applies to.
+	"cpuset_split":             "group_size = 2\n",
+	"path":                     "type = \"http\"\nport = \"http\"\n",
+	"port":                     "type = \"tcp\"\n",
+	"command":                  "type = \"command\"\n",
+	"timeout_sec":              "period_sec = 10\n",
+	"after_change_timeout_sec": "after_change = [\"/usr/bin/true\"]\n",
 }
 
 // loadAt loads text from path, so that two loads differ only by the text.
@@ -195,7 +221,7 @@ func TestKeyDocDefaultsAreTheDefaults(t *testing.T) {
 				b.Pools["email"].UserExplicit = false
 			}
 			checked++
-			if !reflect.DeepEqual(a, b) {
+			if !sameConfig(a, b) {
 				t.Errorf("%s = %s, its documented default, gives another configuration than leaving it out", name, k.Default)
 			}
 		}

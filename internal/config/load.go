@@ -84,6 +84,7 @@ type rawPool struct {
 	StartCondition            value          `toml:"start_condition"`
 	QuietSignal               value          `toml:"quiet_signal"`
 	QuietPeriodSec            value          `toml:"quiet_period_sec"`
+	Service                   value          `toml:"service"`
 	Source                    rawSourceTable `toml:"source"`
 	Limits                    rawLimits      `toml:"limits"`
 	rawScaling
@@ -209,6 +210,7 @@ func parseAll(path string, data []byte, dropIns []dropIn) (*Config, error) {
 		c.Pools[name] = l.pool(name, &r, c.Daemon.PollInterval)
 		l.file = path
 	}
+	l.services(c)
 	if err := l.err(); err != nil {
 		return nil, err
 	}

@@ -52,7 +52,13 @@ func (s TemplateSpec) Validate(key string) error {
 type Template struct {
 	Spec TemplateSpec
 	tmpl *template.Template
+	text string
 }
+
+// Text is the template's source as it was read at load: a reload compares
+// it (config.Diff), since an edited template file changes what is rendered
+// although the config file names the same path.
+func (t *Template) Text() string { return t.text }
 
 // Funcs are the helper functions every template may call.
 var Funcs = template.FuncMap{
@@ -140,7 +146,7 @@ func LoadTemplate(key string, spec TemplateSpec) (*Template, error) {
 	if spec.Mode == 0 {
 		spec.Mode = 0o644
 	}
-	return &Template{Spec: spec, tmpl: t}, nil
+	return &Template{Spec: spec, tmpl: t, text: string(text)}, nil
 }
 
 // Check executes the template on sample, discarding the output, to catch

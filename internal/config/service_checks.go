@@ -1,0 +1,151 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// The checks of service pools that need more than one pool's table: fixed
+// port ranges that overlap, and gang groups against [capacity]; and the one
+// that needs the machine: cpuset_split on a host without the cpuset
+// controller.
+
+// services runs the checks across pools, after every pool is read. Each
+// problem names the file of the pool it is reported on.
+func (l *loader) services(c *Config) {
+	defer func(file string) { l.file = file }(l.file)
+	l.portOverlaps(c)
+	l.outputClashes(c)
+	if mtw := c.Capacity.MaxTotalWorkers; mtw > 0 {
+		for _, p := range sortedPools(c) {
+			s := p.Service
+			if s == nil || s.GroupSize < 2 {
+				continue
+			}
+			l.file = c.FileOf(p.Name)
+			switch {
+			case s.GroupSize > mtw:
+				l.add(poolKey(p, "service", "group_size"), "a group of %d ranks is %d workers, and [capacity] max_total_workers = %d: not one group would fit",
+					s.GroupSize, s.GroupSize, mtw)
+			case p.MinWorkers*s.GroupSize > mtw:
+				l.add(poolKey(p, "service", "group_size"), "min_workers = %d groups of %d ranks are %d workers, above [capacity] max_total_workers = %d",
+					p.MinWorkers, s.GroupSize, p.MinWorkers*s.GroupSize, mtw)
+			}
+		}
+	}
+}
+
+type fixedRange struct {
+	pool        *Pool
+	port        string
+	first, last int
+}
+
+// portOverlaps refuses two fixed ports whose ranges overlap, in one pool or
+// in two: two replicas would be given the same port, and one would fail to
+// bind at every start. The problem is reported on the later of the two, and
+// names the other with its file when that differs.
+func (l *loader) portOverlaps(c *Config) {
+	var ranges []fixedRange
+	for _, p := range sortedPools(c) {
+		if p.Service == nil {
+			continue
+		}
+		for _, port := range p.Service.Ports {
+			if port.Base == 0 {
+				continue
+			}
+			first, last := port.FixedRange(p.MaxWorkers, p.Service.GroupSize)
+			r := fixedRange{p, port.Name, first, last}
+			for _, o := range ranges {
+				if r.first > o.last || o.first > r.last {
+					continue
+				}
+				other := poolKey(o.pool, "service", "ports", o.port)
+				if f := c.FileOf(o.pool.Name); f != c.FileOf(p.Name) {
+					other += " (in " + f + ")"
+				}
+				l.file = c.FileOf(p.Name)
+				l.add(poolKey(p, "service", "ports", port.Name), "the fixed range %d-%d overlaps %s's %d-%d (a fixed port's range is base to base + max_workers × group_size - 1)",
+					r.first, r.last, other, o.first, o.last)
+			}
+			ranges = append(ranges, r)
+		}
+	}
+}
+
+// outputClashes refuses two pools that would write one file: a template's
+// destination that is another template's, or another pool's discovery
+// file. Within a pool, templates() has refused it already.
+func (l *loader) outputClashes(c *Config) {
+	owner := map[string]*Pool{}
+	for _, p := range sortedPools(c) {
+		s := p.Service
+		if s == nil {
+			continue
+		}
+		l.file = c.FileOf(p.Name)
+		own := []string{filepath.Join(s.DiscoveryDir, p.Name+".json"), filepath.Join(s.DiscoveryDir, p.Name+".file_sd.json")}
+		for i, t := range s.Templates {
+			dest := t.Spec.Destination
+			k := fmt.Sprintf("%s[%d].destination", poolKey(p, "service", "template"), i)
+			if o, ok := owner[dest]; ok {
+				l.add(k, "%s is also written for pool %s (in %s): each would overwrite the other", dest, o.Name, c.FileOf(o.Name))
+			} else if slices.Contains(own, dest) {
+				l.add(k, "%s is this pool's own discovery file", dest)
+			}
+		}
+		for _, f := range own {
+			owner[f] = p
+		}
+		for _, t := range s.Templates {
+			owner[t.Spec.Destination] = p
+		}
+	}
+}
+
+// cgroupRoot is where the host's cgroup2 hierarchy is mounted; tests
+// replace it.
+var cgroupRoot = "/sys/fs/cgroup"
+
+// CheckCPUSet warns about pools with cpuset_split on a host whose cgroup2
+// has no cpuset controller: systemd then ignores AllowedCPUs=, and the
+// ranks share the pool's CPUs. A warning, not a refusal: the file is right,
+// the host lacks a feature, and the replicas still run.
+func CheckCPUSet(c *Config) []Problem {
+	var pools []*Pool
+	for _, p := range sortedPools(c) {
+		if p.Service != nil && p.Service.CPUSetSplit {
+			pools = append(pools, p)
+		}
+	}
+	if len(pools) == 0 {
+		return nil
+	}
+	// A hybrid host mounts its cgroup2 hierarchy at unified/.
+	path := filepath.Join(cgroupRoot, "cgroup.controllers")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if d, uerr := os.ReadFile(filepath.Join(cgroupRoot, "unified", "cgroup.controllers")); uerr == nil {
+			path, data, err = filepath.Join(cgroupRoot, "unified", "cgroup.controllers"), d, nil
+		}
+	}
+	why := ""
+	switch {
+	case err != nil:
+		why = fmt.Sprintf("cannot read %s (%v), so this host has no cgroup2 cpuset controller that we know of", path, err)
+	case !slices.Contains(strings.Fields(string(data)), "cpuset"):
+		why = fmt.Sprintf("this host's cgroup2 has no cpuset controller (%s lists: %s)", path, strings.Join(strings.Fields(string(data)), " "))
+	default:
+		return nil
+	}
+	var warnings []Problem
+	for _, p := range pools {
+		warnings = append(warnings, Problem{File: c.FileOf(p.Name), Key: poolKey(p, "service", "cpuset_split"),
+			Msg: why + ": the ranks will share the pool's CPUs rather than split them"})
+	}
+	return warnings
+}
