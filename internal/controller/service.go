@@ -408,7 +408,7 @@ func (ws *workers) reconfigure(clock Clock, opts Options, cfg *config.Pool) erro
 		}
 		return nil
 	case old.DiscoveryDir != cfg.Service.DiscoveryDir || old.MetricsPort != cfg.Service.MetricsPort ||
-		!slices.Equal(old.Templates, cfg.Service.Templates):
+		!sameTemplates(old.Templates, cfg.Service.Templates):
 		pub, err := newPublisher(cfg)
 		if err != nil {
 			return err
@@ -416,4 +416,17 @@ func (ws *workers) reconfigure(clock Clock, opts Options, cfg *config.Pool) erro
 		ws.svc.pubs.pub, ws.svc.pubs.dirty = pub, true
 	}
 	return nil
+}
+
+// sameTemplates says whether a reload left the templates as they were:
+// the same files, destinations, modes and commands, and the same text
+// (the file may have been edited). Each load parses them afresh, so
+// pointers always differ.
+func sameTemplates(a, b []*discovery.Template) bool {
+	return slices.EqualFunc(a, b, func(x, y *discovery.Template) bool {
+		xs, ys := x.Spec, y.Spec
+		sameAfter := (xs.After == nil) == (ys.After == nil) &&
+			(xs.After == nil || xs.After.Path == ys.After.Path && xs.After.Timeout == ys.After.Timeout && slices.Equal(xs.After.Args, ys.After.Args))
+		return xs.Source == ys.Source && xs.Destination == ys.Destination && xs.Mode == ys.Mode && sameAfter && x.Text() == y.Text()
+	})
 }
