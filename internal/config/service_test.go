@@ -175,7 +175,7 @@ func TestServiceProblems(t *testing.T) {
 		{"probe command relative", svc("[pools.email.service.readiness]\ntype = \"command\"\ncommand = [\"check\"]\n"), "pools.email.service.readiness.command", "absolute path"},
 		{"probe command missing", svc("[pools.email.service.readiness]\ntype = \"command\"\n"), "pools.email.service.readiness.command", "missing"},
 		{"probe period zero", svc(webPorts + "[pools.email.service.readiness]\ntype = \"tcp\"\nport = \"http\"\nperiod_sec = 0\n"), "pools.email.service.readiness.period_sec", "must be > 0"},
-		{"probe timeout above period", svc(webPorts + "[pools.email.service.readiness]\ntype = \"tcp\"\nport = \"http\"\nperiod_sec = 2\ntimeout_sec = 2\n"), "pools.email.service.readiness.timeout_sec", "shorter than period_sec"},
+		{"probe timeout above period", svc(webPorts + "[pools.email.service.readiness]\ntype = \"tcp\"\nport = \"http\"\nperiod_sec = 2\ntimeout_sec = 3\n"), "pools.email.service.readiness.timeout_sec", "must not be longer than period_sec"},
 		{"probe threshold zero", svc(webPorts + "[pools.email.service.readiness]\ntype = \"tcp\"\nport = \"http\"\nsuccess_threshold = 0\n"), "pools.email.service.readiness.success_threshold", "must be >= 1"},
 
 		// Templates.

@@ -111,7 +111,7 @@ var probeTimingKeys = TableDoc{
 			Doc: "No probe before this long after the replica starts."},
 		{Name: "period_sec", Type: "seconds", Default: "10", Limits: "in `[1, 3600]`; above `timeout_sec`",
 			Doc: "Between the starts of two probes of one replica."},
-		{Name: "timeout_sec", Type: "seconds", Default: "1", Limits: "`>= 0.1`; below `period_sec`",
+		{Name: "timeout_sec", Type: "seconds", Default: "1", Limits: "`>= 0.1`; at most `period_sec`",
 			Doc: "A probe that takes longer failed."},
 		{Name: "success_threshold", Type: "integer", Default: "1", Limits: "in `[1, 1000]`",
 			Doc: "Passes in a row that make a replica ready."},

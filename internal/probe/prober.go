@@ -139,8 +139,8 @@ func (p *Prober) Add(t Target) error {
 		return errors.New("probe target: empty ID")
 	case t.Check == nil:
 		return fmt.Errorf("probe target %s: no check", t.ID)
-	case t.Spec.Timeout >= t.Spec.Period:
-		return fmt.Errorf("probe target %s: timeout %v not shorter than period %v", t.ID, t.Spec.Timeout, t.Spec.Period)
+	case t.Spec.Timeout > t.Spec.Period:
+		return fmt.Errorf("probe target %s: timeout %v longer than period %v", t.ID, t.Spec.Timeout, t.Spec.Period)
 	}
 	now := p.clock.Now()
 	tg := &target{

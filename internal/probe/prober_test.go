@@ -262,7 +262,7 @@ func TestProberAddErrorsAndPanics(t *testing.T) {
 	for _, tg := range []Target{
 		{ID: "", Check: ok},
 		{ID: "x"},
-		{ID: "x", Check: ok, Spec: Spec{Period: time.Second, Timeout: time.Second}},
+		{ID: "x", Check: ok, Spec: Spec{Period: time.Second, Timeout: 2 * time.Second}},
 	} {
 		if err := r.p.Add(tg); err == nil {
 			t.Errorf("Add(%+v): want an error", tg)

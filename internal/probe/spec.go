@@ -126,10 +126,11 @@ func (s Spec) validateTiming() error {
 		return fmt.Errorf("period_sec = %v: must be between %v and %v", s.Period.Seconds(), MinPeriod.Seconds(), MaxPeriod.Seconds())
 	case s.Timeout < MinTimeout:
 		return fmt.Errorf("timeout_sec = %v: must be at least %v", s.Timeout.Seconds(), MinTimeout.Seconds())
-	case s.Timeout >= s.Period:
+	case s.Timeout > s.Period:
 		// One attempt per target at a time: an attempt that could outlast
-		// the period would make the next one wait or overlap.
-		return fmt.Errorf("timeout_sec = %v: must be shorter than period_sec (%v)", s.Timeout.Seconds(), s.Period.Seconds())
+		// the period would make the next one wait or overlap. Equal is
+		// fine, and is what the defaults give with period_sec = 1.
+		return fmt.Errorf("timeout_sec = %v: must not be longer than period_sec (%v)", s.Timeout.Seconds(), s.Period.Seconds())
 	case s.InitialDelay < 0 || s.InitialDelay > MaxInitialDelay:
 		return fmt.Errorf("initial_delay_sec = %v: must be between 0 and %v", s.InitialDelay.Seconds(), MaxInitialDelay.Seconds())
 	case s.SuccessThreshold < 1 || s.SuccessThreshold > MaxThreshold:

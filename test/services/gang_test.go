@@ -23,6 +23,8 @@ exec = ["/usr/local/bin/flexiq-test-rank"]
 min_workers = 1
 max_workers = 2
 poll_interval_sec = 1
+# A service without a queue scales on its CPU (and here on pins).
+target_cpu_utilisation = 0.8
 
 [pools.gang.service]
 group_size = 3

@@ -73,8 +73,9 @@ func boot(t *testing.T) *env {
 	}
 	root, _ := sandbox.ModuleRoot()
 	name := strings.ToLower(strings.NewReplacer("_", "-", "/", "-").Replace(t.Name()))
-	if len(name) > 24 {
-		name = name[:24]
+	name = strings.TrimPrefix(name, "test")
+	if len(name) > 22 {
+		name = name[:22]
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t0 := time.Now()

@@ -18,6 +18,8 @@ exec = ["/usr/local/bin/flexiq-testservice", "-ready-after", "1s"]
 min_workers = 3
 max_workers = 4
 poll_interval_sec = 1
+# A service without a queue scales on its CPU (and here on pins).
+target_cpu_utilisation = 0.8
 
 [pools.web.service]
 metrics_port = "http"

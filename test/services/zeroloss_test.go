@@ -51,6 +51,8 @@ exec = ["/usr/local/bin/flexiq-testservice", "-latency", "20ms", "-ready-after",
 min_workers = 1
 max_workers = 6
 poll_interval_sec = 1
+# A service without a queue scales on its CPU (and here on pins).
+target_cpu_utilisation = 0.8
 
 [pools.web.service]
 drain_period_sec = %g
