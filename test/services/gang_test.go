@@ -99,9 +99,17 @@ echo $(( $(date +%s%N) - t0 ))`)
 	// in discovery only once rank 0 is ready (2 s after its start).
 	e.sh("rm /etc/systemd/system/flexiq-scaled.service.d/60-norestart.conf; systemctl daemon-reload; systemctl reset-failed " + daemonUnit + "; systemctl start " + daemonUnit)
 	start := time.Now()
+	since := strings.TrimSpace(e.sh("date +%s"))
 	e.eventually(30*time.Second, "the group re-placed and in discovery", func() (bool, string) {
-		l := leaders()
-		return len(l) == 1, e.sh("systemctl list-units --all --plain --no-legend 'flexiq-gang@*' || true")
+		if len(leaders()) != 1 {
+			return false, e.sh("systemctl list-units --all --plain --no-legend 'flexiq-gang@*' || true")
+		}
+		// Rank 0 says "ready" when its /health turns 200 (2 s after its
+		// start): the group must not be in discovery before that.
+		if j := e.sh("journalctl --no-pager -u flexiq-gang@1.service --since=@" + since + " | grep -c ' ready' || true"); strings.TrimSpace(j) == "0" {
+			t.Errorf("the group is in discovery before its rank 0 is ready")
+		}
+		return true, ""
 	})
 	e.figure("gang-replace", "back_in_discovery_after", time.Since(start))
 	active := e.sh("systemctl show -p ActiveEnterTimestampMonotonic --value flexiq-gang@1.service")
@@ -112,12 +120,27 @@ echo $(( $(date +%s%N) - t0 ))`)
 	// All or nothing: rank 1 fails at start, no rank of the group stays.
 	e.sh("touch /run/flexiq-test-fail-rank1")
 	e.cli("pin", "gang", "2")
-	time.Sleep(4 * time.Second)
-	for i := 0; i < 20; i++ {
-		if u := e.units("gang", "active", "activating"); len(u) > 3 {
-			t.Fatalf("ranks of the failing group left running: %v", u)
+	// Each retry of the failing group runs its ranks for the few
+	// milliseconds until rank 1 exits; none may stay up. Sampled every
+	// 100 ms over two backoff rounds.
+	streak, worst := 0, 0
+	for i := 0; i < 80; i++ {
+		up := 0
+		for _, u := range e.units("gang", "active", "activating") {
+			if strings.HasPrefix(u, "flexiq-gang@2") {
+				up++
+			}
 		}
-		time.Sleep(250 * time.Millisecond)
+		if up > 0 {
+			streak++
+		} else {
+			streak = 0
+		}
+		worst = max(worst, streak)
+		time.Sleep(100 * time.Millisecond)
+	}
+	if worst > 5 {
+		t.Fatalf("ranks of the failing group stayed up for %d samples in a row (100 ms apart)", worst)
 	}
 	if l := leaders(); len(l) != 1 {
 		t.Errorf("discovery lists %d groups; want only the healthy one", len(l))
