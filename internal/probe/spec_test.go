@@ -28,7 +28,7 @@ func TestSpecValidate(t *testing.T) {
 		{"path with space", func(s *Spec) { s.Path = "/a b" }, "path = "},
 		{"period too short", func(s *Spec) { s.Period, s.Timeout = 500*time.Millisecond, 100*time.Millisecond }, "period_sec = 0.5"},
 		{"period too long", func(s *Spec) { s.Period = 2 * time.Hour }, "period_sec = 7200"},
-		{"timeout above period", func(s *Spec) { s.Period, s.Timeout = time.Second, 2 * time.Second }, "timeout_sec = 2: must not be longer than period_sec (1)"},
+		{"timeout above period", func(s *Spec) { s.Period, s.Timeout = time.Second, 2*time.Second }, "timeout_sec = 2: must not be longer than period_sec (1)"},
 		{"timeout too short", func(s *Spec) { s.Timeout = time.Millisecond }, "timeout_sec = 0.001"},
 		{"negative delay", func(s *Spec) { s.InitialDelay = -time.Second }, "initial_delay_sec = -1"},
 		{"success threshold negative", func(s *Spec) { s.SuccessThreshold = -1 }, "success_threshold = -1"},
