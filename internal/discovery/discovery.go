@@ -21,16 +21,11 @@
 // file is in place, so the files never list a replica the caller has
 // begun to stop.
 //
-// Not wired yet (next session): the config keys (a pool's discovery
-// address, metrics port name, [[pool.template]] with source, destination,
-// mode, after-change command and timeout), loading templates at config
-// load and reload through LoadTemplate/Template.Check so that an error
-// names the file and line, the pool's loop building the Set from its ready
-// replicas and calling Publish, and the after-change commands run as
-// transient units through internal/units (CommandRunner.RunCommand takes
-// Command.Argv()), their output to the journal, a failure logged at
-// warning level and handed back with Publisher.Retry so that the next
-// Publish reports that output again.
+// Who uses it: internal/config loads the templates at load and reload
+// (LoadTemplate, Template.Check), so that an error names the file and the
+// line; the pool's loop (internal/controller, publish.go) publishes its
+// ready set on every change and runs the after-change commands as
+// transient units, off the loop. docs/services.md is the user's view.
 package discovery
 
 import (

@@ -22,14 +22,10 @@
 //     own short-lived goroutine, and delivers state changes as Transitions
 //     on one channel.
 //
-// Still to wire (the next session): the [pools.readiness] table in
-// internal/config (it calls Spec.Validate with the pool's declared port
-// names), the command executor that runs a probe command as a transient
-// unit through internal/units, the pool's loop consuming
-// Prober.Transitions (adding a target when a replica starts or is adopted,
-// with Initial=Ready when a restart finds it in discovery, removing it when
-// the replica drains), the stop-and-replace of a replica that stays
-// unready (Transition.NotReadySince), and the ready/not-ready split in
-// status and the metrics. The systemd-native readiness (Type=notify,
-// READY=1) needs no probe and is not here.
+// Who uses it: internal/config checks a pool's [pools.NAME.service.readiness]
+// table with Spec.Validate; the pool's loop (internal/controller, service.go)
+// owns one Prober per service pool, reads its Transitions, runs command
+// probes as transient units, and replaces a replica that stays unready.
+// The systemd-native readiness (Type=notify, READY=1) needs no probe and is
+// not here. docs/services.md is the user's view.
 package probe

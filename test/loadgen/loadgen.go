@@ -12,8 +12,8 @@
 // connection error (refused, reset, closed early), or canceled (the
 // caller's ctx ended first: the test's doing, not a loss).
 //
-// Still to wire (next session): the sandbox test that runs Run through
-// nginx while the daemon scales a pool of test/service replicas.
+// test/services runs it (as flexiq-loadgen) inside the sandbox, through
+// nginx, while the daemon scales a pool of test/service replicas.
 package loadgen
 
 import (

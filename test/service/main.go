@@ -22,7 +22,7 @@
 // (new connections are refused), requests in hand finish, and it exits 0
 // within -drain-timeout (1 if requests were still running then).
 //
-// Still to wire (next session): the sandbox tests that run it as a pool.
+// test/services runs it as the replicas of service pools.
 package main
 
 import (
