@@ -1,3 +1,40 @@
+// The planner of fleet mode (issue 20): pure functions and one small
+// state machine, no I/O, no clock (every time comes in as an argument,
+// the store's clock wherever hosts must agree). The daemon's lease loop
+// (still to write) calls them each tick:
+//
+//	every host   Heartbeat(Member) -> Store
+//	             Acquire (renew or take the lease): View.NoteEpoch(lease.Epoch)
+//	the leader   Members -> LiveMembers(members, now, GoneAfter(heartbeat))
+//	             reads the source once -> policy.Observation
+//	             ReadPlan (its last plan, for Prev)
+//	             Decide(pipeline, Tick{...}) -> Plan
+//	             WritePlan(plan) fenced by the epoch (ErrFenced: it lost)
+//	every host   ReadPlan -> View.Observe(plan, storeNow, hostNow)
+//	             View.Target(hostNow, ...) -> the target its controller
+//	             applies with today's machinery (rate-limited starts,
+//	             drained stops, the host guard on its own share)
+//
+// The files:
+//   - member.go: membership; a host silent for GoneBeats heartbeats is
+//     gone, measured on the store's clock; the live hosts in order of id.
+//   - split.go: the sticky largest-remainder split of the fleet's target
+//     (the exact algorithm is documented there).
+//   - stale.go: a host's view of the plan (fresh, hold, fallback) and the
+//     fencing on the reader's side by the highest epoch seen.
+//   - plan.go: the leader's decision, policy.Pipeline on the fleet's
+//     totals, then the split.
+//   - state.go: the pipeline's memory in Plan.State (versioned JSON), so
+//     that a new leader continues the old one's windows.
+//
+// Still to wire (not in this package yet): the [fleet] configuration (the
+// store's URL and credentials, fleet-wide min/max, each host's capacity,
+// heartbeat and TTL); the daemon's lease loop above, with renewal jitter
+// and resignation on stop; the controller taking its target from
+// View.Target instead of its own decision; the stores (redisstore,
+// pgstore); status, explain, the journal's leadership events and the
+// metrics; and the tests with three hosts in network namespaces.
+
 package fleet
 
 import (
