@@ -192,3 +192,24 @@ func TestStateRoundTrip(t *testing.T) {
 		t.Errorf("empty state: %v, history %v", err, got.Rec.History())
 	}
 }
+
+// BenchmarkDecide100 is one leader tick at 100 hosts, the state decoded
+// and encoded included.
+func BenchmarkDecide100(b *testing.B) {
+	ms := make([]Member, 100)
+	for i := range ms {
+		ms[i] = Member{ID: string(rune('A'+i/26)) + string(rune('a'+i%26)), Capacity: 20, Live: 5}
+	}
+	params := fleetParams()
+	params.MaxWorkers = 2000
+	var prev Plan
+	for i := 0; i < b.N; i++ {
+		now := storeT0.Add(time.Duration(i) * 5 * time.Second)
+		d, err := Decide(newPipeline(), Tick{Now: now, Epoch: 1, Params: params,
+			Obs: policy.Observation{Valid: true, Pending: int64(3000 + 1000*(i%5))}, Members: ms, Prev: prev})
+		if err != nil {
+			b.Fatal(err)
+		}
+		prev = d.Plan
+	}
+}
