@@ -7,9 +7,11 @@
 //	             Acquire (renew or take the lease): View.NoteEpoch(lease.Epoch)
 //	the leader   Members -> LiveMembers(members, now, GoneAfter(heartbeat))
 //	             reads the source once -> policy.Observation
-//	             ReadPlan (its last plan, for Prev)
+//	             Prev: the plan it last wrote under its epoch, or at its
+//	             acquisition the one ReadPlan returns (the old leader's)
 //	             Decide(pipeline, Tick{...}) -> Plan
-//	             WritePlan(plan) fenced by the epoch (ErrFenced: it lost)
+//	             WritePlan(plan) fenced by the epoch (ErrFenced: it lost;
+//	             it steps down); written, View.Observe(plan, plan.At, hostNow)
 //	every host   ReadPlan -> View.Observe(plan, storeNow, hostNow)
 //	             View.Target(hostNow, ...) -> the target its controller
 //	             applies with today's machinery (rate-limited starts,
@@ -63,7 +65,9 @@ type Tick struct {
 	// Obs is the source's observation, read once by the leader for the
 	// whole fleet. Its Current is ignored: the members' live total
 	// replaces it.
-	Obs     policy.Observation
+	Obs policy.Observation
+	// Signals and Prom are the rules' inputs, as the controller builds
+	// them, with the fleet's live total as Signals.Workers.
 	Signals policy.Signals
 	Prom    map[string]policy.PromResult
 	// Members are the live members (LiveMembers).

@@ -58,7 +58,8 @@ func bound(n int) int { return min(max(n, 0), maxCount) }
 // the total capacity.
 func sortedHosts(hosts []Host) ([]Host, int) {
 	hs := slices.Clone(hosts)
-	slices.SortFunc(hs, func(a, b Host) int { return cmp.Compare(a.ID, b.ID) })
+	// Stable, so that of an id given twice the first counts.
+	slices.SortStableFunc(hs, func(a, b Host) int { return cmp.Compare(a.ID, b.ID) })
 	hs = slices.CompactFunc(hs, func(a, b Host) bool { return a.ID == b.ID })
 	total := 0
 	for i := range hs {
@@ -70,7 +71,8 @@ func sortedHosts(hosts []Host) ([]Host, int) {
 
 // Proportional is the ideal split of target over hosts (see above): the
 // largest-remainder method in proportion to capacity, summing to
-// min(target, total capacity). A host id given twice counts once.
+// min(target, total capacity). A host id given twice counts once, with
+// its first capacity.
 func Proportional(target int, hosts []Host) map[string]int {
 	hs, total := sortedHosts(hosts)
 	return proportional(min(bound(target), total), hs, total)

@@ -44,6 +44,7 @@ func TestProportional(t *testing.T) {
 		{"no hosts", 5, nil, map[string]int{}},
 		{"input order does not matter", 10, []Host{{"c", 10}, {"a", 10}, {"b", 10}}, shares(4, 3, 3)},
 		{"a duplicate id counts once", 4, []Host{{"a", 10}, {"a", 10}, {"b", 10}}, shares(2, 2)},
+		{"a duplicate id counts with its first capacity", 5, []Host{{"a", 1}, {"b", 2}, {"a", 5}}, shares(1, 2)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
