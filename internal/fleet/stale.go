@@ -17,25 +17,27 @@ import (
 // The phases, for a lease TTL and a hold time (default 2 TTLs):
 //
 //	fresh     age <= TTL            the plan's share for this host
-//	hold      age <= TTL + hold     the same share: no leader for now, or
-//	                                no store; a new leader is due within a
-//	                                TTL, so nothing moves
-//	fallback  age >  TTL + hold     max(last, local) while the store
-//	                                answers, last while it does not
-//	none      no plan seen yet      as fallback
 //	joining   a fresh plan without  last: the leader has not counted this
 //	          this host             host yet (its heartbeat is younger than
 //	                                the plan); its workers are kept until
 //	                                it has
+//	hold      age <= TTL + hold     last: no leader for now, or no store;
+//	                                a new leader is due within a TTL, so
+//	                                nothing moves
+//	fallback  age >  TTL + hold     max(last, local) while the store
+//	                                answers, last while it does not
+//	none      no plan seen yet      as fallback
 //
-// where last is the target the host applies now (its share of the last
-// plan, or what it ran before fleet mode) and local is the host's share of
-// the fleet's min_workers: ceil(min_workers / hosts), hosts being those of
-// the last plan (or the caller's count of live members before any plan),
-// capped at the host's capacity. So a failure of coordination never scales
-// a host down (fallback only raises, to the fleet's baseline), and a host
-// that cannot reach the store never starts workers beyond its last target:
-// it cannot know that the others have not taken its share.
+// where last is the target the host applies now: its share of the last
+// fresh plan (so holding last is holding the last share), or what it ran
+// before (a restarted daemon keeps its workers and its target), and local
+// is the host's share of the fleet's min_workers: ceil(min_workers /
+// hosts), hosts being those of the last plan (or the caller's count of
+// live members before any plan), capped at the host's capacity. So a
+// failure of coordination never scales a host down (a stale plan's share
+// is not applied; fallback only raises, to the fleet's baseline), and a
+// host that cannot reach the store never starts workers beyond its last
+// target: it cannot know that the others have not taken its share.
 //
 // Fencing on the reader's side: a plan with an epoch older than the
 // highest seen (in a plan or a lease) is ignored, and so is a plan of the
@@ -156,10 +158,7 @@ func (v *View) Target(hostNow time.Time, p StaleParams, last int, reachable bool
 		return a
 	case a.Age <= p.ttl()+p.hold():
 		a.Phase, a.Target = PhaseHold, last
-		if in {
-			a.Target = max(share, 0)
-		}
-		a.Why = fmt.Sprintf("plan stale (%s > TTL %s): holding the last share", a.Age.Round(time.Millisecond), p.ttl())
+		a.Why = fmt.Sprintf("plan stale (%s > TTL %s): holding the last target", a.Age.Round(time.Millisecond), p.ttl())
 		return a
 	default:
 		a.Phase = PhaseFallback
