@@ -23,7 +23,7 @@ type fleetFlags struct {
 func addFleetFlags(fs *flag.FlagSet) fleetFlags {
 	return fleetFlags{
 		hosts:     fs.String("fleet", "", "replay the trace through a fleet of `HOSTS`, as ID=CAPACITY,... (the pool's min and max are the fleet's)"),
-		fail:      fs.String("fleet-fail", "", "power off a host at a time of the trace, as `HOST@SECONDS`; HOST may be \"leader\""),
+		fail:      fs.String("fleet-fail", "", "power off a host at a time of the trace, as `HOST@SECONDS`, or kill its daemon for DOWN seconds, as HOST@SECONDS+DOWN; HOST may be \"leader\""),
 		ttl:       fs.Duration("fleet-ttl", fleet.DefaultTTL, "the leader's lease `TTL`"),
 		heartbeat: fs.Duration("fleet-heartbeat", fleet.DefaultHeartbeat, "the hosts' heartbeat `INTERVAL` (a host silent for 3 is gone)"),
 	}
@@ -52,7 +52,7 @@ func (f fleetFlags) options(trace, workload string) (simulate.FleetOptions, erro
 	}
 	opt := simulate.FleetOptions{Hosts: hosts, TTL: *f.ttl, Heartbeat: *f.heartbeat}
 	if *f.fail != "" {
-		if opt.Fail, opt.FailAt, err = simulate.ParseFleetFail(*f.fail); err != nil {
+		if opt.Fail, opt.FailAt, opt.Down, err = simulate.ParseFleetFail(*f.fail); err != nil {
 			return opt, err
 		}
 	}
@@ -73,8 +73,10 @@ a leader elected by a simulated lease reads it once per row, decides for the
 fleet with the pool's policy (min_workers and max_workers are the fleet's),
 and splits the target across the live hosts in proportion to capacity; each
 host applies its share as the daemon would, holding it when the plan goes
-stale. --fleet-fail powers a host (or the leader) off at a time of the
-trace: its workers and heartbeats stop, its lease expires after the TTL.
+stale. --fleet-fail HOST@SECONDS powers a host (or the leader) off at a
+time of the trace: its workers and heartbeats stop, its lease expires after
+the TTL; HOST@SECONDS+DOWN kills its daemon for DOWN seconds instead: its
+workers keep running, and it comes back without its lease.
 Output, one line per row: t, pending, leader, epoch, target, plan_age, live
 (the fleet's), and each host's capacity, share, live count and phase
 (fresh, joining, hold, fallback, none).`

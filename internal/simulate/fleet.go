@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -20,16 +21,21 @@ import (
 // tick of every host (heartbeat, lease renewal, plan read), on the trace's
 // clock, and workers follow their host's target at once. One host may be
 // powered off at a given time (its workers and heartbeats stop, its lease
-// expires after the TTL), so that the split and the failover can be
-// studied offline.
+// expires after the TTL), or its daemon killed for a while (its workers
+// keep running; the daemon comes back with no memory of its epoch, as
+// after SIGKILL, and keeps them), so that the split and the failover can
+// be studied offline.
 
 // FleetOptions describe the simulated fleet.
 type FleetOptions struct {
 	Hosts []fleet.Host
 	// Fail is the host powered off at FailAt (seconds of trace time), or
 	// "leader" for whichever host leads then; "" for none.
-	Fail      string
-	FailAt    float64
+	Fail   string
+	FailAt float64
+	// Down > 0 makes the failure a kill of the daemon for Down seconds
+	// rather than a power-off.
+	Down      float64
 	Heartbeat time.Duration // 0: fleet.DefaultHeartbeat
 	TTL       time.Duration // 0: fleet.DefaultTTL
 }
@@ -57,19 +63,30 @@ func ParseFleetHosts(s string) ([]fleet.Host, error) {
 	return hs, nil
 }
 
-// ParseFleetFail parses "HOST@SECONDS" (HOST may be "leader").
-func ParseFleetFail(s string) (string, float64, error) {
-	id, at, ok := strings.Cut(s, "@")
-	t, err := strconv.ParseFloat(at, 64)
-	if !ok || id == "" || err != nil || t < 0 {
-		return "", 0, fmt.Errorf("fleet failure %q: want HOST@SECONDS (HOST may be %q)", s, FailLeader)
+// ParseFleetFail parses "HOST@SECONDS" (a power-off) or
+// "HOST@SECONDS+DOWN" (the daemon killed for DOWN seconds); HOST may be
+// "leader".
+func ParseFleetFail(s string) (id string, at, down float64, err error) {
+	id, when, ok := strings.Cut(s, "@")
+	when, d, kill := strings.Cut(when, "+")
+	t, err1 := strconv.ParseFloat(when, 64)
+	if kill {
+		var err2 error
+		down, err2 = strconv.ParseFloat(d, 64)
+		err1 = errors.Join(err1, err2)
+		ok = ok && down > 0
 	}
-	return id, t, nil
+	if !ok || id == "" || err1 != nil || !(t >= 0) || math.IsInf(t+down, 0) {
+		return "", 0, 0, fmt.Errorf("fleet failure %q: want HOST@SECONDS or HOST@SECONDS+DOWN (HOST may be %q)", s, FailLeader)
+	}
+	return id, t, down, nil
 }
 
 type simHost struct {
 	fleet.Host
-	alive  bool
+	alive  bool    // the daemon runs
+	back   float64 // when a killed daemon comes back; 0: never
+	epoch  uint64  // the lease epoch the daemon holds, 0 for none
 	seenAt time.Time
 	target int
 	live   int
@@ -82,15 +99,19 @@ type simLease struct {
 	expires time.Time
 }
 
-// acquire is the store's Acquire: renew for the holder, take a free or
-// expired lease with a new epoch.
-func (l *simLease) acquire(now time.Time, id string, ttl time.Duration) {
+// acquire is the store's Acquire: renew for the holder with its epoch,
+// take a free or expired lease with a new epoch. It returns the epoch id
+// holds after the call, 0 for none.
+func (l *simLease) acquire(now time.Time, id string, epoch uint64, ttl time.Duration) uint64 {
 	switch {
-	case l.holder == id:
+	case l.holder == id && l.epoch == epoch && now.Before(l.expires):
 		l.expires = now.Add(ttl)
 	case l.holder == "" || !now.Before(l.expires):
 		l.holder, l.epoch, l.expires = id, l.epoch+1, now.Add(ttl)
+	default:
+		return 0
 	}
+	return l.epoch
 }
 
 // fleetSim is the whole simulated fleet.
@@ -152,23 +173,12 @@ func RunFleet(pool *config.Pool, trace io.Reader, opt FleetOptions, format strin
 func (fs *fleetSim) tick(tk tick) (fleetRow, error) {
 	now := epoch.Add(seconds(tk.t))
 	row := fleetRow{T: tk.t, Pending: tk.pending}
-	if id := fs.opt.Fail; id != "" && !fs.failed && tk.t >= fs.opt.FailAt {
-		if id == FailLeader {
-			id = fs.lease.holder
-		}
-		for _, h := range fs.hosts {
-			if h.ID == id {
-				h.alive, h.live, h.target = false, 0, 0
-				row.Event = "power off " + id
-			}
-		}
-		fs.failed = true
-	}
+	row.Event = fs.fail(tk.t)
 	var members []fleet.Member
 	for _, h := range fs.hosts {
 		if h.alive {
 			h.seenAt = now
-			fs.lease.acquire(now, h.ID, fs.opt.TTL)
+			h.epoch = fs.lease.acquire(now, h.ID, h.epoch, fs.opt.TTL)
 		}
 		members = append(members, fleet.Member{ID: h.ID, Capacity: h.Capacity, Live: h.live, SeenAt: h.seenAt})
 	}
@@ -216,10 +226,41 @@ func (fs *fleetSim) tick(tk tick) (fleetRow, error) {
 	return row, nil
 }
 
+// fail applies the failure when due, and brings a killed daemon back: a
+// new View and no epoch, its target and workers kept. It returns the
+// event, if any.
+func (fs *fleetSim) fail(t float64) string {
+	var event string
+	if id := fs.opt.Fail; id != "" && !fs.failed && t >= fs.opt.FailAt {
+		if id == FailLeader {
+			id = fs.lease.holder
+		}
+		for _, h := range fs.hosts {
+			switch {
+			case h.ID != id:
+			case fs.opt.Down > 0:
+				h.alive, h.back, h.epoch = false, fs.opt.FailAt+fs.opt.Down, 0
+				event = "daemon killed on " + id
+			default:
+				h.alive, h.live, h.target, h.epoch = false, 0, 0, 0
+				event = "power off " + id
+			}
+		}
+		fs.failed = true
+	}
+	for _, h := range fs.hosts {
+		if !h.alive && h.back > 0 && t >= h.back {
+			h.alive, h.back, h.view = true, 0, fleet.View{ID: h.ID}
+			event = strings.TrimPrefix(event+"; daemon back on "+h.ID, "; ")
+		}
+	}
+	return event
+}
+
 // leader is the live host holding an unexpired lease, or nil.
 func (fs *fleetSim) leader(now time.Time) *simHost {
 	for _, h := range fs.hosts {
-		if h.alive && h.ID == fs.lease.holder && now.Before(fs.lease.expires) {
+		if h.alive && h.ID == fs.lease.holder && h.epoch == fs.lease.epoch && now.Before(fs.lease.expires) {
 			return h
 		}
 	}

@@ -129,12 +129,50 @@ func TestParseFleet(t *testing.T) {
 			t.Errorf("ParseFleetHosts(%q) = %v, %v", tt.hosts, got, err)
 		}
 	}
-	if id, at, err := ParseFleetFail("leader@12.5"); err != nil || id != FailLeader || at != 12.5 {
-		t.Errorf("ParseFleetFail = %q %g %v", id, at, err)
+	if id, at, down, err := ParseFleetFail("leader@12.5"); err != nil || id != FailLeader || at != 12.5 || down != 0 {
+		t.Errorf("ParseFleetFail = %q %g %g %v", id, at, down, err)
 	}
-	for _, bad := range []string{"a", "@3", "a@x", "a@-1"} {
-		if _, _, err := ParseFleetFail(bad); err == nil {
+	if id, at, down, err := ParseFleetFail("b@30+4.5"); err != nil || id != "b" || at != 30 || down != 4.5 {
+		t.Errorf("ParseFleetFail = %q %g %g %v", id, at, down, err)
+	}
+	for _, bad := range []string{"a", "@3", "a@x", "a@-1", "a@3+", "a@3+0", "a@3+-1", "a@NaN", "a@3+x", "a@1e308+1e308"} {
+		if _, _, _, err := ParseFleetFail(bad); err == nil {
 			t.Errorf("ParseFleetFail(%q) passed", bad)
 		}
+	}
+}
+
+// TestRunFleetDaemonKilled is the leader's daemon killed for 5 s (SIGKILL,
+// then systemd's restart): its workers keep running, no host's count ever
+// drops, a leader is back within TTL + one tick, and the epoch grows.
+func TestRunFleetDaemonKilled(t *testing.T) {
+	hosts := []fleet.Host{{ID: "a", Capacity: 10}, {ID: "b", Capacity: 10}, {ID: "c", Capacity: 10}}
+	rows := runFleet(t, FleetOptions{Hosts: hosts, Fail: FailLeader, FailAt: 30, Down: 5})
+	var lastEpoch uint64
+	noLeaderSince := -1.0
+	for i, r := range rows {
+		if r.Epoch < lastEpoch {
+			t.Fatalf("t=%g: epoch %d after %d", r.T, r.Epoch, lastEpoch)
+		}
+		lastEpoch = r.Epoch
+		if i > 0 && r.Live < rows[i-1].Live {
+			t.Fatalf("t=%g: the fleet dropped from %d to %d", r.T, rows[i-1].Live, r.Live)
+		}
+		switch {
+		case r.Leader == "" && noLeaderSince < 0:
+			noLeaderSince = r.T
+		case r.Leader != "" && noLeaderSince >= 0:
+			if r.T-noLeaderSince > fleet.DefaultTTL.Seconds()+5 {
+				t.Fatalf("no leader from %g to %g", noLeaderSince, r.T)
+			}
+			noLeaderSince = -1
+		}
+	}
+	if rows[6].Event != "daemon killed on a" || rows[7].Event != "daemon back on a" {
+		t.Errorf("events %q, %q", rows[6].Event, rows[7].Event)
+	}
+	last := rows[len(rows)-1]
+	if last.Live != 20 || last.Epoch != 2 || last.Leader == "" {
+		t.Errorf("at the end: %+v, want 20 live under a new epoch 2", last)
 	}
 }
