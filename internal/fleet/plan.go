@@ -17,6 +17,12 @@
 //	             applies with today's machinery (rate-limited starts,
 //	             drained stops, the host guard on its own share)
 //
+// The leader writes its plan every tick, changed or not: Plan.At is the
+// followers' only sign that a leader is alive, and a plan older than the
+// TTL reads as stale (stale.go). So the leader's tick (the pool's poll
+// interval) must be well inside the TTL; at the defaults (5 s, 15 s) two
+// missed writes are tolerated.
+//
 // The files:
 //   - member.go: membership; a host silent for GoneBeats heartbeats is
 //     gone, measured on the store's clock; the live hosts in order of id.
