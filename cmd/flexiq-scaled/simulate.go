@@ -16,7 +16,7 @@ import (
 )
 
 func cmdSimulate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("simulate", "[--config FILE] [--pool NAME] --trace FILE | --workload FILE [--initial N] [--format jsonl|table]", simulateHelp+workloadHelp)
+	fs := newFlagSet("simulate", "[--config FILE] [--pool NAME] --trace FILE | --workload FILE [--initial N] [--fleet HOSTS [--fleet-fail HOST@SECONDS]] [--format jsonl|table]", simulateHelp+workloadHelp+fleetHelp)
 	configPath := fs.String("config", config.DefaultPath, "configuration `FILE`")
 	poolName := fs.String("pool", "", "pool to simulate, as in [pools.`NAME`]; may be left out when the config has one pool")
 	tracePath := fs.String("trace", "", "trace `FILE` (CSV); - reads standard input")
@@ -24,11 +24,16 @@ func cmdSimulate(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&initial, "initial", "start the trace with `N` workers running (default: the pool's min_workers)")
 	format := fs.String("format", simulate.FormatJSONL, "output `FORMAT`: "+simulate.FormatJSONL+" or "+simulate.FormatTable)
 	wf := addWorkloadFlags(fs)
+	ff := addFleetFlags(fs)
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
 	if *wf.generate != "" && fs.NArg() == 0 {
 		return wf.runGenerate(stdout, stderr)
+	}
+	fleetOpt, err := ff.options(*tracePath, *wf.workload)
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -60,6 +65,9 @@ func cmdSimulate(args []string, stdout, stderr io.Writer) int {
 		}
 		defer f.Close()
 		trace = f
+	}
+	if ff.set() {
+		return runFleet(pool, fleetOpt, trace, *tracePath, *format, stdout, stderr)
 	}
 	if err := simulate.RunGuarded(pool, cfg.HostGuard, trace, initial.value(), *format, stdout); err != nil {
 		return failf(stderr, "simulate", "pool %s, trace %s: %v", pool.Name, *tracePath, err)

@@ -40,3 +40,29 @@ func (r *Recommender) Restore(now time.Time, samples []Sample) {
 func (r *Recommender) Seed(now time.Time, n int) {
 	r.history = append(r.history, sample{at: now, raw: n})
 }
+
+// Memory is what a Recommender remembers besides its history: the last
+// service time observed (the burst-onset signal) and the last tick that saw
+// work (keep-warm). Exported so that a fleet's leader can hand it on with
+// the windows to the next leader (internal/fleet), which would otherwise
+// start with neither signal armed.
+type Memory struct {
+	ServiceTime time.Duration
+	LastWork    time.Time
+	Worked      bool
+}
+
+// Memory returns what the recommender remembers besides its history.
+func (r *Recommender) Memory() Memory {
+	return Memory{ServiceTime: r.serviceTime, LastWork: r.lastWork, Worked: r.worked}
+}
+
+// RestoreMemory replaces it with m, as saved by Memory. A last tick with
+// work after now cannot come from this clock and is dropped.
+func (r *Recommender) RestoreMemory(now time.Time, m Memory) {
+	r.serviceTime = max(m.ServiceTime, 0)
+	r.lastWork, r.worked = m.LastWork, m.Worked
+	if m.LastWork.After(now) {
+		r.lastWork, r.worked = time.Time{}, false
+	}
+}
