@@ -106,8 +106,12 @@ func TestRedisLease(t *testing.T) {
 		{"host", a.Epoch, false},
 		{"host-a:1", a.Epoch, false},
 	}
+	last := a // host-a's last renewal
 	for _, tc := range tests {
 		l, held := acquire(t, s, pool, tc.holder, tc.epoch, ttl)
+		if held {
+			last = l
+		}
 		if held != tc.held || l.Holder != "host-a" || l.Epoch != a.Epoch {
 			t.Errorf("%s at epoch %d: %+v held=%v, want host-a's lease at epoch %d, held=%v", tc.holder, tc.epoch, l, held, a.Epoch, tc.held)
 		}
@@ -120,6 +124,11 @@ func TestRedisLease(t *testing.T) {
 	b := waitAcquire(t, s, pool, "host-b", 0, 10*ttl)
 	if b.Epoch != a.Epoch+1 {
 		t.Errorf("host-b took the expired lease at epoch %d, want %d", b.Epoch, a.Epoch+1)
+	}
+	// On the server's clock, host-b's acquisition (its expiry less the
+	// ttl) came after host-a's lease expired.
+	if took := b.Expires.Add(-ttl); took.Before(last.Expires) {
+		t.Errorf("host-b acquired at %s, before host-a's lease expired at %s", took, last.Expires)
 	}
 }
 
@@ -191,6 +200,7 @@ func TestRedisRelease(t *testing.T) {
 			t.Fatalf("after a release by %s at epoch %d, host-b acquired: %+v", r.holder, r.epoch, l)
 		}
 	}
+	began := time.Now()
 	if err := s.Release(ctx, pool, "host-a", a.Epoch); err != nil {
 		t.Fatal(err)
 	}
@@ -206,6 +216,7 @@ func TestRedisRelease(t *testing.T) {
 	if !held || b.Epoch != a.Epoch+1 {
 		t.Errorf("host-b after the release: %+v held=%v, want epoch %d", b, held, a.Epoch+1)
 	}
+	t.Logf("FIGURE redis store handover: Release, the announcement, and the next host's Acquire in %s", time.Since(began).Round(10*time.Microsecond))
 }
 
 // Members are aged by the server's clock, and pruned after the retention.

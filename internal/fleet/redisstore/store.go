@@ -56,6 +56,13 @@
 // store's lease itself carry it for a ttl (not done here). AOF
 // (appendonly yes) removes the case.
 //
+// go-redis runs a command again once when a pooled connection turns out
+// closed (the sources' MaxRetries = 1); every script is safe to run twice:
+// an Acquire that took the lease and runs again finds HOLDER:EPOCH with an
+// epoch the caller does not know yet, so it reports the lease as another
+// term's and the caller waits for it to expire; a second Release, Heartbeat
+// or WritePlan changes nothing more.
+//
 // # Still to wire
 //
 // The [fleet] setting (config), the planner's ticks, and the daemon's
@@ -149,7 +156,9 @@ func (s *Store) eval(ctx context.Context, op, pool, script string, keys []string
 
 // Acquire implements fleet.Store. epoch is the highest epoch the caller
 // knows: its lease's to renew it, else the last plan's it applied (0 if
-// none), below which a new acquisition never goes.
+// none), below which a new acquisition never goes. A host that restarted
+// (the same id, its epoch forgotten) does not get its old lease back: it
+// waits for it to expire, as matching by id alone is Oban #1488.
 func (s *Store) Acquire(ctx context.Context, pool, holder string, epoch uint64, ttl time.Duration) (fleet.Lease, bool, error) {
 	k, err := poolKeys(pool)
 	if err != nil {
