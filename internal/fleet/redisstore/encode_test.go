@@ -143,4 +143,10 @@ func TestArgumentsRefused(t *testing.T) {
 	if s.RoundTrips() != 0 {
 		t.Errorf("%d round trips for refused arguments", s.RoundTrips())
 	}
+	// Nothing listens on port 1: the error names the pool, what failed,
+	// and the server, as the sources' errors do.
+	_, _, err := s.ReadPlan(ctx, "p")
+	if want := "fleet pool p: read plan: fleet store redis://127.0.0.1:1: unreachable: "; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("unreachable server: %v, want %q...", err, want)
+	}
 }

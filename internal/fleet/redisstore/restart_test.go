@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/fleet"
 )
 
@@ -117,5 +118,68 @@ func TestRedisDataLoss(t *testing.T) {
 		if err := s.WritePlan(ctx, pool, "host-b", b.Epoch, fleet.Plan{Target: 3}); err != nil {
 			t.Errorf("%s: the new leader's plan: %v", tc.name, err)
 		}
+	}
+}
+
+// A user restricted to what the package doc lists, authenticated by a
+// password_file as a source would be, runs every method; without the
+// fleet's key pattern it is refused, and the error says so.
+func TestRedisACL(t *testing.T) {
+	const pool, user = "t_acl", "flexiq_fleet_test"
+	_, raw := server(t, pool)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	perms := strings.Fields("+eval +subscribe +ping +get +set +del +incr +pexpire +pttl +hget +hset +hmget +hdel +hgetall" +
+		" +zadd +zrange +zrangebyscore +zrem +time +publish ~flexiq-scaled:fleet:* &flexiq-scaled:fleet:*")
+	setUser := func(perms ...string) {
+		args := []any{"ACL", "SETUSER", user, "reset", "on", ">s3cret"}
+		for _, p := range perms {
+			args = append(args, p)
+		}
+		if err := raw.Do(ctx, args...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setUser(perms...)
+	t.Cleanup(func() { raw.Do(context.Background(), "ACL", "DELUSER", user) })
+	pw := t.TempDir() + "/pw"
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url := strings.Replace(os.Getenv("FLEXIQ_TEST_REDIS_URL"), "://", "://"+user+"@", 1)
+	s := New(config.Conn{URL: url, PasswordFile: pw}, Options{})
+	defer s.Close()
+
+	released, stop, err := s.Released(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	l, held, err := s.Acquire(ctx, pool, "host-a", 0, time.Minute)
+	if err != nil || !held {
+		t.Fatalf("acquire as %s: %+v %v %v", user, l, held, err)
+	}
+	steps := []func() error{
+		func() error { return s.Heartbeat(ctx, pool, fleet.Member{ID: "host-a"}) },
+		func() error { _, _, err := s.Members(ctx, pool); return err },
+		func() error { return s.WritePlan(ctx, pool, "host-a", l.Epoch, fleet.Plan{Target: 1}) },
+		func() error { _, _, err := s.ReadPlan(ctx, pool); return err },
+		func() error { return s.Release(ctx, pool, "host-a", l.Epoch) },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			t.Errorf("step %d as %s: %v", i, user, err)
+		}
+	}
+	select {
+	case <-released:
+	case <-ctx.Done():
+		t.Error("no release announced to the restricted user")
+	}
+
+	setUser(perms[:len(perms)-2]...) // no keys, no channels
+	_, _, err = s.ReadPlan(ctx, pool)
+	if err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Errorf("read plan without the key pattern: %v, want NOPERM", err)
 	}
 }

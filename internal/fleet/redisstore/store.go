@@ -24,6 +24,12 @@
 // silent for longer than Options.MemberRetention is pruned by the next
 // heartbeat.
 //
+// A server with ACLs needs, for the fleet's user (scripts' commands are
+// checked too; PING is the subscription's health check; tested):
+//
+//	+eval +subscribe +ping +get +set +del +incr +pexpire +pttl +hget +hset +hmget +hdel +hgetall
+//	+zadd +zrange +zrangebyscore +zrem +time +publish ~flexiq-scaled:fleet:* &flexiq-scaled:fleet:*
+//
 // # Round trips
 //
 // Every method is one EVAL of one script (scripts.go), atomic on the
