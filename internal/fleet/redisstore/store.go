@@ -36,6 +36,7 @@
 // server, with every time from the server's TIME: a follower's tick is 2
 // commands (Heartbeat, ReadPlan), a leader's 4 (Acquire, Heartbeat,
 // Members, WritePlan), whatever the fleet's size; RoundTrips counts them.
+// A new connection adds go-redis's HELLO, once (tested by MONITOR).
 //
 // # Fencing, and a Redis that loses its data
 //
@@ -52,7 +53,7 @@
 // snapshot (RDB) when it stops, so `systemctl restart redis-server` keeps
 // the counter (tested); a crash or a FLUSHALL without AOF loses it, and
 // the plan with it. So an acquisition's epoch is greater than the counter,
-// the stored plan's epoch, the lease's, and the epoch the caller passes,
+// the stored plan's epoch, and the epoch the caller passes,
 // which is to be the highest it knows (its lease's, or the last plan's it
 // applied): after a total loss, the first host to acquire continues above
 // what it knew (tested). A host that had missed the latest plans (cut off
@@ -60,7 +61,7 @@
 // its plans as older and hold, then fall back as for a stale plan, never
 // scaling down; the planner may accept a lower epoch once it sees the
 // store's lease itself carry it for a ttl (not done here). AOF
-// (appendonly yes) removes the case.
+// (appendonly yes, fsync every second) makes the case all but vanish.
 //
 // go-redis runs a command again once when a pooled connection turns out
 // closed (the sources' MaxRetries = 1); every script is safe to run twice:

@@ -71,6 +71,17 @@ func TestRedisServerRestart(t *testing.T) {
 	if err != nil || p.Epoch != a.Epoch || p.Target != 5 {
 		t.Errorf("plan after the restart: %+v, %v", p, err)
 	}
+
+	// systemctl restart, as an upgrade of the server would: the same.
+	systemctl(t, "restart", unit)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if l, held, err = s.Acquire(ctx, pool, "host-a", a.Epoch, time.Minute); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil || !held || l.Epoch != a.Epoch {
+		t.Errorf("after systemctl restart: %+v held=%v %v, want host-a's lease at epoch %d", l, held, err, a.Epoch)
+	}
 }
 
 // A Redis that lost its data (a crash without AOF) loses the epoch
