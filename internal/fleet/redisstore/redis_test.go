@@ -217,6 +217,15 @@ func TestRedisRelease(t *testing.T) {
 		t.Errorf("host-b after the release: %+v held=%v, want epoch %d", b, held, a.Epoch+1)
 	}
 	t.Logf("FIGURE redis store handover: Release, the announcement, and the next host's Acquire in %s", time.Since(began).Round(10*time.Microsecond))
+	// stop ends the subscription: its channel closes.
+	stop()
+	for open := true; open; {
+		select {
+		case _, open = <-released:
+		case <-ctx.Done():
+			t.Fatal("the released channel stayed open after stop")
+		}
+	}
 }
 
 // Members are aged by the server's clock, and pruned after the retention.

@@ -273,8 +273,9 @@ func (s *Store) ReadPlan(ctx context.Context, pool string) (fleet.Plan, time.Tim
 // Released subscribes to the pool's released channel: each lease released
 // (Release, a leader's clean stop) sends its epoch, so that a follower
 // tries Acquire at once rather than at its next tick. The subscription
-// uses a connection of its own (not counted in RoundTrips) and ends with
-// ctx or stop; a broken connection is re-subscribed by go-redis.
+// uses a connection of its own (not counted in RoundTrips) and ends, its
+// channel closed, with ctx or stop; a broken connection is re-subscribed
+// by go-redis.
 func (s *Store) Released(ctx context.Context, pool string) (epochs <-chan uint64, stop func(), err error) {
 	k, err := poolKeys(pool)
 	if err != nil {
@@ -293,6 +294,7 @@ func (s *Store) Released(ctx context.Context, pool string) (epochs <-chan uint64
 	done := make(chan struct{})
 	go func() {
 		defer close(out)
+		defer sub.Close()
 		msgs := sub.Channel()
 		for {
 			select {
@@ -313,7 +315,7 @@ func (s *Store) Released(ctx context.Context, pool string) (epochs <-chan uint64
 		}
 	}()
 	var once sync.Once
-	return out, func() { once.Do(func() { close(done); sub.Close() }) }, nil
+	return out, func() { once.Do(func() { close(done) }) }, nil
 }
 
 // Close closes the connection.
