@@ -119,7 +119,10 @@ func (e *wrongTypeError) Error() string {
 // client makes, the wake-up's pub/sub one included, reads through a
 // respLimiter.
 type redisConn struct {
-	typ  string
+	typ string
+	// role names the connection in messages: "source", or "store" for
+	// the fleet's coordination store (RedisClient).
+	role string
 	conn config.Conn
 	// rearm tells the wake-up that the server answers again.
 	rearm *rearm
@@ -133,7 +136,7 @@ type redisConn struct {
 }
 
 func newRedisConn(typ string, conn config.Conn) *redisConn {
-	r := &redisConn{typ: typ, conn: conn, rearm: newRearm(), replyBudget: redisReplyBudget}
+	r := &redisConn{typ: typ, role: "source", conn: conn, rearm: newRearm(), replyBudget: redisReplyBudget}
 	if u, err := url.Parse(conn.URL); err == nil && conn.URL != "" {
 		r.server = redacted(u)
 	}
@@ -144,7 +147,7 @@ func newRedisConn(typ string, conn config.Conn) *redisConn {
 func (r *redisConn) client() (*redis.Client, error) {
 	u, err := connURL(r.conn)
 	if err != nil {
-		return nil, fmt.Errorf("%s source %s: %w", r.typ, r.serverName(), err)
+		return nil, fmt.Errorf("%s %s %s: %w", r.typ, r.role, r.serverName(), err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -154,7 +157,7 @@ func (r *redisConn) client() (*redis.Client, error) {
 	opts, err := redis.ParseURL(u.String())
 	if err != nil {
 		// ParseURL's messages may quote the URL: name the redacted one.
-		return nil, fmt.Errorf("%s source %s: not a Redis URL", r.typ, redacted(u))
+		return nil, fmt.Errorf("%s %s %s: not a Redis URL", r.typ, r.role, redacted(u))
 	}
 	// Short timeouts: a hung server is a hold at the next tick, not a
 	// stuck pool. The pool is small: a source runs one observation at a
@@ -249,7 +252,7 @@ func (r *redisConn) fail(err error) error {
 	case strings.HasPrefix(msg, "LOADING"):
 		what = "server loading its data"
 	}
-	return fmt.Errorf("%s source %s: %s: %w", r.typ, r.serverName(), what, err)
+	return fmt.Errorf("%s %s %s: %s: %w", r.typ, r.role, r.serverName(), what, err)
 }
 
 func (r *redisConn) close() error {
