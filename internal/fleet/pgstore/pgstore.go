@@ -8,10 +8,11 @@
 //     QueryExecModeExec (parse, bind and execute in one flight, no named
 //     prepared statement) and the pool's ping on acquire is off. Stats
 //     counts the statements; the tests check one per call. A follower's
-//     tick (Heartbeat + ReadPlan) is 2 statements, the leader's (Heartbeat
-//     + Members + WritePlan) 3, plus one Acquire per renewal (about 5 s).
-//     First use adds the schema check (EnsureSchema), and a (re)connect its
-//     own round trips (Stats.Connects).
+//     tick (Heartbeat, ReadPlan) is 2 statements, the leader's (Heartbeat,
+//     Members, WritePlan) 3, plus one Acquire per renewal (about 5 s).
+//     First use adds the schema check (ensureSchema: 1 statement, 2 when
+//     it creates the tables), and a (re)connect its own round trips
+//     (Stats.Connects).
 //   - Every time is the server's: now() of the statement, never the host's.
 //   - Acquire is one INSERT ... ON CONFLICT DO UPDATE ... WHERE (expired) OR
 //     (holder AND epoch match): a non-holder never extends the lease (River

@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// The tables, created if missing by EnsureSchema (the first call of any
-// method does it), in Options.Schema or the connection's search_path:
+// The tables, created if missing by ensureSchema (at a Store's first call,
+// and again after a reconnect), in Options.Schema or the connection's search_path:
 //
 //	flexiq_fleet_lease   one row per pool: holder, epoch, expires_at. LOGGED
 //	                     (the default), so an epoch survives a crash and a
@@ -47,7 +47,7 @@ func newNames(schema string) names {
 	return names{lease: q(leaseTable), member: q(memberTable), plan: q(planTable)}
 }
 
-// SchemaSQL is the DDL that EnsureSchema runs, for an operator who lays the
+// SchemaSQL is the DDL that ensureSchema runs, for an operator who lays the
 // tables down by hand. Every statement is idempotent (IF NOT EXISTS).
 func SchemaSQL(schema string) string {
 	n := newNames(schema)
