@@ -43,6 +43,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
@@ -54,9 +56,10 @@ type Options struct {
 	// Schema qualifies the tables; "" uses the connection's search_path.
 	Schema string
 	// Timeout bounds a call whose context has no deadline (default 5 s).
-	// pgx cancels the statement on the server when the context ends (a
-	// cancel request), which is what statement_timeout would do, without
-	// the SET that PgBouncer's transaction mode would not keep.
+	// When a call's context ends, the store sends the server a cancel
+	// request for the statement, which is what statement_timeout would
+	// do, without the SET that PgBouncer's transaction mode would not
+	// keep.
 	Timeout time.Duration
 	// ForgetAfter: Heartbeat deletes the pool's members silent for longer
 	// (default 24 h), in the same statement, so that the members table
@@ -173,6 +176,13 @@ func (s *Store) newPool() (*pgxpool.Pool, error) {
 	// the store's rows are small; a plan's state a few KiB.
 	cfg.ConnConfig.MaxProtocolMessageBodyLen = 1 << 20
 	cfg.ConnConfig.Tracer = counter{s}
+	// When a call's context ends, ask the server to cancel the statement
+	// (pgx's default only drops the socket, and the server would go on
+	// waiting, e.g. for a row lock): statement_timeout's effect without a
+	// SET, which a pooler in transaction mode would not keep.
+	cfg.ConnConfig.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, DeadlineDelay: time.Second}
+	}
 	if cfg.ConnConfig.RuntimeParams == nil {
 		cfg.ConnConfig.RuntimeParams = map[string]string{}
 	}

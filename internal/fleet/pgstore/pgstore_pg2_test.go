@@ -217,3 +217,41 @@ func systemctl(t *testing.T, verb, unit string) {
 		t.Fatalf("systemctl %s %s: %v\n%s", verb, unit, err, out)
 	}
 }
+
+// A call whose context ends is cancelled on the server too (a cancel
+// request, since the store sets no statement_timeout): a statement waiting
+// for a row lock does not wait on after its caller gave up.
+func TestPgStatementCancelled(t *testing.T) {
+	s := newTestStore(t, Options{ApplicationName: "pgstore-cancel"})
+	pool := testPool(t)
+	acquire(t, s, pool, "h1", 0, time.Minute)
+	locker := testConn(t)
+	tx, err := locker.Begin(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctxT(t), "SELECT FROM "+newNames(testSchema).lease+" WHERE pool = $1 FOR UPDATE", pool); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	t0 := time.Now()
+	if _, _, err := s.Acquire(ctx, pool, "h2", 0, time.Minute); err == nil {
+		t.Fatal("Acquire behind a row lock: no error")
+	}
+	if d := time.Since(t0); d > 3*time.Second {
+		t.Errorf("Acquire behind a row lock returned after %v, want about its 300ms deadline", d)
+	}
+	watcher := testConn(t)
+	var waiting int
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if err := watcher.QueryRow(ctxT(t), "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgstore-cancel' AND state = 'active'").Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting == 0 {
+			return
+		}
+	}
+	t.Fatalf("%d statement(s) of the store still running on the server after their caller gave up", waiting)
+}
