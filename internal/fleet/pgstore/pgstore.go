@@ -177,9 +177,10 @@ func (s *Store) newPool() (*pgxpool.Pool, error) {
 	cfg.ConnConfig.MaxProtocolMessageBodyLen = 1 << 20
 	cfg.ConnConfig.Tracer = counter{s}
 	// When a call's context ends, ask the server to cancel the statement
-	// (pgx's default only drops the socket, and the server would go on
-	// waiting, e.g. for a row lock): statement_timeout's effect without a
-	// SET, which a pooler in transaction mode would not keep.
+	// and keep the connection (pgx's default closes it, sending a cancel
+	// request on the way, and the next call pays a reconnect):
+	// statement_timeout's effect without a SET, which a pooler in
+	// transaction mode would not keep.
 	cfg.ConnConfig.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, DeadlineDelay: time.Second}
 	}

@@ -220,7 +220,8 @@ func systemctl(t *testing.T, verb, unit string) {
 
 // A call whose context ends is cancelled on the server too (a cancel
 // request, since the store sets no statement_timeout): a statement waiting
-// for a row lock does not wait on after its caller gave up.
+// for a row lock does not wait on after its caller gave up, and the
+// connection is kept for the next call.
 func TestPgStatementCancelled(t *testing.T) {
 	s := newTestStore(t, Options{ApplicationName: "pgstore-cancel"})
 	pool := testPool(t)
@@ -250,8 +251,18 @@ func TestPgStatementCancelled(t *testing.T) {
 			t.Fatal(err)
 		}
 		if waiting == 0 {
-			return
+			break
 		}
 	}
-	t.Fatalf("%d statement(s) of the store still running on the server after their caller gave up", waiting)
+	if waiting != 0 {
+		t.Fatalf("%d statement(s) of the store still running on the server after their caller gave up", waiting)
+	}
+	tx.Rollback(ctxT(t))
+	before := s.Stats().Connects
+	if _, _, err := s.ReadPlan(ctxT(t), pool); err != nil {
+		t.Fatal(err)
+	}
+	if after := s.Stats().Connects; after != before {
+		t.Errorf("the call after a cancelled one connected again (%d -> %d): the cancelled statement's connection was dropped", before, after)
+	}
 }
