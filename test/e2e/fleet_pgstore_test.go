@@ -17,7 +17,8 @@ import (
 // PostgreSQL inside the sandbox (issue 20's PostgreSQL store): the test
 // binary runs in the sandbox, where the server listens, and restarts the
 // server's unit itself for the restart test. FLEXIQ_FLEET_PG_RUN narrows
-// the tests (a -test.run pattern).
+// the tests (a -test.run pattern); FLEXIQ_FLEET_PG_BENCH=1 adds the
+// benchmarks (the store's traffic per tick).
 func TestFleetPgStore(t *testing.T) {
 	sb := sandbox.Get(t)
 	const db, password = "fqfleet", "fleet-pw"
@@ -45,8 +46,13 @@ func TestFleetPgStore(t *testing.T) {
 	if run == "" {
 		run = "^TestPg"
 	}
-	out, err := sb.Exec(ctx, "env", "FLEXIQ_TEST_PG_URL="+full, "FLEXIQ_TEST_PG_UNIT="+unit,
-		bin, "-test.run", run, "-test.v", "-test.count=1", "-test.timeout=3m")
+	argv := []string{"env", "FLEXIQ_TEST_PG_URL=" + full, "FLEXIQ_TEST_PG_UNIT=" + unit,
+		bin, "-test.run", run, "-test.v", "-test.count=1", "-test.timeout=3m"}
+	if os.Getenv("FLEXIQ_FLEET_PG_BENCH") != "" {
+		// The traffic figures (statements and time per tick).
+		argv = append(argv, "-test.bench", "^BenchmarkPg", "-test.benchtime", "50x")
+	}
+	out, err := sb.Exec(ctx, argv...)
 	t.Log(out)
 	if err != nil {
 		t.Fatalf("internal/fleet/pgstore's tests in the sandbox: %v", err)

@@ -20,7 +20,7 @@ import (
 // FLEXIQ_TEST_PG_UNIT naming its unit for the restart test.
 func pgURL(t *testing.T) string {
 	t.Helper()
-	u := os.Getenv("FLEXIQ_TEST_PG_URL")
+	u := pgURLFromEnv()
 	if u == "" {
 		t.Skip("FLEXIQ_TEST_PG_URL is not set: test/e2e's TestFleetPgStore runs this against a real server")
 	}
@@ -29,6 +29,10 @@ func pgURL(t *testing.T) string {
 
 const testSchema = "flexiq_fleet_test"
 
+func pgURLFromEnv() string { return os.Getenv("FLEXIQ_TEST_PG_URL") }
+
+func configConn(u string) config.Conn { return config.Conn{URL: u} }
+
 // newTestStore is a store on the test server, in the test schema.
 func newTestStore(t *testing.T, opts Options) *Store {
 	t.Helper()
@@ -36,7 +40,7 @@ func newTestStore(t *testing.T, opts Options) *Store {
 	if opts.ApplicationName == "" {
 		opts.ApplicationName = "pgstore-test"
 	}
-	s := New(config.Conn{URL: pgURL(t)}, opts)
+	s := New(configConn(pgURL(t)), opts)
 	t.Cleanup(func() { s.Close() })
 	return s
 }
