@@ -3,10 +3,13 @@ package pgstore
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/flexiq/flexiq-scaled/internal/fleet"
 )
@@ -264,5 +267,36 @@ func TestPgStatementCancelled(t *testing.T) {
 	}
 	if after := s.Stats().Connects; after != before {
 		t.Errorf("the call after a cancelled one connected again (%d -> %d): the cancelled statement's connection was dropped", before, after)
+	}
+}
+
+// Hosts starting together on an empty database: each creates the tables
+// (CREATE ... IF NOT EXISTS races on the catalog); all of them work.
+func TestPgSchemaRace(t *testing.T) {
+	const n = 6
+	schema := fmt.Sprintf("flexiq_fleet_race_%d", time.Now().UnixNano())
+	admin := testConn(t)
+	t.Cleanup(func() {
+		admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	})
+	errs := make(chan error, n)
+	start := make(chan struct{})
+	for i := range n {
+		s := New(configConn(pgURL(t)), Options{Schema: schema})
+		t.Cleanup(func() { s.Close() })
+		go func() {
+			<-start
+			errs <- s.Heartbeat(context.Background(), "web", fleet.Member{ID: fmt.Sprintf("h%d", i), Capacity: 1})
+		}()
+	}
+	close(start)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("a host starting with the others: %v", err)
+		}
+	}
+	var members int
+	if err := admin.QueryRow(ctxT(t), "SELECT count(*) FROM "+pgx.Identifier{schema, memberTable}.Sanitize()).Scan(&members); err != nil || members != n {
+		t.Fatalf("members after the race: %d %v, want %d", members, err, n)
 	}
 }
