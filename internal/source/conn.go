@@ -13,6 +13,11 @@ import (
 // ($CREDENTIALS_DIRECTORY, set by LoadCredential= in a drop-in). It is read
 // at each connect, so a rotated password needs no reload. Errors name the
 // file but never its content.
+// ConnURL is connURL for the other clients of the same servers (the
+// fleet's PostgreSQL store), so that a URL and its password are read by
+// one set of rules everywhere.
+func ConnURL(c config.Conn) (*url.URL, error) { return connURL(c) }
+
 func connURL(c config.Conn) (*url.URL, error) {
 	raw := c.URL
 	var err error
