@@ -1,0 +1,160 @@
+package coord
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// steady is three hosts after a burst, settled.
+func steady(t *testing.T) *sim {
+	t.Helper()
+	s := newSim(t, 20, 20, 20)
+	s.run(2, nil)
+	s.pending = 90
+	s.run(10, nil)
+	if s.total() != 9 || len(s.leaders()) != 1 {
+		t.Fatalf("not settled: lives %v, %d leaders", s.lives(), len(s.leaders()))
+	}
+	return s
+}
+
+// TestLeaderLoss stops the leader (handover: Resign, with the released
+// notification waking the others, or without it) or kills it (no Resign),
+// and measures in fake time until another host leads; the fleet's total
+// never drops meanwhile (a stopped daemon's workers run on).
+func TestLeaderLoss(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		resign bool
+		wake   bool
+		within time.Duration
+	}{
+		{"stop, released notification", true, true, interval},
+		{"stop, no notification", true, false, renew*6/5 + interval},
+		{"SIGKILL", false, false, ttl + interval},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := steady(t)
+			old := s.leaders()[0]
+			oldEpoch := old.c.Snapshot().Epoch
+			before := s.total()
+			if tc.resign {
+				if err := old.c.Resign(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if n := count(old.events, LeaderLost); n != 1 {
+					t.Errorf("%d leader-lost events on resign", n)
+				}
+			}
+			old.dead = true
+			if tc.wake {
+				for _, h := range s.hosts {
+					if h != old {
+						h.c.Wake()
+					}
+				}
+			}
+			stopped := s.clk.Now()
+			var took time.Duration
+			for took == 0 && s.clk.Now().Sub(stopped) < 3*ttl {
+				s.tick()
+				if s.total() < before {
+					t.Fatalf("fleet total dropped to %d (from %d) at %s: %v", s.total(), before, s.clk.Now().Sub(stopped), s.lives())
+				}
+				if ls := s.leaders(); len(ls) == 1 {
+					took = s.clk.Now().Sub(stopped)
+					if ep := ls[0].c.Snapshot().Epoch; ep <= oldEpoch {
+						t.Errorf("new leader's epoch %d, old %d", ep, oldEpoch)
+					}
+				} else if len(ls) > 1 {
+					t.Fatalf("%d leaders", len(ls))
+				}
+			}
+			t.Logf("%s: new leader after %s (bound %s)", tc.name, took, tc.within)
+			if took == 0 || took > tc.within {
+				t.Errorf("new leader after %s, want within %s", took, tc.within)
+			}
+			// The old host's share moves to the others once it is gone.
+			s.run(10, func() {
+				if s.total() < before {
+					t.Fatalf("fleet total dropped to %d: %v", s.total(), s.lives())
+				}
+			})
+			if st := s.leaders()[0].c.Snapshot(); len(st.Plan.Shares) != 2 || st.Plan.Target != 9 {
+				t.Errorf("plan after the loss: %+v, want 9 over the 2 live hosts", st.Plan)
+			}
+		})
+	}
+}
+
+// TestPausedLeader pauses the leader past the TTL while the others go on,
+// then resumes it: with its clock having moved on (SIGSTOP: the monotonic
+// clock runs) it steps down on its own clock before any write; with a
+// clock that stopped too it tries once and the store fences it. Either
+// way no plan lands with the old epoch once another host leads, and the
+// epochs never decrease.
+func TestPausedLeader(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		freeze   bool
+		reason   Reason
+		attempts int // writes with the old epoch tried after the resume
+	}{
+		{"clock runs on (SIGSTOP)", false, ReasonExpired, 0},
+		{"clock frozen too", true, ReasonFenced, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := steady(t)
+			old := s.leaders()[0]
+			oldEpoch := old.c.Snapshot().Epoch
+			old.paused = true
+			if tc.freeze {
+				at := s.clk.Now()
+				old.frozen = &at
+			}
+			s.run(int((ttl+2*interval)/interval)+1, nil)
+			ls := s.leaders()
+			if len(ls) != 1 || ls[0] == old {
+				t.Fatalf("no other leader while paused")
+			}
+			resumed := len(s.store.writes)
+			old.paused = false
+			s.run(10, func() {
+				if old.c.Snapshot().Leader {
+					t.Fatalf("the paused leader leads again at tick %d", s.ticks)
+				}
+			})
+			tried := 0
+			for _, w := range s.store.writes[resumed:] {
+				if w.Holder == old.id && w.Epoch == oldEpoch {
+					tried++
+					if w.Accepted {
+						t.Errorf("a plan landed with the old epoch %d: %+v", oldEpoch, w)
+					}
+				}
+			}
+			if tried != tc.attempts {
+				t.Errorf("%d writes tried with the old epoch after the resume, want %d", tried, tc.attempts)
+			}
+			lost := old.events[len(old.events)-1]
+			if lost.Kind != LeaderLost || lost.Reason != tc.reason {
+				t.Errorf("last event %+v, want leader-lost (%s)", lost, tc.reason)
+			}
+			var last uint64
+			for _, w := range s.store.writes {
+				if w.Accepted && w.Epoch < last {
+					t.Errorf("accepted epoch %d after %d", w.Epoch, last)
+				}
+				if w.Accepted {
+					last = w.Epoch
+				}
+			}
+			for i := 1; i < len(s.store.leases); i++ {
+				if s.store.leases[i].Epoch <= s.store.leases[i-1].Epoch {
+					t.Errorf("lease epochs %d then %d", s.store.leases[i-1].Epoch, s.store.leases[i].Epoch)
+				}
+			}
+		})
+	}
+}
