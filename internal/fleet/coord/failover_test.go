@@ -158,3 +158,38 @@ func TestPausedLeader(t *testing.T) {
 		})
 	}
 }
+
+// TestLostLease: the store loses the lease under a live leader (a Redis
+// that lost the key): its next plan is fenced, it steps down at once, a
+// host takes a later epoch (perhaps the same host, for a new term), and the fleet's total never drops.
+func TestLostLease(t *testing.T) {
+	s := steady(t)
+	old := s.leaders()[0]
+	oldEpoch := old.c.Snapshot().Epoch
+	before := s.total()
+	s.store.loseLease()
+	s.run(10, func() {
+		if s.total() < before {
+			t.Fatalf("fleet total dropped to %d: %v", s.total(), s.lives())
+		}
+	})
+	if n := count(old.events, LeaderLost); n != 1 {
+		t.Fatalf("%d leader-lost events, want 1: %+v", n, old.events)
+	}
+	for _, e := range old.events {
+		// Fenced when its plan comes first; expired when its renewal
+		// does and finds the lease free: it takes a new term then.
+		if e.Kind == LeaderLost && e.Reason != ReasonFenced && e.Reason != ReasonExpired {
+			t.Errorf("lost with %s, want fenced or expired", e.Reason)
+		}
+	}
+	ls := s.leaders()
+	if len(ls) != 1 || ls[0].c.Snapshot().Epoch <= oldEpoch {
+		t.Fatalf("%d leaders after the loss, want one at an epoch above %d", len(ls), oldEpoch)
+	}
+	for _, w := range s.store.writes {
+		if w.Epoch == oldEpoch && w.Accepted && w.At.After(s.store.leases[len(s.store.leases)-1].Expires.Add(-ttl)) {
+			t.Errorf("a plan with the old epoch landed after the new lease: %+v", w)
+		}
+	}
+}

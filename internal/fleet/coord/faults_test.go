@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -157,5 +158,50 @@ func TestRun(t *testing.T) {
 	<-done
 	if err := c.Resign(context.Background()); err != nil || st.lease.Holder != "" {
 		t.Errorf("resign: %v, lease %+v", err, st.lease)
+	}
+}
+
+// TestNoPlan: without any plan, a host falls back to its share of
+// min_workers while the store answers, and starts nothing while it does
+// not; a leader whose source fails keeps writing the last plan (fresh,
+// re-split over the live hosts) rather than none.
+func TestNoPlan(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		down   bool
+		srcErr bool
+		want   int
+		phase  fleet.Phase
+	}{
+		{"store down from the start", true, false, 0, fleet.PhaseNone},
+		{"store up, source failing: no plan to write", false, true, 2, fleet.PhaseNone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(t, 10)
+			s.store.down = tc.down
+			if tc.srcErr {
+				s.srcErr = errors.New("source down")
+			}
+			s.run(5, nil)
+			st := s.hosts[0].c.Snapshot()
+			if st.Target != tc.want || st.Apply.Phase != tc.phase {
+				t.Errorf("target %d phase %s (%s), want %d %s", st.Target, st.Apply.Phase, st.Apply.Why, tc.want, tc.phase)
+			}
+			if tc.srcErr && (st.SourceErr == nil || len(s.store.writes) != 0) {
+				t.Errorf("source error %v, %d writes: want the error and no plan", st.SourceErr, len(s.store.writes))
+			}
+		})
+	}
+	s := steady(t)
+	s.srcErr = errors.New("source down")
+	n := len(s.store.writes)
+	s.run(10, nil)
+	if got := len(s.store.writes) - n; got != 10 || s.total() != 9 {
+		t.Errorf("with the source failing: %d plans in 10 ticks, lives %v; want one a tick, 9 held", got, s.lives())
+	}
+	for _, h := range s.hosts {
+		if p := h.c.Snapshot().Apply.Phase; p != fleet.PhaseFresh {
+			t.Errorf("%s: phase %s, want fresh (the leader lives)", h.id, p)
+		}
 	}
 }

@@ -51,6 +51,7 @@ type sim struct {
 	store   *fakeStore
 	hosts   []*host
 	pending int64
+	srcErr  error // the source's read fails with it
 	ticks   int
 }
 
@@ -76,6 +77,9 @@ func (s *sim) newHost(id string, capacity int, r float64) *host {
 		Store: s.store.as(id), Now: now, Rand: func() float64 { return r },
 		Self: func() fleet.Member { return fleet.Member{Capacity: h.capacity, Live: h.live, Version: "test"} },
 		Source: func(_ context.Context, _ time.Time, totals fleet.Totals) (Input, error) {
+			if s.srcErr != nil {
+				return Input{}, s.srcErr
+			}
 			return Input{Params: params(), Obs: policy.Observation{Valid: true, Pending: s.pending}, Signals: policy.Signals{Workers: totals.Live}}, nil
 		},
 		Pipeline: pipeline(),
