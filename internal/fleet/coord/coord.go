@@ -117,8 +117,11 @@ type Status struct {
 	Reachable bool
 	StoreErr  error
 	SourceErr error
-	Calls     Calls // this tick's store calls
-	Total     Calls // since New
+	// StateErr says why the last decision could not continue the old
+	// windows (fleet.Decision.StateErr).
+	StateErr error
+	Calls    Calls // this tick's store calls
+	Total    Calls // since New
 }
 
 // Coordinator is one pool's coordination loop. See the package doc for
@@ -157,6 +160,7 @@ type tickState struct {
 	ignored   string
 	firstErr  error
 	sourceErr error
+	stateErr  error
 	calls     Calls
 	total     Calls
 	ep        episodes

@@ -23,11 +23,17 @@
 //	             Members, Deps.Source (the source read once), fleet.Decide
 //	             WritePlan fenced by its epoch, EVERY tick             2 calls
 //	a follower   ReadPlan, fed to fleet.View                            1 call
+//	             Members, only while it holds no plan at all (to count
+//	             the hosts for its share of min_workers)
 //	every host   fleet.View.Target -> Status.Target, published
 //
 // So a follower makes 2 store calls a tick, the leader 3, plus one Acquire
-// per renewal interval on every host, whatever the fleet's size
-// (Status.Calls counts them; see the tests' TestCallsPerTick).
+// per renewal on every host, whatever the fleet's size (Status.Calls
+// counts them). Acquires happen at ticks, so at the defaults (tick 3 s,
+// renewal 5 s) a renewal falls every second tick: 2.5 calls a tick for a
+// follower, 3.5 for the leader, at 3 hosts and at 100 (TestCallsPerTick
+// measures it: go test -run CallsPerTick -v ./internal/fleet/coord). A
+// leader whose renewal fails tries again at the next tick.
 //
 // Acquire is due for the leader every Config.Renew (jittered by
 // Config.Jitter through Deps.Rand); for a follower at the same cadence and

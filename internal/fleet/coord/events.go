@@ -107,7 +107,7 @@ func (c *Coordinator) publish(now time.Time, a fleet.Apply) *Status {
 		Pool: c.cfg.Pool, ID: c.cfg.ID, At: now, Ticks: st.ticks,
 		Target: a.Target, Apply: a, Leader: st.leading, Epoch: st.epoch, Lease: st.lease,
 		Plan: plan, Ignored: st.ignored, Members: st.members, Result: st.result,
-		Reachable: st.firstErr == nil, StoreErr: st.firstErr, SourceErr: st.sourceErr,
+		Reachable: st.firstErr == nil, StoreErr: st.firstErr, SourceErr: st.sourceErr, StateErr: st.stateErr,
 		Calls: st.calls, Total: st.total,
 	}
 	if !st.leading {

@@ -192,7 +192,16 @@ func TestNoPlan(t *testing.T) {
 			}
 		})
 	}
-	s := steady(t)
+	// Before any plan, followers count the live members for their share
+	// of min_workers 2 (one each), once a host is not alone: h0 came
+	// first and alone (2), and fallback never lowers a target.
+	s := newSim(t, 10, 10, 10)
+	s.srcErr = errors.New("source down")
+	s.run(5, nil)
+	if got := s.lives(); !slices.Equal(got, []int{2, 1, 1}) {
+		t.Errorf("no plan, 3 hosts: lives %v, want [2 1 1]", got)
+	}
+	s = steady(t)
 	s.srcErr = errors.New("source down")
 	n := len(s.store.writes)
 	s.run(10, nil)

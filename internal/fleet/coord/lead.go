@@ -75,6 +75,6 @@ func (c *Coordinator) decide(ctx context.Context, storeNow time.Time, live []fle
 		st.sourceErr = fmt.Errorf("fleet pool %s: the leader's decision: %w", c.cfg.Pool, err)
 		return fleet.Plan{}, false
 	}
-	st.result = d.Result
+	st.result, st.stateErr = d.Result, d.StateErr
 	return d.Plan, true
 }

@@ -47,7 +47,8 @@ func (c *Coordinator) call(ctx context.Context, f func(context.Context) error) e
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
 	defer cancel()
 	err := f(cctx)
-	if err != nil && !errors.Is(err, fleet.ErrFenced) && c.st.firstErr == nil {
+	// A call cut short by the caller's stop is no failure of the store.
+	if err != nil && !errors.Is(err, fleet.ErrFenced) && ctx.Err() == nil && c.st.firstErr == nil {
 		c.st.firstErr = err
 	}
 	return err
@@ -98,7 +99,12 @@ func (c *Coordinator) lease(ctx context.Context, now time.Time) {
 		return err
 	})
 	if err != nil {
-		return // a leader leads on until its lease lapses on its clock
+		// A leader leads on until its lease lapses on its clock, and
+		// tries again at the next tick rather than a renewal later.
+		if st.leading {
+			st.nextAcq = now
+		}
+		return
 	}
 	st.lease = l
 	c.view.NoteEpoch(l.Epoch)
@@ -174,4 +180,21 @@ func (c *Coordinator) follow(ctx context.Context, now time.Time) {
 	}
 	c.st.skew = storeNow.Sub(now)
 	c.observe(p, storeNow, now)
+	if _, have := c.view.Plan(); !have {
+		c.countHosts(ctx)
+	}
+}
+
+// countHosts counts the live members, for the fallback's share of
+// min_workers before any plan (one more call a tick, only then).
+func (c *Coordinator) countHosts(ctx context.Context) {
+	var ms []fleet.Member
+	var storeNow time.Time
+	err := c.call(ctx, func(ctx context.Context) (err error) {
+		ms, storeNow, err = c.store.Members(ctx, c.cfg.Pool)
+		return err
+	})
+	if err == nil {
+		c.st.hosts = len(fleet.LiveMembers(ms, storeNow, fleet.GoneAfter(c.cfg.Interval)))
+	}
 }
