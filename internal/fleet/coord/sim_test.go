@@ -46,7 +46,7 @@ type host struct {
 }
 
 type sim struct {
-	t       *testing.T
+	t       testing.TB
 	clk     *fakeClock
 	store   *fakeStore
 	hosts   []*host
@@ -55,7 +55,7 @@ type sim struct {
 	ticks   int
 }
 
-func newSim(t *testing.T, capacities ...int) *sim {
+func newSim(t testing.TB, capacities ...int) *sim {
 	t.Helper()
 	s := &sim{t: t, clk: &fakeClock{t: t0}}
 	s.store = newFakeStore(s.clk)
@@ -63,6 +63,10 @@ func newSim(t *testing.T, capacities ...int) *sim {
 		s.hosts = append(s.hosts, s.newHost(fmt.Sprintf("h%d", i), capa, float64(i)/float64(len(capacities))))
 	}
 	return s
+}
+
+func (h *host) self() fleet.Member {
+	return fleet.Member{ID: h.id, Capacity: h.capacity, Live: h.live, Version: "test"}
 }
 
 func (s *sim) newHost(id string, capacity int, r float64) *host {
@@ -75,7 +79,7 @@ func (s *sim) newHost(id string, capacity int, r float64) *host {
 	}
 	c, err := New(Config{Pool: "web", ID: id, Interval: interval, TTL: ttl, Renew: renew, MinWorkers: 2, Initial: -1}, Deps{
 		Store: s.store.as(id), Now: now, Rand: func() float64 { return r },
-		Self: func() fleet.Member { return fleet.Member{Capacity: h.capacity, Live: h.live, Version: "test"} },
+		Self: h.self,
 		Source: func(_ context.Context, _ time.Time, totals fleet.Totals) (Input, error) {
 			if s.srcErr != nil {
 				return Input{}, s.srcErr
