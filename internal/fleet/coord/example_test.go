@@ -18,9 +18,11 @@ func Example() {
 		return
 	}
 	c, err := coord.New(coord.Config{Pool: "web", ID: "machine-id", MinWorkers: 2, Initial: -1}, coord.Deps{
-		Store:    store,
-		Self:     func() fleet.Member { return fleet.Member{Capacity: 8, Live: 3, Version: "1.2.3"} },
-		Source:   func(ctx context.Context, storeNow time.Time, t fleet.Totals) (coord.Input, error) { return coord.Input{}, nil },
+		Store: store,
+		Self:  func() fleet.Member { return fleet.Member{Capacity: 8, Live: 3, Version: "1.2.3"} },
+		Source: func(ctx context.Context, storeNow time.Time, t fleet.Totals) (coord.Input, error) {
+			return coord.Input{}, nil
+		},
 		Pipeline: &policy.Pipeline{Strategy: policy.StrategyHPA, Rec: &policy.Recommender{}, Limiter: &policy.Limiter{}},
 		Events:   coord.EventsFunc(func(e coord.Event) { /* eventlog: a MESSAGE_ID per e.Kind */ }),
 	})
