@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -196,4 +198,74 @@ func hostLinks(t *testing.T) string {
 	}
 	sort.Strings(names)
 	return strings.Join(names, " ")
+}
+
+// netCrashEnv makes the test binary the stand-in owner of
+// TestNetSweptWhenOwnerDies, instead of running tests.
+const netCrashEnv = "FLEXIQ_SANDBOX_NET_CRASH"
+
+// netCrashHelper creates a net and a sandbox on it, prints the bridge's and
+// the veth's names, and waits to be killed.
+func netCrashHelper() int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	n, err := sandbox.CreateNet(ctx, os.Getenv(netCrashEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	sb, err := sandbox.Start(ctx, sandbox.Options{Name: fmt.Sprintf("netcrash-%d", os.Getpid()), OwnerPID: os.Getpid(), Network: n})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(n.Bridge, sb.NetLink)
+	<-ctx.Done()
+	return 1
+}
+
+// A test process killed outright (SIGKILL: no cleanup, no t.Cleanup) leaves
+// no link behind: the keeper deletes its veth, and the bridge, whose owner
+// is dead.
+func TestNetSweptWhenOwnerDies(t *testing.T) {
+	sandbox.Get(t)
+	if why := sandbox.NetUnsupported(); why != "" {
+		t.Skip(why)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	// The lock is this process's already (sandbox.Main took it); the
+	// stand-in inherits that, as the sandbox CLI does.
+	cmd.Env = append(os.Environ(), netCrashEnv+"=10.77.1.0/24")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var bridge, veth string
+	if _, err := fmt.Fscan(out, &bridge, &veth); err != nil {
+		t.Fatalf("the stand-in owner printed no links: %v", err)
+	}
+	for _, l := range []string{bridge, veth} {
+		if _, err := os.Stat("/sys/class/net/" + l); err != nil {
+			t.Fatalf("link %s not on the host while its sandbox runs: %v", l, err)
+		}
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if ok, state := sandbox.Eventually(60*time.Second, func() (bool, string) {
+		var left []string
+		for _, l := range []string{bridge, veth} {
+			if _, err := os.Stat("/sys/class/net/" + l); err == nil {
+				left = append(left, l)
+			}
+		}
+		return len(left) == 0, strings.Join(left, " ")
+	}); !ok {
+		t.Errorf("links left after their owner was killed: %s", state)
+	}
 }
