@@ -10,6 +10,11 @@
 // binary), it powers systemd off, and then removes the cgroup and the state
 // directory. Everything written inside the sandbox lives on a tmpfs in the
 // sandbox's private mount namespace and disappears with it.
+//
+// Each sandbox has its own network namespace with a loopback only, unless
+// Options.Network joins it to a Net: a bridge on the host that links
+// sandboxes to each other and to nothing else (net.go; issue 20's fleet
+// tests).
 package sandbox
 
 import (

@@ -351,23 +351,6 @@ func waitBoot(ctx context.Context, sb *Sandbox) error {
 	}
 }
 
-// splitBind splits "HOST[:INSIDE]"; without INSIDE the path is the same.
-func splitBind(b string) (src, dst string) {
-	if src, dst, ok := strings.Cut(b, ":"); ok {
-		return src, dst
-	}
-	return b, b
-}
-
-func tail(path string, n int) string {
-	b, _ := os.ReadFile(path)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // runInit runs as PID 1 of the new PID namespace, in a private copy of the
 // host's mount namespace. It builds the sandbox's root filesystem and execs
 // systemd on it. It returns only on failure.
