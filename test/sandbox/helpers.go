@@ -79,3 +79,20 @@ func (s *Sandbox) HostPIDs() map[int]int {
 	}
 	return hosts
 }
+
+// splitBind splits "HOST[:INSIDE]"; without INSIDE the path is the same.
+func splitBind(b string) (src, dst string) {
+	if src, dst, ok := strings.Cut(b, ":"); ok {
+		return src, dst
+	}
+	return b, b
+}
+
+func tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -10,6 +10,11 @@
 // binary), it powers systemd off, and then removes the cgroup and the state
 // directory. Everything written inside the sandbox lives on a tmpfs in the
 // sandbox's private mount namespace and disappears with it.
+//
+// Each sandbox has its own network namespace with a loopback only, unless
+// Options.Network joins it to a Net: a bridge on the host that links
+// sandboxes to each other and to nothing else (net.go; issue 20's fleet
+// tests).
 package sandbox
 
 import (
@@ -18,6 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,6 +61,16 @@ type Options struct {
 	// StopTimeout bounds a clean poweroff before the keeper SIGKILLs the
 	// sandbox's PID 1, which takes every process of the namespace with it.
 	StopTimeout time.Duration
+	// Network, when set, joins the sandbox to that Net: its own network
+	// namespace gets a link (InsideLink) with the next address of the net,
+	// before systemd starts. Without it, the namespace has a loopback only.
+	Network *Net `json:"-"`
+}
+
+// keeperSpec is what Start hands the keeper.
+type keeperSpec struct {
+	Options
+	Link *netLink `json:"link,omitempty"`
 }
 
 // Sandbox is a running sandbox as the host sees it.
@@ -76,6 +92,11 @@ type Sandbox struct {
 	FailedUnits []string `json:"failed_units,omitempty"`
 	// Cgroup is the host path of the sandbox's own child cgroup.
 	Cgroup string `json:"cgroup"`
+	// NetAddr is the sandbox's address on its Net, with the net's length;
+	// NetLink is the bridge-side end of its veth pair, on the host. Both
+	// are zero without Options.Network.
+	NetAddr netip.Prefix `json:"net_addr"`
+	NetLink string       `json:"net_link,omitempty"`
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
@@ -152,7 +173,14 @@ func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 		return nil, err
 	}
 	defer logf.Close()
-	spec, _ := json.Marshal(opts)
+	kspec := keeperSpec{Options: opts}
+	if opts.Network != nil {
+		if kspec.Link, err = opts.Network.newLink(); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("sandbox %s: %w", opts.Name, err)
+		}
+	}
+	spec, _ := json.Marshal(kspec)
 	keeper, err := selfCommand(stageKeeper, spec)
 	if err != nil {
 		w.Close()

@@ -20,6 +20,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(netCrashEnv) != "" {
+		os.Exit(netCrashHelper())
+	}
 	os.Exit(sandbox.Main(m, sandbox.Options{Name: "sbtest"}))
 }
 

@@ -92,11 +92,12 @@ func runKeeper() int {
 			ready.Close()
 		}
 	}
-	var opts Options
-	if err := json.Unmarshal([]byte(os.Getenv(specEnv)), &opts); err != nil {
+	var ks keeperSpec
+	if err := json.Unmarshal([]byte(os.Getenv(specEnv)), &ks); err != nil {
 		tell(report{Error: "keeper: bad spec: " + err.Error()})
 		return 1
 	}
+	opts := ks.Options
 	logf := func(format string, a ...any) {
 		fmt.Fprintf(os.Stderr, "%s keeper[%s]: %s\n", time.Now().Format(time.RFC3339Nano), opts.Name, fmt.Sprintf(format, a...))
 	}
@@ -115,6 +116,13 @@ func runKeeper() int {
 	cleanup := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		if ks.Link != nil {
+			if err := ks.Link.detach(ctx); err != nil {
+				logf("%v", err)
+			}
+		}
+		// Bridges of owners that died with no chance to close them.
+		sweepLinks(ctx)
 		if err := removeCgroup(ctx, cg); err != nil {
 			logf("%v", err)
 		}
@@ -164,6 +172,17 @@ func runKeeper() int {
 	}
 	sb.StartTime, _ = startTime(sb.PID)
 	sb.KeeperStartTime, _ = startTime(sb.KeeperPID)
+	if ks.Link != nil {
+		// Before systemd runs, so that its services see the address.
+		if err := ks.Link.attach(sb.PID, sb.KeeperPID); err != nil {
+			tell(report{Error: err.Error()})
+			_ = syscall.Kill(sb.PID, syscall.SIGKILL)
+			<-exited
+			cleanup()
+			return 1
+		}
+		sb.NetAddr, sb.NetLink = ks.Link.Addr, ks.Link.Host
+	}
 	// The state is written before boot completes so that `stop` works on a
 	// sandbox that hangs while booting.
 	if err := writeState(sb); err != nil {
@@ -330,23 +349,6 @@ func waitBoot(ctx context.Context, sb *Sandbox) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// splitBind splits "HOST[:INSIDE]"; without INSIDE the path is the same.
-func splitBind(b string) (src, dst string) {
-	if src, dst, ok := strings.Cut(b, ":"); ok {
-		return src, dst
-	}
-	return b, b
-}
-
-func tail(path string, n int) string {
-	b, _ := os.ReadFile(path)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // runInit runs as PID 1 of the new PID namespace, in a private copy of the

@@ -93,6 +93,7 @@ func Get(t testing.TB) *Sandbox {
 // sweepStale clears sandboxes whose keeper died without cleaning up, e.g.
 // after a SIGKILL of the whole process group.
 func sweepStale() {
+	defer sweepLinks(context.Background())
 	for _, name := range List() {
 		sb, err := Attach(name)
 		orphaned := err != nil || !alive(sb.KeeperPID, sb.KeeperStartTime) ||

@@ -112,3 +112,42 @@ func Prometheus(t testing.TB, sb *sandbox.Sandbox, scrapeConfigs string, interva
 	start(t, sb, "restart", "prometheus.service", "curl", "-sf", "http://127.0.0.1:9090/-/ready")
 	return "http://127.0.0.1:9090"
 }
+
+// RedisOn starts redis-server.service in a sandbox that is on a
+// sandbox.Net (the fleet tests' server sandbox) so that the other
+// sandboxes on the net reach it, and returns its URL there. Debian's
+// configuration binds 127.0.0.1 and ::1 and refuses clients from other
+// addresses (protected mode): the sandbox's copy of redis.conf gets the
+// sandbox's address as well, and protected mode off, since the net reaches
+// nothing but its own sandboxes.
+func RedisOn(t testing.TB, sb *sandbox.Sandbox) string {
+	t.Helper()
+	ip := sb.IP()
+	if !ip.IsValid() {
+		t.Fatalf("RedisOn: sandbox %s is on no network (sandbox.Options.Network)", sb.Name)
+	}
+	// Later directives override earlier ones in redis.conf.
+	sb.Sh(t, fmt.Sprintf("printf '\\n# flexiq fleet tests\\nbind 127.0.0.1 -::1 %s\\nprotected-mode no\\n' >> /etc/redis/redis.conf", ip))
+	start(t, sb, "restart", "redis-server.service", "redis-cli", "-h", ip.String(), "ping")
+	return fmt.Sprintf("redis://%s:6379", ip)
+}
+
+// PostgresOn is Postgres in a sandbox on a sandbox.Net: the server also
+// listens on the sandbox's address and accepts password logins (SCRAM)
+// from the whole net. It returns the URL at that address, without the
+// password.
+func PostgresOn(t testing.TB, sb *sandbox.Sandbox, name, password string) string {
+	t.Helper()
+	ip := sb.IP()
+	if !ip.IsValid() {
+		t.Fatalf("PostgresOn: sandbox %s is on no network (sandbox.Options.Network)", sb.Name)
+	}
+	// Debian's postgresql.conf includes conf.d; pg_hba.conf takes the first
+	// matching line, and its own lines match only local and loopback clients.
+	sb.Sh(t, fmt.Sprintf(`for d in /etc/postgresql/*/main; do
+  printf "listen_addresses = '127.0.0.1,%s'\n" > "$d/conf.d/flexiq-net.conf"
+  printf 'host all all %s scram-sha-256\n' >> "$d/pg_hba.conf"
+done`, ip, sb.NetAddr.Masked()))
+	Postgres(t, sb, name, password)
+	return fmt.Sprintf("postgres://%s@%s:5432/%s?sslmode=disable", name, ip, name)
+}
