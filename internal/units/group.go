@@ -92,7 +92,7 @@ func (m *Manager) startGroup(ctx context.Context, s WorkerSpec) error {
 		return err
 	}
 	if s.NotifyReady {
-		return nil
+		return m.awaitJobRunning(ctx, units)
 	}
 	st, err := m.settleGroup(ctx, units)
 	if err != nil {

@@ -300,7 +300,7 @@ func (m *Manager) StartWorker(ctx context.Context, s WorkerSpec) error {
 	if s.NotifyReady {
 		// The job ends at READY=1, maybe minutes from now: the listing
 		// tells activating from active, and a failure from both.
-		return nil
+		return m.awaitJobRunning(ctx, []string{unit})
 	}
 	select {
 	case r := <-result:
@@ -314,6 +314,38 @@ func (m *Manager) StartWorker(ctx context.Context, s WorkerSpec) error {
 		return m.startFailure(ctx, unit, r)
 	case <-ctx.Done():
 		return fmt.Errorf("starting %s: waiting for the start job: %w", unit, ctx.Err())
+	}
+}
+
+// awaitJobRunning returns once the start jobs of units have begun to run.
+// A notify worker's start job ends only at READY=1, so StartWorker does not
+// wait for its end; but until the job runs, the unit is listed "inactive",
+// which a listing taken meanwhile would read as a worker already gone. A
+// unit whose job is over without starting it (a failed start, a skipped
+// condition) or that is not loaded is the listing's to report.
+func (m *Manager) awaitJobRunning(ctx context.Context, units []string) error {
+	for {
+		var st []sddbus.UnitStatus
+		err := m.call(ctx, "reading "+units[0], func(c *conn) error {
+			var err error
+			st, err = c.ListUnitsByNamesContext(ctx, units)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		waiting := false
+		for _, u := range st {
+			waiting = waiting || (u.LoadState == "loaded" && u.ActiveState == "inactive" && u.JobId != 0)
+		}
+		if !waiting {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("starting %s: waiting for its start job to run: %w", units[0], ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }
 
