@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -197,22 +198,24 @@ func (m *Manager) startTransientGroup(ctx context.Context, units []string, main 
 
 // settleGroup reads the ranks' states until none has a job left.
 func (m *Manager) settleGroup(ctx context.Context, units []string) ([]sddbus.UnitStatus, error) {
+	return m.pollUnits(ctx, units, "the ranks' start jobs", func(u sddbus.UnitStatus) bool { return u.JobId != 0 })
+}
+
+// pollUnits reads the units' states until none is waiting (by waiting),
+// at 5 ms doubling to groupSettleMax, and returns the last reading.
+func (m *Manager) pollUnits(ctx context.Context, units []string, what string, waiting func(sddbus.UnitStatus) bool) ([]sddbus.UnitStatus, error) {
 	delay := 5 * time.Millisecond
 	for {
 		st, err := m.rankStatus(ctx, units)
 		if err != nil {
 			return nil, err
 		}
-		pending := false
-		for _, u := range st {
-			pending = pending || u.JobId != 0
-		}
-		if !pending {
+		if !slices.ContainsFunc(st, waiting) {
 			return st, nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for the ranks' start jobs: %w", ctx.Err())
+			return nil, fmt.Errorf("waiting for %s: %w", what, ctx.Err())
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, groupSettleMax)

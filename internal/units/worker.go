@@ -324,29 +324,10 @@ func (m *Manager) StartWorker(ctx context.Context, s WorkerSpec) error {
 // unit whose job is over without starting it (a failed start, a skipped
 // condition) or that is not loaded is the listing's to report.
 func (m *Manager) awaitJobRunning(ctx context.Context, units []string) error {
-	for {
-		var st []sddbus.UnitStatus
-		err := m.call(ctx, "reading "+units[0], func(c *conn) error {
-			var err error
-			st, err = c.ListUnitsByNamesContext(ctx, units)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		waiting := false
-		for _, u := range st {
-			waiting = waiting || (u.LoadState == "loaded" && u.ActiveState == "inactive" && u.JobId != 0)
-		}
-		if !waiting {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("starting %s: waiting for its start job to run: %w", units[0], ctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	_, err := m.pollUnits(ctx, units, "the start job of "+units[0]+" to run", func(u sddbus.UnitStatus) bool {
+		return u.LoadState == "loaded" && u.ActiveState == "inactive" && u.JobId != 0
+	})
+	return err
 }
 
 // startFailure explains a start job that did not end "done".
