@@ -21,6 +21,9 @@ type View struct {
 	// failing; nil otherwise.
 	Degraded *Degraded `json:"degraded,omitempty"`
 
+	// Fleet is set for a pool that joins a fleet (issue 20).
+	Fleet *FleetView `json:"fleet,omitempty"`
+
 	LastDecision *Explanation `json:"last_decision,omitempty"`
 	WorkerList   []WorkerView `json:"worker_list"`
 	// UpdatedAt is when the pool's last tick ended (wall clock).
@@ -90,4 +93,42 @@ type WorkerView struct {
 type Degraded struct {
 	Since  time.Time `json:"since"`
 	Reason string    `json:"reason"`
+}
+
+// FleetView is a fleet pool's coordination as this host sees it.
+type FleetView struct {
+	Store  string `json:"store"`   // "redis" or "postgres"
+	HostID string `json:"host_id"` // this host's
+	// Leader is the lease's holder as this host last read it ("" = none),
+	// IsLeader whether that is this host, Epoch the lease's epoch.
+	Leader   string `json:"leader"`
+	IsLeader bool   `json:"is_leader"`
+	Epoch    uint64 `json:"epoch"`
+	// PlanEpoch, Target and PlanAgeSec are the plan held: its epoch, the
+	// fleet's target, its age on the store's clock (nil: no plan yet).
+	PlanEpoch  uint64   `json:"plan_epoch"`
+	Target     int      `json:"target"`
+	PlanAgeSec *float64 `json:"plan_age_sec"`
+	// Share is what this host applies; Phase why: "fresh", "joining",
+	// "hold", "fallback" or "none".
+	Share int    `json:"share"`
+	Phase string `json:"phase"`
+	// Reachable says whether the store answered the last tick; Error is
+	// its failure, or the leader's source read's.
+	Reachable bool   `json:"reachable"`
+	Error     string `json:"error,omitempty"`
+	// Hosts are the plan's hosts, by id: each one's share, and its live
+	// count and capacity as its last heartbeat said (the leader knows
+	// them; a follower shows -1 for another host's).
+	Hosts []FleetHost `json:"hosts"`
+	// CallsPerTick is the store calls of this host's last tick.
+	CallsPerTick int `json:"calls_per_tick"`
+}
+
+// FleetHost is one host of a fleet pool.
+type FleetHost struct {
+	ID       string `json:"id"`
+	Share    int    `json:"share"`
+	Live     int    `json:"live"`
+	Capacity int    `json:"capacity"`
 }

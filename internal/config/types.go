@@ -18,6 +18,9 @@ type Config struct {
 	// Prometheus is the [prometheus] table, the server that the promql()
 	// of trigger rules queries (prometheus.go); nil when there is none.
 	Prometheus *Prometheus
+	// Fleet is the [fleet] table, the coordination store of the pools that
+	// join a fleet (fleet.go); nil when there is none.
+	Fleet *Fleet
 	// Pools by name. Names match [a-z0-9_]{1,32}.
 	Pools map[string]*Pool
 	// DropIns are the files of DropInDir(Path) that were read, in the
@@ -113,6 +116,9 @@ type Pool struct {
 	// use promql() and whose source does not serve it (prometheus.go);
 	// nil otherwise: a pool whose source is prometheus queries its own.
 	Prometheus *Prometheus
+	// Fleet is set when the pool joins a fleet ([pools.NAME.fleet],
+	// fleet.go): MinWorkers and MaxWorkers are then the fleet's.
+	Fleet *PoolFleet
 }
 
 // Source is the [pools.NAME.source] table: its type, registered by its own
