@@ -118,6 +118,9 @@ func TestDiffCoversEveryField(t *testing.T) {
 			if name == "Service" {
 				continue // TestDiffServiceCoversEveryField
 			}
+			if name == "Fleet" {
+				continue // TestDiffPoolFleetCoversEveryField
+			}
 			old, new := &Pool{}, &Pool{}
 			setNonZero(t, reflect.ValueOf(new).Elem().FieldByIndex(fieldIndex(pt, name)), name)
 			got := Diff(old, new)
