@@ -58,19 +58,7 @@ func TestDiffPoolFleetCoversEveryField(t *testing.T) {
 	for _, n := range poolFleetKeys.Names() {
 		valid["fleet."+n] = true
 	}
-	var paths []string
-	var walk func(t reflect.Type, path string)
-	walk = func(t reflect.Type, path string) {
-		for i := range t.NumField() {
-			f := t.Field(i)
-			if f.Type.Kind() == reflect.Struct && f.Type.PkgPath() == t.PkgPath() {
-				walk(f.Type, path+f.Name+".")
-				continue
-			}
-			paths = append(paths, path+f.Name)
-		}
-	}
-	walk(reflect.TypeFor[PoolFleet](), "")
+	paths := fieldPaths(reflect.TypeFor[PoolFleet]())
 	for _, path := range paths {
 		old, new := &Pool{Fleet: &PoolFleet{}}, &Pool{Fleet: &PoolFleet{}}
 		setNonZero(t, reflect.ValueOf(new.Fleet).Elem().FieldByIndex(fieldIndex(reflect.TypeFor[PoolFleet](), path)), path)

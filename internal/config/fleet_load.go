@@ -6,7 +6,6 @@ import (
 	"maps"
 	"net/url"
 	"os"
-	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -365,11 +364,5 @@ func (p *PoolFleet) effective() *effectivePoolFleet {
 // removed. A pool that joins a fleet takes [fleet]'s values into its own
 // (Pool.Fleet), so that Diff reports them for each such pool too.
 func DiffFleet(old, new *Fleet) []string {
-	if old == nil || new == nil {
-		if old == new {
-			return nil
-		}
-		return []string{"fleet"}
-	}
-	return diffStruct(reflect.ValueOf(*old), reflect.ValueOf(*new), "fleet.")
+	return diffTables(old, new, "fleet", "fleet.")
 }

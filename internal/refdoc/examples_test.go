@@ -34,13 +34,8 @@ func TestServicesExamplesLoad(t *testing.T) {
 	}
 	for i, b := range blocks {
 		text := strings.ReplaceAll(string(b[1]), "/etc/flexiq-scaled/web-upstream.tmpl", tmplPath)
-		path := filepath.Join(dir, "config.toml")
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		c, err := config.Load(path)
-		if err != nil {
-			t.Errorf("example %d does not load: %v\n%s", i, err, text)
+		c := loadExample(t, dir, i, text)
+		if c == nil {
 			continue
 		}
 		for name, p := range c.Pools {
@@ -70,13 +65,8 @@ func TestFleetExamplesLoad(t *testing.T) {
 		if !strings.Contains(text, "\nhost_id =") {
 			text = strings.Replace(text, "[fleet]\n", "[fleet]\nhost_id = \"docs\"\n", 1)
 		}
-		path := filepath.Join(t.TempDir(), "config.toml")
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		c, err := config.Load(path)
-		if err != nil {
-			t.Errorf("example %d does not load: %v\n%s", i, err, text)
+		c := loadExample(t, t.TempDir(), i, text)
+		if c == nil {
 			continue
 		}
 		for name, p := range c.Pools {
@@ -90,4 +80,19 @@ func TestFleetExamplesLoad(t *testing.T) {
 	if !stores[config.FleetStoreRedis] || !stores[config.FleetStorePostgres] {
 		t.Errorf("stores of the examples %v, want both", stores)
 	}
+}
+
+// loadExample loads example i of a page from dir/config.toml; nil, with
+// the error reported, when it does not load.
+func loadExample(t *testing.T, dir string, i int, text string) *config.Config {
+	t.Helper()
+	path := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(path)
+	if err != nil {
+		t.Errorf("example %d does not load: %v\n%s", i, err, text)
+	}
+	return c
 }
