@@ -167,7 +167,9 @@ func (l *loader) fleetTimings(f *Fleet, tables ...fleetTable) {
 			}
 		}
 	}
-	if f.Heartbeat > f.TTL/2 {
+	// As the coordinator judges it (2 × heartbeat > ttl), without the
+	// overflow of a huge heartbeat doubled.
+	if f.Heartbeat > f.TTL-f.Heartbeat {
 		report([]string{"heartbeat_sec", "ttl_sec"},
 			"heartbeat_sec (%g) must be at most half of ttl_sec (%g): a host is gone after about 3 missed heartbeats, "+
 				"and the lease must outlive two of them; the coordinator refuses more", f.Heartbeat.Seconds(), f.TTL.Seconds())

@@ -14,7 +14,7 @@ var fleetTimingDocs = []KeyDoc{
 	{Name: "renew_sec", Type: "seconds", Default: "`ttl_sec` / 3", Limits: "`> 0`; under `ttl_sec`",
 		Doc: "How often the leader renews its lease (with jitter), so that two renewals can fail before it expires."},
 	{Name: "hold_sec", Type: "seconds", Default: "2 × `ttl_sec`", Limits: "`> 0`",
-		Doc: "How long a host holds its last target when the plan goes stale (the store unreachable, no leader) before it falls back " +
+		Doc: "How long a host holds its last target once the plan is stale (older than `ttl_sec`: the store unreachable, no leader) before it falls back " +
 			"to its share of `min_workers`. Coordination failing never scales the fleet down, and a host that cannot reach the store never grows."},
 }
 
