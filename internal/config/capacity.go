@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/flexiq/flexiq-scaled/internal/capacity"
 )
@@ -69,11 +70,15 @@ func (c *Config) Budget(h capacity.Host) capacity.Budget {
 // readHost is the machine the capacity checks judge; tests replace it.
 var readHost = capacity.ReadHost
 
-// Capped is a pool whose max_workers the host cannot hold.
+// Capped is a pool whose max_workers the host cannot hold, or, in a pool
+// that joins a fleet, whose capacity it cannot hold.
 type Capped struct {
 	Pool     string
 	From, To int
 	Why      string
+	// Key is the pool's key that was capped: "max_workers", or
+	// "fleet.capacity" in a pool that joins a fleet.
+	Key string
 }
 
 // CheckCapacity judges the pools' sizes against host h: a min_workers that
@@ -94,11 +99,19 @@ func CheckCapacity(c *Config, h capacity.Host) (problems []Problem, capped []Cap
 	for _, p := range sortedPools(c) {
 		cost := p.WorkerCost()
 		fit := capacity.Fit(budget, cost)
+		if p.Joins() {
+			// min_workers and max_workers are the fleet's, which this
+			// host need not hold alone: the capacity is this host's.
+			if cp, ok := fleetCapped(p, fit, host); ok {
+				capped = append(capped, cp)
+			}
+			continue
+		}
 		if p.MinWorkers > fit {
 			problems = append(problems, Problem{File: c.FileOf(p.Name), Key: poolKey(p, "min_workers"),
 				Msg: fmt.Sprintf("%d %s do not fit on %s: short of %s", p.MinWorkers, workersNoun(p), host, capacity.Shortfall(budget, cost, p.MinWorkers))})
 		} else if p.MaxWorkers > fit {
-			capped = append(capped, Capped{Pool: p.Name, From: p.MaxWorkers, To: fit,
+			capped = append(capped, Capped{Pool: p.Name, From: p.MaxWorkers, To: fit, Key: "max_workers",
 				Why: fmt.Sprintf("only %d %s fit on %s", fit, workersNoun(p), host)})
 		}
 		sum.Cores += float64(p.MinWorkers) * cost.Cores
@@ -147,23 +160,37 @@ func CheckHostCapacity(c *Config) (problems, warnings []Problem) {
 	}
 	problems, capped := CheckCapacity(c, h)
 	for _, cp := range capped {
-		warnings = append(warnings, Problem{File: c.FileOf(cp.Pool), Key: poolKey(c.Pools[cp.Pool], "max_workers"),
+		warnings = append(warnings, Problem{File: c.FileOf(cp.Pool), Key: poolKey(c.Pools[cp.Pool], strings.Split(cp.Key, ".")...),
 			Msg: fmt.Sprintf("%d is above capacity (%s): capped at %d", cp.From, cp.Why, cp.To)})
 	}
 	return problems, warnings
 }
 
 // ApplyCapacity caps every pool's max_workers at what fits on this machine,
-// and returns the pools it capped, for the daemon to log. It is only called
-// on a configuration that CheckMachine accepted.
+// and returns the pools it capped, for the daemon to log. A pool that joins
+// a fleet keeps its max_workers, which is the fleet's: its capacity is
+// resolved instead (resolveFleetCapacity). It is only called on a
+// configuration that CheckMachine accepted.
 func ApplyCapacity(c *Config) []Capped {
 	h, err := readHost()
 	if err != nil {
+		// Nothing is known to cap: "auto" is then max_workers.
+		for _, p := range c.Pools {
+			resolveFleetCapacity(p, capacity.Unlimited)
+		}
 		return nil
 	}
+	// Judged before the capacities are resolved, so that a written one
+	// above what fits is reported.
 	_, capped := CheckCapacity(c, h)
+	budget := c.Budget(h)
+	for _, p := range c.Pools {
+		resolveFleetCapacity(p, capacity.Fit(budget, p.WorkerCost()))
+	}
 	for _, cp := range capped {
-		c.Pools[cp.Pool].MaxWorkers = cp.To
+		if p := c.Pools[cp.Pool]; !p.Joins() {
+			p.MaxWorkers = cp.To
+		}
 	}
 	return capped
 }

@@ -27,11 +27,43 @@ func CheckCredentials(c *Config) (problems, warnings []Problem) {
 			*list = append(*list, Problem{File: c.Path, Key: "prometheus." + key, Msg: msg})
 		}, &problems, &warnings)
 	}
+	checkFleetConns(c, &problems, &warnings)
 	return problems, warnings
 }
 
-// checkConn judges one connection's secrets; add names the key.
-func checkConn(conn Conn, add func(list *[]Problem, key, msg string), problems, warnings *[]Problem) {
+// checkFleetConns judges the fleets' stores as checkConn does a source's,
+// and the scheme of a URL that a file or credential holds: [fleet]'s, then
+// each pool's own (one that only takes [fleet]'s is judged once, there).
+func checkFleetConns(c *Config, problems, warnings *[]Problem) {
+	check := func(conn Conn, file string, key func(string) string) {
+		add := func(list *[]Problem, k, msg string) {
+			*list = append(*list, Problem{File: file, Key: key(k), Msg: msg})
+		}
+		u := checkConn(conn, add, problems, warnings)
+		if u != nil && conn.URL == "" {
+			if _, err := fleetStoreOf(u.Scheme); err != nil {
+				k := "url_file"
+				if conn.URLFile == "" {
+					k = "url_credential"
+				}
+				add(problems, k, fmt.Sprintf("the URL %s holds: %v", conn.URLOrigin(), err))
+			}
+		}
+	}
+	if c.Fleet != nil && c.Fleet.Conn != (Conn{}) {
+		check(c.Fleet.Conn, c.Path, func(k string) string { return "fleet." + k })
+	}
+	for _, p := range sortedPools(c) {
+		if !p.Joins() || (c.Fleet != nil && p.Fleet.Conn == c.Fleet.Conn) {
+			continue
+		}
+		check(p.Fleet.Conn, c.FileOf(p.Name), func(k string) string { return poolKey(p, "fleet", k) })
+	}
+}
+
+// checkConn judges one connection's secrets; add names the key. It returns
+// the URL, written or read, when it could be read and is safe; else nil.
+func checkConn(conn Conn, add func(list *[]Problem, key, msg string), problems, warnings *[]Problem) *url.URL {
 	credDir := os.Getenv("CREDENTIALS_DIRECTORY") != ""
 	hasPassword := conn.PasswordFile != "" || conn.PasswordCredential != ""
 	if conn.PasswordFile != "" {
@@ -79,11 +111,12 @@ func checkConn(conn Conn, add func(list *[]Problem, key, msg string), problems, 
 		}
 	}
 	if u == nil {
-		return
+		return nil
 	}
 	for _, w := range connWarnings(u, hasPassword) {
 		add(warnings, urlKey, w)
 	}
+	return u
 }
 
 // URLOrigin names where a source's URL comes from, for messages that must

@@ -17,13 +17,19 @@ import (
 // anyone remembering to add it here; its key is then the field's name in
 // snake_case unless keyNames says otherwise.
 func Diff(old, new *Pool) []string {
-	if old == nil || new == nil {
-		if old == new {
+	return diffTables(old, new, "(pool added or removed)", "")
+}
+
+// diffTables names the keys that differ between two tables that may be
+// missing, prefixed; whole when only one of them is there.
+func diffTables[T any](a, b *T, whole, prefix string) []string {
+	if a == nil || b == nil {
+		if a == b {
 			return nil
 		}
-		return []string{"(pool added or removed)"}
+		return []string{whole}
 	}
-	return diffStruct(reflect.ValueOf(*old), reflect.ValueOf(*new), "")
+	return diffStruct(reflect.ValueOf(*a), reflect.ValueOf(*b), prefix)
 }
 
 // DiffDaemon names the keys of the [daemon] table that differ.
@@ -66,6 +72,16 @@ var keyNames = map[string]string{
 	"Spec.InitialDelay":         "initial_delay_sec",
 	"Spec.Period":               "period_sec",
 	"Spec.Timeout":              "timeout_sec",
+	// Fleets: the store's connection keys and the timings are the
+	// table's own; the store is its URL's scheme.
+	"PoolFleet.Fleet":        flattened,
+	"PoolFleet.CapacityAuto": "capacity",
+	"Fleet.Conn":             flattened,
+	"Fleet.Store":            "",
+	"Fleet.TTL":              "ttl_sec",
+	"Fleet.Heartbeat":        "heartbeat_sec",
+	"Fleet.Renew":            "renew_sec",
+	"Fleet.Hold":             "hold_sec",
 }
 
 func diffStruct(a, b reflect.Value, prefix string) []string {
@@ -92,6 +108,10 @@ func diffStruct(a, b reflect.Value, prefix string) []string {
 			keys = append(keys, diffService(fa.Interface().(*Service), fb.Interface().(*Service), prefix+key)...)
 			continue
 		}
+		if f.Type == reflect.TypeFor[*PoolFleet]() {
+			keys = append(keys, diffPoolFleet(fa.Interface().(*PoolFleet), fb.Interface().(*PoolFleet), prefix+key)...)
+			continue
+		}
 		if key == flattened {
 			// A family of source settings: its keys are the table's own.
 			keys = append(keys, diffStruct(fa, fb, prefix)...)
@@ -108,6 +128,12 @@ func diffStruct(a, b reflect.Value, prefix string) []string {
 	}
 	slices.Sort(keys)
 	return slices.Compact(keys)
+}
+
+// diffPoolFleet names the keys of [pools.NAME.fleet] that differ; key
+// itself when the pool joined or left.
+func diffPoolFleet(a, b *PoolFleet, key string) []string {
+	return diffTables(a, b, key, key+".")
 }
 
 // sameValue is reflect.DeepEqual, except that an empty map or slice equals a

@@ -74,7 +74,7 @@ func TestKeyDocsCoverRawKeys(t *testing.T) {
 		}
 	}
 	// Every table of the file is documented.
-	for _, name := range []string{"daemon", "capacity", "host_guard", "pools"} {
+	for _, name := range []string{"daemon", "capacity", "host_guard", "prometheus", "fleet", "pools"} {
 		if !slices.ContainsFunc(Reference(), func(t TableDoc) bool { return strings.HasPrefix(t.Name, name) }) {
 			t.Errorf("[%s] is not in Reference()", name)
 		}
@@ -117,6 +117,23 @@ func keyFile(t TableDoc, key, val string) (text, fullKey string) {
 			anchor = ""
 		}
 		return "[prometheus]\n" + anchor + set + pool(""), table + "." + key
+	case "fleet":
+		// A pool joins, so that the table is read whole; url anchors
+		// it unless the key is one of the URL keys.
+		anchor := "url = \"redis://127.0.0.1:6379/0\"\n"
+		if strings.HasPrefix(key, "url") {
+			anchor = ""
+		}
+		if key != "host_id" {
+			anchor += "host_id = \"h1\"\n"
+		}
+		return "[fleet]\n" + anchor + set + pool("") + "[pools.email.fleet]\n", table + "." + key
+	case "pools.NAME.fleet":
+		anchor := "url = \"redis://127.0.0.1:6379/0\"\n"
+		if strings.HasPrefix(key, "url") {
+			anchor = ""
+		}
+		return "[fleet]\nhost_id = \"h1\"\n" + pool("") + "[pools.email.fleet]\n" + anchor + set, "pools.email.fleet." + key
 	case "pools.NAME":
 		return pool(set), "pools.email." + key
 	case "pools.NAME.limits":
@@ -175,6 +192,8 @@ var keyContext = map[string]string{
 	"command":                  "type = \"command\"\n",
 	"timeout_sec":              "period_sec = 10\n",
 	"after_change_timeout_sec": "after_change = [\"/usr/bin/true\"]\n",
+	// A fleet's lease outlives two heartbeats.
+	"ttl_sec": "heartbeat_sec = 0.0001\n",
 }
 
 // loadAt loads text from path, so that two loads differ only by the text.

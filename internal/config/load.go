@@ -41,8 +41,10 @@ type rawFile struct {
 	HostGuard rawHostGuard `toml:"host_guard"`
 	Capacity  rawCapacity  `toml:"capacity"`
 	// Prometheus is read by the source decoder's getters (prometheus.go).
-	Prometheus rawSourceTable     `toml:"prometheus"`
-	Pools      map[string]rawPool `toml:"pools"`
+	Prometheus rawSourceTable `toml:"prometheus"`
+	// Fleet is read the same way (fleet_load.go).
+	Fleet rawSourceTable     `toml:"fleet"`
+	Pools map[string]rawPool `toml:"pools"`
 }
 
 type rawDaemon struct {
@@ -86,6 +88,7 @@ type rawPool struct {
 	QuietPeriodSec            value          `toml:"quiet_period_sec"`
 	Service                   value          `toml:"service"`
 	Source                    rawSourceTable `toml:"source"`
+	Fleet                     rawSourceTable `toml:"fleet"`
 	Limits                    rawLimits      `toml:"limits"`
 	rawScaling
 }
@@ -174,7 +177,13 @@ func (l *loader) decodeFile(data []byte, raw *rawFile) (toml.MetaData, bool) {
 }
 
 func parseAll(path string, data []byte, dropIns []dropIn) (*Config, error) {
-	l := &loader{file: path}
+	return (&loader{file: path, machineIDPath: MachineIDPath}).parseAll(data, dropIns)
+}
+
+// parseAll is parseAll of the file l names, with the loader's settings
+// (the machine id's path, which tests replace).
+func (l *loader) parseAll(data []byte, dropIns []dropIn) (*Config, error) {
+	path := l.file
 	var raw rawFile
 	if _, ok := l.decodeFile(data, &raw); !ok {
 		// Drop-ins are still decoded, so that one run lists the
@@ -202,6 +211,8 @@ func parseAll(path string, data []byte, dropIns []dropIn) (*Config, error) {
 	// Before the pools, whose rules' promql() may query it.
 	c.Prometheus = l.prometheus(raw.Prometheus)
 	l.prom = c.Prometheus
+	// Before the pools too, whose fleet tables take its keys.
+	c.Fleet = l.fleet(raw.Fleet)
 	// Sorted, so that problems come out in the same order on every run.
 	for _, name := range slices.Sorted(maps.Keys(raw.Pools)) {
 		r := raw.Pools[name]
@@ -211,6 +222,7 @@ func parseAll(path string, data []byte, dropIns []dropIn) (*Config, error) {
 		l.file = path
 	}
 	l.services(c)
+	l.fleetHostID(c)
 	if err := l.err(); err != nil {
 		return nil, err
 	}
@@ -272,6 +284,10 @@ type loader struct {
 	problems []Problem
 	// prom is the daemon-level [prometheus], for the pools' promql().
 	prom *Prometheus
+	// fleetTab is the daemon-level [fleet] as written, under the pools'
+	// fleet tables; machineIDPath where host_id defaults from.
+	fleetTab      *fleetTable
+	machineIDPath string
 }
 
 func (l *loader) add(key, format string, args ...any) {

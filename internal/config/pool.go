@@ -162,6 +162,7 @@ func (l *loader) pool(name string, r *rawPool, daemonPoll time.Duration) *Pool {
 	}
 	l.limits(p, &r.Limits, func(k string) string { return key("limits", k) })
 	l.scaling(p, &r.rawScaling, key)
+	l.poolFleet(p, r.Fleet, key)
 	l.noQueue(p, r, key)
 	return p
 }

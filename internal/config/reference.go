@@ -22,6 +22,8 @@ func Reference() []TableDoc {
 		templateKeys,
 		hostGuardKeys,
 		prometheusKeys,
+		fleetKeys,
+		poolFleetKeys,
 		ruleKeys,
 		behaviorKeys,
 		behaviorDirectionKeys,
