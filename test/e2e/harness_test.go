@@ -7,6 +7,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -36,6 +37,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	flag.Parse() // for -run, which buildInBackground reads
 	if why := sandbox.Unsupported(); why == "" {
 		root, err := sandbox.ModuleRoot()
 		if err != nil {
@@ -43,14 +45,36 @@ func run(m *testing.M) int {
 			return 1
 		}
 		binDir = filepath.Join(root, "bin", "e2e")
-		for pkg, name := range map[string]string{"./cmd/flexiq-scaled": "flexiq-scaled", "./cmd/flexiq-scaled-plot": "flexiq-scaled-plot", "./test/worker": "flexiq-testworker"} {
-			cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg)
-			cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
-				return 1
+		// Every test needs these three: side by side, before the tests.
+		bins := map[string]string{"./cmd/flexiq-scaled": "flexiq-scaled", "./cmd/flexiq-scaled-plot": "flexiq-scaled-plot", "./test/worker": "flexiq-testworker"}
+		errs := make(chan error, len(bins))
+		for pkg, name := range bins {
+			go func() {
+				cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg)
+				cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+				if out, err := cmd.CombinedOutput(); err != nil {
+					errs <- fmt.Errorf("building %s: %v\n%s", pkg, err, out)
+					return
+				}
+				errs <- nil
+			}()
+		}
+		failed := false
+		for range bins {
+			if err := <-errs; err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				failed = true
 			}
 		}
+		if failed {
+			return 1
+		}
+		// The rest builds while the first tests run.
+		defineArtefacts(root)
+		ctx, cancel := context.WithCancel(context.Background())
+		wait := buildInBackground(ctx)
+		defer wait()
+		defer cancel()
 	}
 	var binds []string
 	if root, err := sandbox.ModuleRoot(); err == nil {
