@@ -32,6 +32,9 @@ var dbHost string
 
 const dbInside = "/var/lib/flexiq-e2e"
 
+// binds are the sandboxes' binds: the checkout, and dbHost at dbInside.
+var binds []string
+
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -76,7 +79,6 @@ func run(m *testing.M) int {
 		defer wait()
 		defer cancel()
 	}
-	var binds []string
 	if root, err := sandbox.ModuleRoot(); err == nil {
 		var err error
 		if dbHost, err = os.MkdirTemp("", "flexiq-e2e-db-"); err != nil {
@@ -86,7 +88,12 @@ func run(m *testing.M) int {
 		defer os.RemoveAll(dbHost)
 		binds = []string{root, dbHost + ":" + dbInside}
 	}
-	return sandbox.Main(m, sandbox.Options{Name: "e2e", Binds: binds})
+	code := sandbox.Main(m, sandbox.Options{Name: "e2e", Binds: binds})
+	if err := stopSecond(); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: stopping the second sandbox: %v\n", err)
+		return 1
+	}
+	return code
 }
 
 // env is one test's view of the sandbox with the daemon installed.
@@ -114,7 +121,7 @@ const (
 // stopped, draining every worker, when the test ends.
 func setup(t testing.TB) *env {
 	t.Helper()
-	sb := sandbox.Get(t)
+	sb := sandboxFor(t)
 	e := &env{t: t, sb: sb, since: fmt.Sprintf("--since=@%d", time.Now().Unix()-1)}
 	root, _ := sandbox.ModuleRoot()
 	unitFile, err := os.ReadFile(filepath.Join(root, "systemd", daemonUnit))

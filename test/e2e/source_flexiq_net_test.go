@@ -128,6 +128,7 @@ SELECT '%[1]s-' || i || '-' || md5(random()::text), '%[1]s', 't', '\x'::bytea, %
 }
 
 func TestFlexiqPostgresSource(t *testing.T) {
+	parallel(t)
 	const pool = "fpg"
 	e := setup(t)
 	url := servers.Postgres(t, e.sb, "flexiq", "pw")
@@ -247,6 +248,7 @@ func (e *env) redisJobs(n int, queue string, status, priority int, scheduledAtMs
 }
 
 func TestFlexiqRedisSource(t *testing.T) {
+	parallel(t)
 	const pool = "fredis"
 	e := setup(t)
 	servers.Redis(t, e.sb)

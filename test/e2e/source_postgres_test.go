@@ -258,6 +258,7 @@ password_file = %[4]q
 // Then, against one daemon, every pool scales up on a burst, holds through
 // the server's stop and recovers, and scales back down.
 func TestPostgresSources(t *testing.T) {
+	parallel(t)
 	began := time.Now()
 	e := setup(t)
 	npmCI(t, "pgboss")
