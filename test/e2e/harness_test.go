@@ -158,6 +158,12 @@ chown flexiq:flexiq /var/lib/flexiq`)
 		e.db.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
+		// The test is over, and so is the work its workers hold: once the
+		// daemon drains (and so starts no worker), they are killed, or the
+		// stop would wait out every job in hand, up to 20 s in some tests.
+		// The drain itself is what TestStopDrainsAndKillsAtDrainTimeout,
+		// TestStopLeavesNothingRunning and others test.
+		sb.Exec(ctx, "sh", "-c", killWorkersOnceDraining)
 		if out, err := sb.Exec(ctx, "systemctl", "stop", daemonUnit); err != nil {
 			t.Errorf("stopping the daemon: %v\n%s", err, out)
 		}
@@ -166,6 +172,14 @@ chown flexiq:flexiq /var/lib/flexiq`)
 	})
 	return e
 }
+
+// killWorkersOnceDraining asks the daemon to stop, waits (5 s at most) for
+// it to leave the active states, and SIGKILLs every worker unit.
+const killWorkersOnceDraining = `systemctl stop --no-block ` + daemonUnit + `
+for i in $(seq 100); do
+	case $(systemctl show -P ActiveState ` + daemonUnit + `) in active|activating|reloading) sleep 0.05 ;; *) break ;; esac
+done
+systemctl kill --signal=SIGKILL 'flexiq-*@*.service' 2>/dev/null || true`
 
 func (e *env) ctx() context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
