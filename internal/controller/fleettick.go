@@ -62,6 +62,7 @@ func (p *Pool) refleet(cfg *config.Pool) error {
 		old.stop(true)
 	}
 	p.fl = fl
+	p.flWake.Store(fl)
 	if fl != nil {
 		p.publishFleet()
 		fl.start(p.kick)
@@ -74,7 +75,10 @@ func (p *Pool) refleet(cfg *config.Pool) error {
 // not in a fleet does nothing.
 func (p *Pool) Resign() {
 	var fl *fleetLink
-	p.do(func() { fl, p.fl = p.fl, nil })
+	p.do(func() {
+		fl, p.fl = p.fl, nil
+		p.flWake.Store(nil)
+	})
 	if fl != nil {
 		fl.stop(true)
 	}
