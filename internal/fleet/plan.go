@@ -64,7 +64,8 @@ type Tick struct {
 	// max_workers.
 	Params policy.Params
 	// Obs is the source's observation, read once by the leader for the
-	// whole fleet. Its Current is ignored: the members' live total
+	// whole fleet. Its Current is ignored: the fleet's current count is
+	// fleetCurrent's
 	// replaces it.
 	Obs policy.Observation
 	// Signals and Prom are the rules' inputs, as the controller builds
@@ -109,7 +110,7 @@ func Decide(pl *policy.Pipeline, t Tick) (Decision, error) {
 	d.StateErr = RestoreState(pl, t.Now, t.Prev.State)
 	d.Totals = Sum(t.Members)
 	obs := t.Obs
-	obs.Current = d.Totals.Live
+	obs.Current = fleetCurrent(t.Prev, t.Members, d.Totals)
 	d.Result = pl.Decide(policy.Input{Now: t.Now, Params: t.Params, Obs: obs, Signals: t.Signals, Prom: t.Prom})
 	pl.Acted(t.Now, d.Result.Decision)
 	state, err := EncodeState(pl)
@@ -125,4 +126,30 @@ func Decide(pl *policy.Pipeline, t Tick) (Decision, error) {
 		State:  state,
 	}
 	return d, nil
+}
+
+// fleetCurrent is the fleet's current count for the decision: what the
+// last plan gave the hosts that are still live (capped at each one's
+// capacity), as Kubernetes' HPA takes a scale's spec.replicas, not its
+// running pods. The hosts apply a plan a few seconds apart, so the live
+// total read in between is a moment of a transition, not the fleet's
+// size: decided on it, a scale-down from 24 to 20 that one host has done
+// and another has not reads as 22, which the tolerance holds, and the
+// hosts that scaled down start again. Before any plan (or when none of
+// its hosts is live), the live total.
+func fleetCurrent(prev Plan, members []Member, totals Totals) int {
+	if prev.Epoch == 0 {
+		return totals.Live
+	}
+	n, named := 0, false
+	for _, m := range members {
+		if share, ok := prev.Shares[m.ID]; ok {
+			n += min(share, m.Capacity)
+			named = true
+		}
+	}
+	if !named {
+		return totals.Live
+	}
+	return n
 }

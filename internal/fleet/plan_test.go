@@ -131,7 +131,12 @@ func TestDecideContinuesAcrossLeaders(t *testing.T) {
 	for i, s := range trace {
 		now := storeT0.Add(time.Duration(i) * 5 * time.Second)
 		o := s.obs
+		// The fleet's current count is the last plan's target (within
+		// the hosts' capacity, 100 here), the live total before any plan.
 		o.Current = s.live
+		if i > 0 {
+			o.Current = prev.Target
+		}
 		want := single.Decide(policy.Input{Now: now, Params: params, Obs: o})
 		single.Acted(now, want.Decision)
 
@@ -211,5 +216,31 @@ func BenchmarkDecide100(b *testing.B) {
 			b.Fatal(err)
 		}
 		prev = d.Plan
+	}
+}
+
+// TestFleetCurrentIsThePlan: the decision's current count is what the last
+// plan gave the live hosts (capped at their capacity), not the live total
+// caught mid-transition; the live total before any plan, or when none of
+// the plan's hosts is live.
+func TestFleetCurrentIsThePlan(t *testing.T) {
+	prev := Plan{Epoch: 3, Target: 20, Shares: map[string]int{"a": 10, "b": 6, "c": 4}}
+	for _, tc := range []struct {
+		name    string
+		prev    Plan
+		members []Member
+		want    int
+	}{
+		{"no plan yet", Plan{}, []Member{{ID: "a", Capacity: 10, Live: 7}}, 7},
+		{"mid scale-down", prev, []Member{{ID: "a", Capacity: 10, Live: 12}, {ID: "b", Capacity: 8, Live: 6}, {ID: "c", Capacity: 6, Live: 6}}, 20},
+		{"a host gone", prev, []Member{{ID: "a", Capacity: 10, Live: 10}, {ID: "b", Capacity: 8, Live: 6}}, 16},
+		{"capacity lowered (a host leaving)", prev, []Member{{ID: "a", Capacity: 0, Live: 10}, {ID: "b", Capacity: 8, Live: 6}, {ID: "c", Capacity: 6, Live: 4}}, 10},
+		{"none of its hosts live", prev, []Member{{ID: "d", Capacity: 10, Live: 3}}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := fleetCurrent(tc.prev, tc.members, Sum(tc.members)); got != tc.want {
+				t.Errorf("fleetCurrent = %d, want %d", got, tc.want)
+			}
+		})
 	}
 }

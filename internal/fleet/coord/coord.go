@@ -251,20 +251,47 @@ func (c *Coordinator) Wake() {
 // Run ticks every Interval, and at once on Wake, until ctx ends. It does
 // not resign: the caller decides whether the stop is a handover
 // (systemctl stop: Resign after Run returned) or not (a reload).
+//
+// A leader writes its plan at most once per tick: a Wake that comes less
+// than minPlanGap of a tick after its last step moves its next step to
+// then, instead of stepping at once (a follower steps at once: a released
+// lease is taken within a second).
 func (c *Coordinator) Run(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.wake:
+			if gap := c.minGap(); c.st.leading && c.deps.Now().Sub(last) < gap {
+				if !timer.Stop() {
+					select {
+					case <-timer.C:
+					default:
+					}
+				}
+				timer.Reset(gap - c.deps.Now().Sub(last))
+				continue
+			}
 		case <-timer.C:
-			timer.Reset(c.cfg.Interval)
 		}
+		last = c.deps.Now()
 		c.Step(ctx)
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(c.cfg.Interval)
 	}
 }
+
+// minGap is the least time between two of a leader's steps: 0.9 of a
+// tick, the rest being the timers' own slack.
+func (c *Coordinator) minGap() time.Duration { return c.cfg.Interval * 9 / 10 }
 
 // Resign gives the lease up (Store.Release) if this host leads, so that
 // another host leads at once, and stops the coordinator: later ticks do
