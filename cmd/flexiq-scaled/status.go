@@ -157,7 +157,8 @@ func printStatus(w io.Writer, pools []api.View, now time.Time) {
 			fmt.Fprintln(w)
 		}
 		bullet := "●"
-		if !v.Source.Healthy {
+		follower := v.Fleet != nil && !v.Fleet.IsLeader
+		if (!v.Source.Healthy && !follower) || (v.Fleet != nil && !v.Fleet.Reachable) {
 			bullet = "×"
 		}
 		mode := v.Mode
@@ -185,7 +186,9 @@ func printStatus(w io.Writer, pools []api.View, now time.Time) {
 		if wc.Ready != nil && wc.NotReady != nil {
 			fmt.Fprintf(w, "  Replicas: %d ready, %d not ready\n", *wc.Ready, *wc.NotReady)
 		}
-		if q := v.Queue; v.Source.Type == "none" {
+		if follower {
+			fmt.Fprintln(w, "     Queue: read by the fleet's leader")
+		} else if q := v.Queue; v.Source.Type == "none" {
 			fmt.Fprintln(w, "     Queue: none (a service scaled by its rules and CPU)")
 		} else if q != nil {
 			oldest := "-"
@@ -205,7 +208,12 @@ func printStatus(w io.Writer, pools []api.View, now time.Time) {
 		if !v.Source.LastSuccess.IsZero() {
 			src += fmt.Sprintf(", last read %s ago", fmtDuration(now.Sub(v.Source.LastSuccess)))
 		}
-		fmt.Fprintf(w, "    Source: %s\n", src)
+		if !follower {
+			fmt.Fprintf(w, "    Source: %s\n", src)
+		}
+		if f := v.Fleet; f != nil {
+			printFleet(w, f)
+		}
 		if v.Source.LastError != "" {
 			fmt.Fprintf(w, "Last error: %s ago: %s\n", fmtDuration(now.Sub(v.Source.LastErrorAt)), firstLine(v.Source.LastError))
 		}
@@ -412,4 +420,51 @@ func overrideCmd(verb, synopsis, description string, args []string, stdout, stde
 	}
 	fmt.Fprintln(stdout, resp.Message)
 	return exitOK
+}
+
+// printFleet writes a fleet pool's coordination: the lease, the plan, and
+// each host's share, live count and capacity.
+func printFleet(w io.Writer, f *api.FleetView) {
+	leader := "none"
+	if f.Leader != "" {
+		leader = shortHost(f.Leader)
+		if f.IsLeader {
+			leader += " (this host)"
+		}
+	}
+	store := f.Store
+	if !f.Reachable {
+		store += " (not answering)"
+	}
+	fmt.Fprintf(w, "     Fleet: %s; leader %s, epoch %d; this host %s\n", store, leader, f.Epoch, shortHost(f.HostID))
+	age := "no plan yet"
+	if f.PlanAgeSec != nil {
+		age = fmt.Sprintf("plan epoch %d, %s old", f.PlanEpoch, fmtDuration(time.Duration(*f.PlanAgeSec*float64(time.Second))))
+	}
+	fmt.Fprintf(w, "      Plan: fleet target %d, this host's share %d (%s); %s\n", f.Target, f.Share, f.Phase, age)
+	if f.Error != "" {
+		fmt.Fprintf(w, "Fleet error: %s\n", firstLine(f.Error))
+	}
+	for _, h := range f.Hosts {
+		live, capa := "?", "?"
+		if h.Live >= 0 {
+			live = strconv.Itoa(h.Live)
+		}
+		if h.Capacity >= 0 {
+			capa = strconv.Itoa(h.Capacity)
+		}
+		me := ""
+		if h.ID == f.HostID {
+			me = " (this host)"
+		}
+		fmt.Fprintf(w, "      Host: %s share %d, live %s, capacity %s%s\n", shortHost(h.ID), h.Share, live, capa, me)
+	}
+}
+
+// shortHost is a machine id as people read it: its first 12 characters.
+func shortHost(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }

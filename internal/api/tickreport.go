@@ -31,5 +31,7 @@ type TickReport struct {
 	SourceErr error
 	// Degraded: the pool's baseline workers keep failing.
 	Degraded bool
+	// Fleet is a fleet pool's coordination (issue 20); nil otherwise.
+	Fleet    *FleetView
 	Duration time.Duration
 }

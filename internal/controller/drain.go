@@ -13,8 +13,9 @@ import (
 // start was still pending, or that started meanwhile, is stopped too.
 func (p *Pool) Drain(ctx context.Context, why string) {
 	dry := false
+	var fl *fleetLink
 	p.do(func() {
-		dry = p.dryRun()
+		dry, fl = p.dryRun(), p.fl
 		// A dry-run pool's workers were never the daemon's to stop.
 		p.workers.stopping = true
 		if !dry {
@@ -25,6 +26,8 @@ func (p *Pool) Drain(ctx context.Context, why string) {
 		p.log.Event(eventlog.Lifecycle, eventlog.Info, nil, "is in dry-run: leaving its units as they are (%s)", why)
 		return
 	}
+	// A fleet host hands its share to the others before its workers go.
+	p.leaveFleet(ctx, fl)
 	for ctx.Err() == nil {
 		var done, changed bool
 		p.do(func() { done, changed = p.drainStep(ctx, why) })

@@ -146,9 +146,9 @@ func (p *Pool) beginRead(ctx context.Context) bool {
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	r := &pendingRead{run: run, gen: p.srcGen, cancel: cancel, done: make(chan observed, 1)}
-	plan := p.readPlan()
+	read := p.tickReader()
 	go func() {
-		r.done <- plan.read(rctx)
+		r.done <- read(rctx)
 	}()
 	p.reading = r
 	p.storeSnapshot()

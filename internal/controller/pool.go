@@ -53,6 +53,7 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/capacity"
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+	fleetmode "github.com/flexiq/flexiq-scaled/internal/fleet"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 	"github.com/flexiq/flexiq-scaled/internal/probe"
 	"github.com/flexiq/flexiq-scaled/internal/source"
@@ -108,6 +109,10 @@ type Options struct {
 	// NewProber makes a service pool's readiness prober; nil is probe.New.
 	// Tests inject one they drive.
 	NewProber func(probe.Clock) ReadinessProber
+	// OpenFleetStore opens a fleet pool's coordination store (issue 20);
+	// nil is the real Redis or PostgreSQL store the URL names. Tests
+	// inject a fake.
+	OpenFleetStore func(config.Fleet) (fleetmode.Store, error)
 }
 
 // Pool runs one configured pool. Every field below the first block is its
@@ -121,7 +126,11 @@ type Pool struct {
 	clock Clock
 	own   owner
 
+	// cfg is the pool as this host runs it: for a fleet pool, with the
+	// bounds 0..capacity (localBounds); fl.pool has them as configured.
 	cfg *config.Pool
+	// fl is a fleet pool's coordination (fleetlink.go); nil otherwise.
+	fl  *fleetLink
 	src source.Source
 	// srcGen counts the sources: a read of a source that a reload has
 	// since replaced is discarded by its number.
@@ -175,7 +184,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		opts:   opts,
 		clock:  opts.Clock,
 		own:    newOwner(),
-		cfg:    cfg,
+		cfg:    localBounds(cfg),
 		src:    src,
 		prom:   openPromQL(opts.NewPromQL, cfg),
 		report: newReporter(log),
@@ -188,7 +197,11 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 			return nil, err
 		}
 	}
-	if err := p.setRules(cfg); err != nil {
+	err = p.setRules(cfg)
+	if err == nil && cfg.Joins() {
+		p.fl, err = newFleetLink(cfg, log, opts.OpenFleetStore)
+	}
+	if err != nil {
 		p.workers.svc.close()
 		src.Close()
 		if p.prom != nil {
@@ -219,7 +232,13 @@ func (p *Pool) LastProgress() time.Time { return time.Unix(0, p.progress.Load())
 // what the previous daemon decided, and brings the pool to its target.
 func (p *Pool) Start(ctx context.Context, existing []units.Worker) {
 	var changed bool
-	p.do(func() { changed = p.start(ctx, existing) })
+	p.do(func() {
+		changed = p.start(ctx, existing)
+		p.publishFleet()
+	})
+	if p.fl != nil {
+		p.fl.start(p.kick)
+	}
 	p.progress.Store(time.Now().UnixNano())
 	p.notify(changed)
 }
@@ -279,6 +298,11 @@ func (p *Pool) update(cfg *config.Pool) error {
 	if err := p.setRules(cfg); err != nil {
 		return err
 	}
+	if err := p.refleet(cfg); err != nil {
+		return err
+	}
+	full := cfg
+	cfg = localBounds(cfg)
 	if err := p.workers.reconfigure(p.clock, p.opts, cfg); err != nil {
 		return err
 	}
@@ -295,7 +319,7 @@ func (p *Pool) update(cfg *config.Pool) error {
 		p.srcGen++
 		p.abandonRead()
 	}
-	p.updatePromQL(cfg)
+	p.updatePromQL(full)
 	p.cfg = cfg
 	p.workers.cfg = cfg
 	p.pub.status.Max = cfg.MaxWorkers
@@ -329,7 +353,9 @@ func (p *Pool) Close() error {
 		p.opts.Guard.forget(p.name)
 	}
 	var srcs []source.Source
+	var fl *fleetLink
 	p.do(func() {
+		fl, p.fl = p.fl, nil
 		srcs = append(p.retired, p.src)
 		p.retired = nil
 		p.workers.svc.close()
@@ -337,6 +363,11 @@ func (p *Pool) Close() error {
 			p.prom.Close()
 		}
 	})
+	if fl != nil {
+		// A stop, a restart or the pool's removal: a leader hands the
+		// lease over at once rather than after its TTL.
+		fl.stop(true)
+	}
 	var err error
 	for i, s := range srcs {
 		if cerr := s.Close(); i == len(srcs)-1 {

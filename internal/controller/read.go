@@ -70,6 +70,16 @@ func (p *Pool) readPlan() sourcePlan {
 	return plan
 }
 
+// tickReader is the tick's read of the source; owner only. A fleet pool's
+// tick reads nothing: the fleet's leader reads the queue, once for the
+// fleet, in its coordinator (fleetlink.go).
+func (p *Pool) tickReader() func(context.Context) observed {
+	if p.fl != nil {
+		return func(context.Context) observed { return observed{} }
+	}
+	return p.readPlan().read
+}
+
 // sourceTimeout bounds one of a tick's reads by its interval, so that a
 // slow database delays this pool only.
 func sourceTimeout(cfg *config.Pool) time.Duration {

@@ -36,7 +36,7 @@ func (p *Pool) Tick(ctx context.Context) policy.Decision {
 		d = run.hold
 		changed := false
 		if !run.done {
-			d, changed = p.endTick(ctx, run, p.readPlan().read(ctx))
+			d, changed = p.endTick(ctx, run, p.tickReader()(ctx))
 		}
 		t = p.finishTick(run, d, changed)
 	})
@@ -79,6 +79,21 @@ func (p *Pool) beginTick(ctx context.Context) tickRun {
 // decision, and acting on it.
 func (p *Pool) endTick(ctx context.Context, run tickRun, read observed) (policy.Decision, bool) {
 	now := run.now
+	var t tickDecision
+	if p.fl != nil {
+		lr, ok := p.fl.tickRead(run.start.Add(-p.cfg.PollInterval))
+		t = p.fleetDecide(now, lr, ok)
+	} else {
+		t = p.localDecide(now, read)
+	}
+	d, changed := p.endTickAct(ctx, run, t)
+	p.publishFleet()
+	return d, changed
+}
+
+// localDecide is the decision of a pool on its own: the source's read, the
+// pool's pipeline.
+func (p *Pool) localDecide(now time.Time, read observed) tickDecision {
 	obs := policy.Observation{Current: p.workers.live()}
 	counts, srcErr := p.observed(now, read)
 	params := p.cfg.PolicyParams()
@@ -93,8 +108,14 @@ func (p *Pool) endTick(ctx context.Context, run tickRun, read observed) (policy.
 		p.observeDemand(read.demand, &obs)
 	}
 	d := p.decide(now, params, obs, counts, read.prom)
+	return tickDecision{d: d, e: explain(p.wallNow(), d, params, obs, counts, srcErr), params: params, obs: obs, counts: counts, srcErr: srcErr}
+}
+
+// endTickAct is the rest of endTick.
+func (p *Pool) endTickAct(ctx context.Context, run tickRun, t tickDecision) (policy.Decision, bool) {
+	now := run.now
+	d, e, obs, counts, srcErr := t.d, t.e, t.obs, t.counts, t.srcErr
 	wall := p.wallNow()
-	e := explain(wall, d, params, obs, counts, srcErr)
 	d = p.applyOverride(wall, d, e)
 	if p.dryRun() {
 		p.wouldScale(d, e)
@@ -104,7 +125,7 @@ func (p *Pool) endTick(ctx context.Context, run tickRun, read observed) (policy.
 		p.workers.target = d.Desired
 		d.Action = policy.Hold // nothing below acts
 	} else {
-		p.report.decision(d, obs, counts, srcErr == nil, p.workers.draining())
+		p.report.decision(d, obs, counts, srcErr == nil && !t.unread, p.workers.draining())
 	}
 	p.act(ctx, now, d)
 	addReadiness(e, p.workers.ready)
@@ -115,7 +136,7 @@ func (p *Pool) endTick(ctx context.Context, run tickRun, read observed) (policy.
 	p.workers.recount()
 	p.saveState(now)
 	var c *source.Counts
-	if srcErr == nil {
+	if srcErr == nil && !t.unread {
 		c = &counts
 	}
 	p.health.record(wall, c, srcErr)

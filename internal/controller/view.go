@@ -134,6 +134,7 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *api.Explanatio
 			LastError: p.health.lastError, LastErrorAt: p.health.lastErrorAt,
 		},
 		Degraded:   p.degradedView(),
+		Fleet:      p.fleetView(),
 		UpdatedAt:  wall,
 		WorkerList: make([]api.WorkerView, 0, p.workers.live()+p.workers.draining()),
 	}

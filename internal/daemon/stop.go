@@ -39,6 +39,9 @@ func (d *daemon) shutdown(ctx context.Context, s os.Signal) int {
 			n := 0
 			for _, rp := range pools {
 				n += rp.pool.Status().Current
+				// A fleet's leader hands its lease over now, not after
+				// its TTL; its workers stay.
+				rp.pool.Resign()
 			}
 			d.log.Event(eventlog.Lifecycle, eventlog.Notice, nil, "%s is restarting: leaving %d workers running for the next daemon to adopt", unit, n)
 			return 0

@@ -56,6 +56,13 @@ var gaugeHelp = map[string]string{
 	"queue_paused":             "Jobs in paused queues.",
 	"queue_oldest_age_seconds": "Age of the oldest pending job; absent when the source cannot tell.",
 	"pool_degraded":            "1 while the pool is degraded: short of its min_workers because a worker keeps failing; else 0.",
+	// Fleet mode (issue 20): set for a pool that joins a fleet only.
+	"fleet_leader":           "1 while this host leads the pool's fleet, else 0 (fleet pools only).",
+	"fleet_epoch":            "The epoch of the pool's fleet lease as this host last read it.",
+	"fleet_plan_age_seconds": "Age of the fleet plan this host holds, on the store's clock; absent before the first plan.",
+	"fleet_target":           "The fleet's target in the plan this host holds.",
+	"fleet_share":            "This host's share of the fleet's target, as it applies it.",
+	"fleet_store_reachable":  "1 while the fleet's coordination store answered this host's last tick, else 0.",
 }
 
 // New builds the collectors; reconnects reports the D-Bus reconnections
@@ -118,6 +125,24 @@ func (m *Metrics) Tick(r api.TickReport) {
 		degraded = 1
 	}
 	g("pool_degraded", degraded)
+	if f := r.Fleet; f != nil {
+		b := func(v bool) float64 {
+			if v {
+				return 1
+			}
+			return 0
+		}
+		g("fleet_leader", b(f.IsLeader))
+		g("fleet_epoch", float64(f.Epoch))
+		g("fleet_target", float64(f.Target))
+		g("fleet_share", float64(f.Share))
+		g("fleet_store_reachable", b(f.Reachable))
+		if f.PlanAgeSec != nil {
+			g("fleet_plan_age_seconds", *f.PlanAgeSec)
+		} else {
+			m.gauges["fleet_plan_age_seconds"].DeleteLabelValues(r.Pool)
+		}
+	}
 	if q := r.Queue; q != nil {
 		g("queue_pending", float64(q.Pending))
 		g("queue_running", float64(q.Running))

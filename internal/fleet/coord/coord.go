@@ -136,6 +136,8 @@ type Coordinator struct {
 	wakeReq atomic.Bool
 	changed chan struct{}
 	pub     atomic.Pointer[Status]
+	// pipe is the decision pipeline (Deps.Pipeline, then SetPipeline's).
+	pipe atomic.Pointer[policy.Pipeline]
 
 	st tickState
 }
@@ -189,6 +191,7 @@ func New(cfg Config, deps Deps) (*Coordinator, error) {
 	}
 	c := &Coordinator{cfg: cfg, deps: deps, wake: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
 	c.store = counting{s: deps.Store, n: &c.st.calls}
+	c.pipe.Store(deps.Pipeline)
 	c.view.ID = cfg.ID
 	c.pub.Store(&Status{Pool: cfg.Pool, ID: cfg.ID, Target: max(cfg.Initial, 0)})
 	return c, nil
@@ -201,6 +204,15 @@ func (c *Coordinator) Snapshot() *Status { return c.pub.Load() }
 // Changed receives after a tick that changed the target or the
 // leadership (one pending signal at most).
 func (c *Coordinator) Changed() <-chan struct{} { return c.changed }
+
+// SetPipeline replaces the decision pipeline from the next decision on (a
+// reload changed the pool's policy). p must be the coordinator's alone: its
+// memory is scratch, as Deps.Pipeline's. Safe from any goroutine.
+func (c *Coordinator) SetPipeline(p *policy.Pipeline) {
+	if p != nil {
+		c.pipe.Store(p)
+	}
+}
 
 // Wake asks for an Acquire at the next tick and, under Run, for that tick
 // now: the lease was released. Safe from any goroutine.

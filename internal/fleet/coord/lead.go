@@ -63,7 +63,7 @@ func (c *Coordinator) decide(ctx context.Context, storeNow time.Time, live []fle
 		p.Shares = fleet.Split(p.Target, fleet.Hosts(live), st.prev.Shares)
 		return p, true
 	}
-	d, err := fleet.Decide(c.deps.Pipeline, fleet.Tick{
+	d, err := fleet.Decide(c.pipe.Load(), fleet.Tick{
 		Now: storeNow, Epoch: st.epoch, Params: in.Params, Obs: in.Obs,
 		Signals: in.Signals, Prom: in.Prom, Members: live, Prev: st.prev,
 	})
