@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/flexiq/flexiq-scaled/internal/capacity"
 )
@@ -159,7 +160,7 @@ func CheckHostCapacity(c *Config) (problems, warnings []Problem) {
 	}
 	problems, capped := CheckCapacity(c, h)
 	for _, cp := range capped {
-		warnings = append(warnings, Problem{File: c.FileOf(cp.Pool), Key: poolKey(c.Pools[cp.Pool], cp.Key),
+		warnings = append(warnings, Problem{File: c.FileOf(cp.Pool), Key: poolKey(c.Pools[cp.Pool], strings.Split(cp.Key, ".")...),
 			Msg: fmt.Sprintf("%d is above capacity (%s): capped at %d", cp.From, cp.Why, cp.To)})
 	}
 	return problems, warnings

@@ -17,13 +17,19 @@ import (
 // anyone remembering to add it here; its key is then the field's name in
 // snake_case unless keyNames says otherwise.
 func Diff(old, new *Pool) []string {
-	if old == nil || new == nil {
-		if old == new {
+	return diffTables(old, new, "(pool added or removed)", "")
+}
+
+// diffTables names the keys that differ between two tables that may be
+// missing, prefixed; whole when only one of them is there.
+func diffTables[T any](a, b *T, whole, prefix string) []string {
+	if a == nil || b == nil {
+		if a == b {
 			return nil
 		}
-		return []string{"(pool added or removed)"}
+		return []string{whole}
 	}
-	return diffStruct(reflect.ValueOf(*old), reflect.ValueOf(*new), "")
+	return diffStruct(reflect.ValueOf(*a), reflect.ValueOf(*b), prefix)
 }
 
 // DiffDaemon names the keys of the [daemon] table that differ.
@@ -127,13 +133,7 @@ func diffStruct(a, b reflect.Value, prefix string) []string {
 // diffPoolFleet names the keys of [pools.NAME.fleet] that differ; key
 // itself when the pool joined or left.
 func diffPoolFleet(a, b *PoolFleet, key string) []string {
-	if a == nil || b == nil {
-		if a == b {
-			return nil
-		}
-		return []string{key}
-	}
-	return diffStruct(reflect.ValueOf(*a), reflect.ValueOf(*b), key+".")
+	return diffTables(a, b, key, key+".")
 }
 
 // sameValue is reflect.DeepEqual, except that an empty map or slice equals a

@@ -190,6 +190,25 @@ func TestDiffSourceSettings(t *testing.T) {
 	}
 }
 
+// fieldPaths lists the dotted paths of t's leaf fields, descending into
+// the struct fields of t's package and of the types in also.
+func fieldPaths(t reflect.Type, also ...reflect.Type) []string {
+	var paths []string
+	var walk func(t reflect.Type, path string)
+	walk = func(st reflect.Type, path string) {
+		for i := range st.NumField() {
+			f := st.Field(i)
+			if f.Type.Kind() == reflect.Struct && (f.Type.PkgPath() == t.PkgPath() || slices.Contains(also, f.Type)) {
+				walk(f.Type, path+f.Name+".")
+				continue
+			}
+			paths = append(paths, path+f.Name)
+		}
+	}
+	walk(t, "")
+	return paths
+}
+
 func fieldIndex(t reflect.Type, dotted string) []int {
 	var idx []int
 	for _, part := range strings.Split(dotted, ".") {

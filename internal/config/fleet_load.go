@@ -6,7 +6,6 @@ import (
 	"maps"
 	"net/url"
 	"os"
-	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -168,7 +167,9 @@ func (l *loader) fleetTimings(f *Fleet, tables ...fleetTable) {
 			}
 		}
 	}
-	if f.Heartbeat > f.TTL/2 {
+	// As the coordinator judges it (2 × heartbeat > ttl), without the
+	// overflow of a huge heartbeat doubled.
+	if f.Heartbeat > f.TTL-f.Heartbeat {
 		report([]string{"heartbeat_sec", "ttl_sec"},
 			"heartbeat_sec (%g) must be at most half of ttl_sec (%g): a host is gone after about 3 missed heartbeats, "+
 				"and the lease must outlive two of them; the coordinator refuses more", f.Heartbeat.Seconds(), f.TTL.Seconds())
@@ -365,11 +366,5 @@ func (p *PoolFleet) effective() *effectivePoolFleet {
 // removed. A pool that joins a fleet takes [fleet]'s values into its own
 // (Pool.Fleet), so that Diff reports them for each such pool too.
 func DiffFleet(old, new *Fleet) []string {
-	if old == nil || new == nil {
-		if old == new {
-			return nil
-		}
-		return []string{"fleet"}
-	}
-	return diffStruct(reflect.ValueOf(*old), reflect.ValueOf(*new), "fleet.")
+	return diffTables(old, new, "fleet", "fleet.")
 }

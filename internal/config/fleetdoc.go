@@ -14,8 +14,26 @@ var fleetTimingDocs = []KeyDoc{
 	{Name: "renew_sec", Type: "seconds", Default: "`ttl_sec` / 3", Limits: "`> 0`; under `ttl_sec`",
 		Doc: "How often the leader renews its lease (with jitter), so that two renewals can fail before it expires."},
 	{Name: "hold_sec", Type: "seconds", Default: "2 × `ttl_sec`", Limits: "`> 0`",
-		Doc: "How long a host holds its last target when the plan goes stale (the store unreachable, no leader) before it falls back " +
+		Doc: "How long a host holds its last target once the plan is stale (older than `ttl_sec`: the store unreachable, no leader) before it falls back " +
 			"to its share of `min_workers`. Coordination failing never scales the fleet down, and a host that cannot reach the store never grows."},
+}
+
+// fleetConnKeys are the sources' connection keys, said of the store.
+func fleetConnKeys() []KeyDoc {
+	keys := slices.Clone(ConnKeys)
+	keys[0].Doc = "The coordination store: `redis://`, `rediss://`, `postgres://` or `postgresql://`, without a password " +
+		"(it goes to `password_file` or `password_credential`). Its scheme says which store it is."
+	return keys
+}
+
+// inherited are keys of [fleet] as a pool's table sets them again: left
+// out, they are [fleet]'s.
+func inherited(keys []KeyDoc) []KeyDoc {
+	keys = slices.Clone(keys)
+	for i := range keys {
+		keys[i].Default = "`[fleet]`'s"
+	}
+	return keys
 }
 
 var fleetKeys = TableDoc{
@@ -36,7 +54,7 @@ var fleetKeys = TableDoc{
 		"checks (no password in the URL). A pool may name a store of its own in its\n" +
 		"`[pools.NAME.fleet]`, so that `url` may be left out here; the table alone,\n" +
 		"with no pool joining, does nothing. See [Fleets](fleet.md#configuration).",
-	Keys: append(slices.Clone(ConnKeys),
+	Keys: append(fleetConnKeys(),
 		append([]KeyDoc{{Name: "host_id", Type: "string", Default: "the contents of `/etc/machine-id`",
 			Limits: "1 to 64 of `A-Z a-z 0-9 . _ : -`",
 			Doc: "This host's name in the fleet, unique among its hosts. Read only when a pool joins a fleet; a host " +
@@ -68,7 +86,7 @@ var poolFleetKeys = TableDoc{
 			"on its share. `\"auto\"` is what the host's capacity check fits (`[capacity]` and the pool's `[limits]`), " +
 			"at most `max_workers`; a number above what fits is capped, with a warning. Above `max_workers` is fine: " +
 			"the fleet's total is `max_workers` anyway."}},
-		slices.Clone(ConnKeys)...), fleetTimingDocs...),
+		inherited(fleetConnKeys())...), inherited(fleetTimingDocs)...),
 	Notes: "Refused in a pool that joins a fleet, because the leader decides for every\n" +
 		"host and sees only its own machine: `target_cpu_utilisation`, and trigger\n" +
 		"rules that read a host signal (`host_cpu`, `host_cpu_ema`, `psi_cpu`,\n" +

@@ -29,7 +29,7 @@ func seedConfigs(tb testing.TB) [][]byte {
 		seeds = append(seeds, []byte(uncommented))
 	}
 	fset := token.NewFileSet()
-	for _, name := range []string{"config_test.go", "machine_test.go", "service_test.go"} {
+	for _, name := range []string{"config_test.go", "machine_test.go", "service_test.go", "fleet_test.go"} {
 		f, err := parser.ParseFile(fset, name, nil, 0)
 		if err != nil {
 			tb.Fatal(err)

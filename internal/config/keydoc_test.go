@@ -74,7 +74,7 @@ func TestKeyDocsCoverRawKeys(t *testing.T) {
 		}
 	}
 	// Every table of the file is documented.
-	for _, name := range []string{"daemon", "capacity", "host_guard", "pools"} {
+	for _, name := range []string{"daemon", "capacity", "host_guard", "prometheus", "fleet", "pools"} {
 		if !slices.ContainsFunc(Reference(), func(t TableDoc) bool { return strings.HasPrefix(t.Name, name) }) {
 			t.Errorf("[%s] is not in Reference()", name)
 		}

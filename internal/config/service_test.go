@@ -375,19 +375,7 @@ func TestDiffServiceCoversEveryField(t *testing.T) {
 			valid["service.readiness."+n] = true
 		}
 	}
-	var paths []string
-	var walk func(t reflect.Type, path string)
-	walk = func(t reflect.Type, path string) {
-		for i := range t.NumField() {
-			f := t.Field(i)
-			if f.Type.Kind() == reflect.Struct && (f.Type.PkgPath() == t.PkgPath() || f.Type == reflect.TypeFor[probe.Spec]()) {
-				walk(f.Type, path+f.Name+".")
-				continue
-			}
-			paths = append(paths, path+f.Name)
-		}
-	}
-	walk(reflect.TypeFor[Service](), "")
+	paths := fieldPaths(reflect.TypeFor[Service](), reflect.TypeFor[probe.Spec]())
 	for _, path := range paths {
 		if path == "Readiness.Probe.Kind" {
 			continue // Readiness.Kind is the key

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"bytes"
 	"strings"
 	"sync"
 	"testing"
@@ -37,7 +36,7 @@ func degradedRig(t *testing.T, min int) (*rig, *kinds) {
 	cfg := testPool("svc")
 	cfg.MinWorkers = min
 	r := &rig{t: t, sd: newFakeSystemd(), src: &fakeSource{}, clock: &fakeClock{now: monoTime(1000 * time.Hour)},
-		log: &bytes.Buffer{}, cfg: cfg, dir: t.TempDir()}
+		log: &syncBuffer{}, cfg: cfg, dir: t.TempDir()}
 	k := &kinds{}
 	log := eventlog.NewWriter(r.log)
 	log.SetTap(func(kind eventlog.Kind, _ eventlog.Fields) {

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -294,7 +293,7 @@ type rig struct {
 	sd    *fakeSystemd
 	src   *fakeSource
 	clock *fakeClock
-	log   *bytes.Buffer
+	log   *syncBuffer
 	pool  *Pool
 	cfg   *config.Pool
 	dir   string
@@ -316,7 +315,7 @@ func testPool(name string) *config.Pool {
 }
 
 func newRig(t *testing.T, cfg *config.Pool) *rig {
-	r := &rig{t: t, sd: newFakeSystemd(), src: &fakeSource{}, clock: &fakeClock{now: monoTime(1000 * time.Hour)}, log: &bytes.Buffer{}, cfg: cfg, dir: t.TempDir()}
+	r := &rig{t: t, sd: newFakeSystemd(), src: &fakeSource{}, clock: &fakeClock{now: monoTime(1000 * time.Hour)}, log: &syncBuffer{}, cfg: cfg, dir: t.TempDir()}
 	r.pool = r.newPool()
 	return r
 }

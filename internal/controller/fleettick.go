@@ -179,6 +179,24 @@ func shortID(id string) string {
 	return id
 }
 
+// fleetSummary is the pool's fleet in a few words, for STATUS=; "" for a
+// pool not in a fleet.
+func (p *Pool) fleetSummary() string {
+	if p.fl == nil {
+		return ""
+	}
+	s := p.fl.c.Snapshot()
+	role := "fleet follower"
+	if s.Leader {
+		role = "fleet leader"
+	}
+	out := fmt.Sprintf("%s, share %d of %d", role, s.Target, s.Plan.Target)
+	if s.Apply.Phase != fleetmode.PhaseFresh {
+		out += ", plan " + string(s.Apply.Phase)
+	}
+	return out
+}
+
 // fleetView is status's fleet section; nil for a pool not in a fleet.
 func (p *Pool) fleetView() *api.FleetView {
 	if p.fl == nil {

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -38,7 +37,7 @@ func (h *fakeHost) cpu(v float64) {
 
 // guardedRig makes a pool on r's fakes with the shared guard g.
 func guardedRig(t *testing.T, cfg *config.Pool, g testGuard, clock *fakeClock) *rig {
-	r := &rig{t: t, sd: newFakeSystemd(), src: &fakeSource{}, clock: clock, log: &bytes.Buffer{}, cfg: cfg, dir: t.TempDir()}
+	r := &rig{t: t, sd: newFakeSystemd(), src: &fakeSource{}, clock: clock, log: &syncBuffer{}, cfg: cfg, dir: t.TempDir()}
 	p, err := NewPool(cfg, r.sd, g.log, Options{
 		StateDir: r.dir, Clock: clock.Now, Guard: g.HostGuard,
 		NewSource: func(config.Source) (source.Source, error) { return r.src, nil },
@@ -156,7 +155,9 @@ func TestHostGuardBlocksThenForcesByPriority(t *testing.T) {
 }
 
 func (g testGuard) logLines(subs ...string) []string {
-	return (&rig{log: bytes.NewBufferString(g.logBuf.String())}).lines(subs...)
+	log := &syncBuffer{}
+	log.Write([]byte(g.logBuf.String()))
+	return (&rig{log: log}).lines(subs...)
 }
 
 func TestNoGuardConfiguredChangesNothing(t *testing.T) {

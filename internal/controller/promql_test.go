@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -34,7 +33,7 @@ func promQLRig(t *testing.T, edit ...func(*config.Pool)) (*rig, *[]*fakePromQL) 
 	for _, e := range edit {
 		e(cfg)
 	}
-	r := &rig{t: t, sd: newFakeSystemd(), src: &fakeSource{}, clock: &fakeClock{now: monoTime(1000 * time.Hour)}, log: &bytes.Buffer{}, cfg: cfg, dir: t.TempDir()}
+	r := &rig{t: t, sd: newFakeSystemd(), src: &fakeSource{}, clock: &fakeClock{now: monoTime(1000 * time.Hour)}, log: &syncBuffer{}, cfg: cfg, dir: t.TempDir()}
 	opened := &[]*fakePromQL{}
 	p, err := NewPool(cfg, r.sd, eventlog.NewWriter(r.log), Options{
 		StateDir: r.dir, Clock: r.clock.Now,

@@ -223,6 +223,9 @@ type Status struct {
 	NoQueue bool
 	// Degraded: its baseline workers keep failing (degraded.go).
 	Degraded bool
+	// Fleet is a fleet pool's role and plan, e.g. "fleet leader, share
+	// 10 of 20"; "" for a pool not in a fleet.
+	Fleet string
 }
 
 func (s Status) String() string {
@@ -249,6 +252,12 @@ func (s Status) String() string {
 	if s.Degraded {
 		mode += " [degraded]"
 	}
+	if s.Fleet != "" {
+		mode += " [" + s.Fleet + "]"
+		if !s.PendingKnown && s.SourceError == "" {
+			queue = "queue read by the leader"
+		}
+	}
 	return fmt.Sprintf("%s %d/%d %s, %s%s", s.Name, s.Current, s.Max, workers, queue, mode)
 }
 
@@ -262,6 +271,7 @@ func (p *Pool) publish(c *source.Counts, err error) bool {
 	st.GroupSize = p.cfg.GroupSize()
 	st.Mode = p.modeString(p.wallNow())
 	st.NoQueue, st.Degraded = p.cfg.NoQueue(), p.degraded.on
+	st.Fleet = p.fleetSummary()
 	switch {
 	case st.NoQueue:
 	case c != nil:

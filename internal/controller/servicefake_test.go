@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -145,7 +144,7 @@ func newServiceRig(t *testing.T, kind string, base int) *serviceRig {
 		cfg.Service.Readiness.Probe = probe.Spec{Kind: probe.Kind(kind), Path: "/health", Port: "http", Command: []string{"/bin/true"}}.WithDefaults()
 	}
 	sr := &serviceRig{prober: newFakeProber(), runner: &fakeRunner{file: filepath.Join(disc, "web.json")}, disc: disc}
-	r := &rig{t: t, sd: newFakeSystemd(), src: &fakeSource{}, clock: &fakeClock{now: monoTime(1000 * time.Hour)}, log: &bytes.Buffer{}, cfg: cfg, dir: t.TempDir()}
+	r := &rig{t: t, sd: newFakeSystemd(), src: &fakeSource{}, clock: &fakeClock{now: monoTime(1000 * time.Hour)}, log: &syncBuffer{}, cfg: cfg, dir: t.TempDir()}
 	r.tweak = func(o *Options) {
 		o.Commands = sr.runner
 		o.NewProber = func(probe.Clock) ReadinessProber { return sr.prober }

@@ -14,9 +14,15 @@ import (
 // leaves the pools as written and the budget open.
 func applyCapacity(log *eventlog.Logger, cfg *config.Config) capacity.Budget {
 	for _, c := range config.ApplyCapacity(cfg) {
+		// A fleet pool's max_workers is the fleet's: what is capped is
+		// this host's capacity for it (Key "fleet.capacity").
+		key := c.Key
+		if key == "" {
+			key = "max_workers"
+		}
 		log.With("pool", c.Pool).Event(eventlog.CapacityCapped, eventlog.Warning, eventlog.Fields{
-			"FLEXIQ_MAX_WORKERS": fmt.Sprint(c.From), "FLEXIQ_CAPPED_AT": fmt.Sprint(c.To)},
-			"max_workers = %d is above capacity: %s; capped at %d", c.From, c.Why, c.To)
+			"FLEXIQ_MAX_WORKERS": fmt.Sprint(c.From), "FLEXIQ_CAPPED_AT": fmt.Sprint(c.To), "FLEXIQ_KEY": key},
+			"%s = %d is above capacity: %s; capped at %d", key, c.From, c.Why, c.To)
 	}
 	h, err := capacity.ReadHost()
 	if err != nil {

@@ -1,7 +1,7 @@
 // The planner of fleet mode (issue 20): pure functions and one small
 // state machine, no I/O, no clock (every time comes in as an argument,
-// the store's clock wherever hosts must agree). The daemon's lease loop
-// (still to write) calls them each tick:
+// the store's clock wherever hosts must agree). The lease loop
+// (internal/fleet/coord, which the controller runs) calls them each tick:
 //
 //	every host   Heartbeat(Member) -> Store
 //	             Acquire (renew or take the lease): View.NoteEpoch(lease.Epoch)
@@ -35,13 +35,8 @@
 //   - state.go: the pipeline's memory in Plan.State (versioned JSON), so
 //     that a new leader continues the old one's windows.
 //
-// Still to wire (not in this package yet): the [fleet] configuration (the
-// store's URL and credentials, fleet-wide min/max, each host's capacity,
-// heartbeat and TTL); the daemon's lease loop above, with renewal jitter
-// and resignation on stop; the controller taking its target from
-// View.Target instead of its own decision; the stores (redisstore,
-// pgstore); status, explain, the journal's leadership events and the
-// metrics; and the tests with three hosts in network namespaces.
+// The loop is internal/fleet/coord; the stores are redisstore and pgstore;
+// internal/controller runs a coordinator per pool that joins a fleet.
 
 package fleet
 

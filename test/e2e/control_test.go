@@ -14,6 +14,7 @@ import (
 // permissions, pause and pin across restarts, a --for that runs out,
 // dry-run touching no unit, and status --json against systemd's view.
 func TestControl(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	// What the package's sysusers.d creates, and two operators.
 	e.sh(`getent group flexiq-scaled >/dev/null || groupadd --system flexiq-scaled

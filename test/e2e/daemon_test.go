@@ -16,6 +16,7 @@ import (
 // queue is empty and the scale-down window has passed it scales back down.
 // The decisions are in the journal under the pool's FLEXIQ_POOL.
 func TestBurstScalesUpThenDown(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	e.configure(e.poolConfig("burst", `
 min_workers = 1
@@ -70,6 +71,7 @@ scale_down_window_sec = 4
 // A worker that ignores SIGTERM is SIGKILLed at drain_timeout_sec, and
 // `systemctl stop` drains every pool and leaves no flexiq unit loaded.
 func TestStopDrainsAndKillsAtDrainTimeout(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	e.configure(e.poolConfig("stubborn", `
 exec = ["/usr/local/bin/flexiq-testworker", "--ignore-sigterm"]
@@ -137,6 +139,7 @@ max_workers = 1
 // After a SIGKILL of the daemon, systemd restarts it and the new daemon
 // adopts the running workers: the same units and invocations, no duplicates.
 func TestRestartedDaemonAdoptsWorkers(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	e.configure(e.poolConfig("adopt", "min_workers = 3\n"))
 	e.startDaemon()
@@ -197,6 +200,7 @@ func TestWatchdogRestartsAWedgedDaemon(t *testing.T) {
 // With the database gone, or locked, the pool holds: missing data never
 // scales anything down, even with no scale-down window.
 func TestMissingOrLockedDatabaseHolds(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	e.configure(e.poolConfig("hold", `
 min_workers = 1
@@ -248,6 +252,7 @@ scale_down_window_sec = 0
 // A reload with a bad configuration keeps the daemon running on the old one;
 // a good reload adds and removes pools.
 func TestReload(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	good := e.poolConfig("reload_a", "min_workers = 1\n")
 	e.configure(good)
@@ -278,6 +283,7 @@ func TestReload(t *testing.T) {
 // Admins customise every worker of a pool with a template drop-in, and the
 // pool's budget with a slice drop-in.
 func TestDropInsApply(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	e.write("/etc/systemd/system/flexiq-dropin@.service.d/50-admin.conf", "[Service]\nEnvironment=ADMIN_SETTING=from-drop-in\nNice=5\n")
 	e.write("/etc/systemd/system/flexiq-dropin.slice.d/50-budget.conf", "[Slice]\nCPUQuota=150%\nTasksMax=77\n")
@@ -313,6 +319,7 @@ func TestDropInsApply(t *testing.T) {
 // A configuration problem stops the daemon from starting, with every problem
 // named by file and key.
 func TestBadConfigFailsStart(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	e.configure(e.poolConfig("bad", "max_workers = 0\nmin_worker = 1\n"))
 	if _, err := e.sb.Exec(e.ctx(), "systemctl", "start", daemonUnit); err == nil {
@@ -347,6 +354,7 @@ func sandboxNS(e *env) string {
 // restart of the system bus: it reconnects, re-reads every unit, and neither
 // loses nor duplicates a worker.
 func TestSurvivesReexecAndBusRestart(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	e.configure(e.poolConfig("reexec", `
 min_workers = 1
@@ -376,6 +384,7 @@ scale_down_window_sec = 0
 // `systemctl restart` (what a package upgrade does) is not a stop: the
 // workers keep running, untouched, and the new daemon adopts them.
 func TestRestartKeepsWorkers(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	e.configure(e.poolConfig("keep", "min_workers = 2\n"))
 	e.startDaemon()
@@ -435,6 +444,7 @@ scale_down_window_sec = 60
 // `run --user` drives a user's service manager: the workers are that user's
 // transient units, and run as that user.
 func TestUserManager(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	e.sh("systemctl start user@0.service")
 	t.Cleanup(func() { e.sb.Exec(e.ctx(), "systemctl", "stop", "user@0.service") })

@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -32,16 +30,7 @@ func TestFleetPgStore(t *testing.T) {
 	}
 	unit := "postgresql@" + strings.TrimSpace(cluster) + ".service"
 
-	root, err := sandbox.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(binDir, "flexiq-pgstore.test")
-	build := exec.Command("go", "test", "-c", "-o", bin, "./internal/fleet/pgstore")
-	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building internal/fleet/pgstore's tests: %v\n%s", err, out)
-	}
+	bin := need(t, "flexiq-pgstore.test")
 	run := os.Getenv("FLEXIQ_FLEET_PG_RUN")
 	if run == "" {
 		run = "^TestPg"

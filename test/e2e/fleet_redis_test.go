@@ -2,9 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
@@ -22,13 +19,7 @@ import (
 func TestFleetRedisStore(t *testing.T) {
 	sb := sandbox.Get(t)
 	url := servers.Redis(t, sb)
-	root, _ := sandbox.ModuleRoot()
-	bin := filepath.Join(binDir, "flexiq-redisstore.test")
-	build := exec.Command("go", "test", "-c", "-o", bin, "./internal/fleet/redisstore")
-	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building internal/fleet/redisstore's tests: %v\n%s", err, out)
-	}
+	bin := need(t, "flexiq-redisstore.test")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	out, err := sb.Exec(ctx, "env", "FLEXIQ_TEST_REDIS_URL="+url, "FLEXIQ_TEST_REDIS_UNIT=redis-server.service",

@@ -7,6 +7,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -31,11 +32,15 @@ var dbHost string
 
 const dbInside = "/var/lib/flexiq-e2e"
 
+// binds are the sandboxes' binds: the checkout, and dbHost at dbInside.
+var binds []string
+
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
 func run(m *testing.M) int {
+	flag.Parse() // for -run, which buildInBackground reads
 	if why := sandbox.Unsupported(); why == "" {
 		root, err := sandbox.ModuleRoot()
 		if err != nil {
@@ -43,16 +48,37 @@ func run(m *testing.M) int {
 			return 1
 		}
 		binDir = filepath.Join(root, "bin", "e2e")
-		for pkg, name := range map[string]string{"./cmd/flexiq-scaled": "flexiq-scaled", "./cmd/flexiq-scaled-plot": "flexiq-scaled-plot", "./test/worker": "flexiq-testworker"} {
-			cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg)
-			cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
-				return 1
+		// Every test needs these three: side by side, before the tests.
+		bins := map[string]string{"./cmd/flexiq-scaled": "flexiq-scaled", "./cmd/flexiq-scaled-plot": "flexiq-scaled-plot", "./test/worker": "flexiq-testworker"}
+		errs := make(chan error, len(bins))
+		for pkg, name := range bins {
+			go func() {
+				cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg)
+				cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+				if out, err := cmd.CombinedOutput(); err != nil {
+					errs <- fmt.Errorf("building %s: %v\n%s", pkg, err, out)
+					return
+				}
+				errs <- nil
+			}()
+		}
+		failed := false
+		for range bins {
+			if err := <-errs; err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				failed = true
 			}
 		}
+		if failed {
+			return 1
+		}
+		// The rest builds while the first tests run.
+		defineArtefacts(root)
+		ctx, cancel := context.WithCancel(context.Background())
+		wait := buildInBackground(ctx)
+		defer wait()
+		defer cancel()
 	}
-	var binds []string
 	if root, err := sandbox.ModuleRoot(); err == nil {
 		var err error
 		if dbHost, err = os.MkdirTemp("", "flexiq-e2e-db-"); err != nil {
@@ -62,7 +88,12 @@ func run(m *testing.M) int {
 		defer os.RemoveAll(dbHost)
 		binds = []string{root, dbHost + ":" + dbInside}
 	}
-	return sandbox.Main(m, sandbox.Options{Name: "e2e", Binds: binds})
+	code := sandbox.Main(m, sandbox.Options{Name: "e2e", Binds: binds})
+	if err := stopSecond(); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: stopping the second sandbox: %v\n", err)
+		return 1
+	}
+	return code
 }
 
 // env is one test's view of the sandbox with the daemon installed.
@@ -90,7 +121,7 @@ const (
 // stopped, draining every worker, when the test ends.
 func setup(t testing.TB) *env {
 	t.Helper()
-	sb := sandbox.Get(t)
+	sb := sandboxFor(t)
 	e := &env{t: t, sb: sb, since: fmt.Sprintf("--since=@%d", time.Now().Unix()-1)}
 	root, _ := sandbox.ModuleRoot()
 	unitFile, err := os.ReadFile(filepath.Join(root, "systemd", daemonUnit))
@@ -127,6 +158,12 @@ chown flexiq:flexiq /var/lib/flexiq`)
 		e.db.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
+		// The test is over, and so is the work its workers hold: once the
+		// daemon drains (and so starts no worker), they are killed, or the
+		// stop would wait out every job in hand, up to 20 s in some tests.
+		// The drain itself is what TestStopDrainsAndKillsAtDrainTimeout,
+		// TestStopLeavesNothingRunning and others test.
+		sb.Exec(ctx, "sh", "-c", killWorkersOnceDraining)
 		if out, err := sb.Exec(ctx, "systemctl", "stop", daemonUnit); err != nil {
 			t.Errorf("stopping the daemon: %v\n%s", err, out)
 		}
@@ -135,6 +172,14 @@ chown flexiq:flexiq /var/lib/flexiq`)
 	})
 	return e
 }
+
+// killWorkersOnceDraining asks the daemon to stop, waits (5 s at most) for
+// it to leave the active states, and SIGKILLs every worker unit.
+const killWorkersOnceDraining = `systemctl stop --no-block ` + daemonUnit + `
+for i in $(seq 100); do
+	case $(systemctl show -P ActiveState ` + daemonUnit + `) in active|activating|reloading) sleep 0.05 ;; *) break ;; esac
+done
+systemctl kill --signal=SIGKILL 'flexiq-*@*.service' 2>/dev/null || true`
 
 func (e *env) ctx() context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -42,6 +42,7 @@ time.sleep(1)
 // expected series; entries that other users write with the same fields,
 // and lines too long to be a decision, are left out.
 func TestHistoryFromJournal(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	pool := fmt.Sprintf("hist%d", time.Now().UnixNano()%1_000_000)
 	// The unit's /tmp and /var/tmp are its own: the script lives in /usr.

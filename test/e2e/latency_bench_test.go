@@ -141,7 +141,7 @@ func burstSources() []burstSource {
 			clear: func(e *env) { e.bullmq("burst", "obliterate") }},
 		{name: "river",
 			setup: func(e *env) string {
-				buildRiverClient(e.t)
+				need(e.t, "flexiq-river-client")
 				toml := pgSetup(e, "river", "river")
 				riverURL = pgFull(pgURL(e))
 				e.sb.Exec(e.ctx(), filepath.Join(binDir, "flexiq-river-client"), riverURL, "river")

@@ -13,6 +13,7 @@ import (
 // pool grows, by the latency signal alone. The decision entry carries the
 // age (FLEXIQ_OLDEST_AGE) and the signal (latency=N in the rationale).
 func TestLatencySignalScalesUp(t *testing.T) {
+	parallel(t)
 	const pool, target = "latency", 2.0
 	e := setup(t)
 	// One thread per worker, fully used when busy: the busy signal asks for

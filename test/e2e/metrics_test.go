@@ -66,6 +66,7 @@ func promQuery(e *env, prom, q string) (float64, bool) {
 // and queue as its STATUS= line gives them, a worker's CPU from its cgroup,
 // and the daemon's own metrics.
 func TestMetricsScrape(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	installMetricsUnits(e)
 	e.configure(e.poolConfig("scraped", "min_workers = 2\nmax_workers = 2\ndrain_timeout_sec = 3\n"))

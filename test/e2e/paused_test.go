@@ -20,6 +20,7 @@ const decisionID = "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b01"
 // apart from pending. Resuming the queue makes them demand again, and the
 // pool scales up.
 func TestPausedQueueIsNotDemand(t *testing.T) {
+	parallel(t)
 	const pool, backlog = "pausing", 120
 	e := setup(t)
 	// Paused before the daemon starts, so that the backlog was never demand

@@ -10,6 +10,7 @@ import (
 // running daemon, which starts the pool and scales it; `pool rm` removes the
 // drop-in, and the daemon drains the pool's workers away.
 func TestPoolAddRm(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	t.Cleanup(func() { e.sb.Exec(e.ctx(), "rm", "-rf", "/etc/flexiq-scaled/conf.d") })
 	e.configure("[daemon]\npoll_interval_sec = 1\n")

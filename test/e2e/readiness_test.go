@@ -25,6 +25,7 @@ const (
 // it itself. Requires= (not BindsTo=) leaves running workers alone when the
 // required unit crashes.
 func TestRequiresDefersThenReleasesScaleUps(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	const dep = "flexiq-e2e-dep.service"
 	e.write("/etc/systemd/system/"+dep, "[Service]\nExecStart=/bin/sleep infinity\n")

@@ -47,6 +47,7 @@ func (e *env) lastReload() string {
 // SIGHUP still reloads, and a unit file from before (ExecReload= with
 // --pid $MAINPID) still works.
 func TestReloadVerdict(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	good := e.poolConfig("verdict", "min_workers = 1\n")
 	e.configure(good)
@@ -135,6 +136,7 @@ func TestReloadVerdict(t *testing.T) {
 
 // `flexiq-scaled roll` reaches the daemon; an unknown pool is an error.
 func TestRollCommand(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	e.configure(e.poolConfig("rollme", "min_workers = 1\n"))
 	e.startDaemon()
@@ -158,6 +160,7 @@ func TestRollCommand(t *testing.T) {
 // `systemctl stop` leaves no worker of any pool running, not even one whose
 // start job was still pending, or that started while the pools drained.
 func TestStopLeavesNothingRunning(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	// Every worker of pool sweep spends 4 s activating.
 	e.write("/etc/systemd/system/flexiq-sweep@.service.d/50-slow.conf", "[Service]\nExecStartPre=/bin/sleep 4\n")
@@ -197,6 +200,7 @@ systemd-run --unit flexiq-elsewhere@3.service /usr/bin/sleep 1000`)
 // Failed units of pools that are no longer configured are reset, at start
 // and at a reload, so that the host does not stay "degraded".
 func TestFailedUnitsOfUnconfiguredPoolsAreReset(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	failed := func() []string {
 		out := e.sh("systemctl list-units --failed --plain --no-legend 'flexiq-*' | awk '{print $1}'")
@@ -239,6 +243,7 @@ func TestFailedUnitsOfUnconfiguredPoolsAreReset(t *testing.T) {
 // drain never stops a worker of the new instance, and the new instance
 // reaches its size.
 func TestPoolReAddedWhileDraining(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	pool := e.poolConfig("readd", `
 exec = ["/usr/local/bin/flexiq-testworker", "--ignore-sigterm"]

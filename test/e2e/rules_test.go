@@ -34,6 +34,7 @@ scrape_interval_sec = 1
 // step up to max_workers, and the scale-down rule brings the pool back. A
 // query that the server refuses holds its pool, and says so.
 func TestRulesOverPromQL(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	x := startExporter(e, "flexiq-e2e-rules-exporter", "127.0.0.1", 9102, "")
 	x.set(gauges(0, 0))

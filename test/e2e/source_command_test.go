@@ -13,6 +13,7 @@ import (
 // journal, and a hanging one is stopped at the tick's end with everything
 // it started, a child that left its process group (setsid) too.
 func TestCommandSource(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	const state = "/var/lib/flexiq-e2e-command/state"
 	e.sh("mkdir -p /var/lib/flexiq-e2e-command")

@@ -3,15 +3,9 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/flexiq/flexiq-scaled/test/sandbox"
 
 	"github.com/flexiq/flexiq-scaled/test/servers"
 )
@@ -50,21 +44,11 @@ func (e *env) mustObserve(pool string) observed {
 	return o
 }
 
-var buildThreads sync.Once
-
 // threads runs test/clients/flexiqthreads inside the sandbox: the pool's
 // threads_per_worker as "auto" reads it, and whether any live worker said.
 func (e *env) threads(pool string) (int, bool) {
 	e.t.Helper()
-	buildThreads.Do(func() {
-		root, _ := sandbox.ModuleRoot()
-		cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, "flexiqthreads"), "./test/clients/flexiqthreads")
-		cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			e.t.Fatalf("building flexiqthreads: %v\n%s", err, out)
-		}
-	})
-	out, err := e.sb.Exec(e.ctx(), filepath.Join(binDir, "flexiqthreads"), pool)
+	out, err := e.sb.Exec(e.ctx(), need(e.t, "flexiqthreads"), pool)
 	if err != nil {
 		e.t.Fatalf("flexiqthreads: %v", err)
 	}
@@ -144,6 +128,7 @@ SELECT '%[1]s-' || i || '-' || md5(random()::text), '%[1]s', 't', '\x'::bytea, %
 }
 
 func TestFlexiqPostgresSource(t *testing.T) {
+	parallel(t)
 	const pool = "fpg"
 	e := setup(t)
 	url := servers.Postgres(t, e.sb, "flexiq", "pw")
@@ -263,6 +248,7 @@ func (e *env) redisJobs(n int, queue string, status, priority int, scheduledAtMs
 }
 
 func TestFlexiqRedisSource(t *testing.T) {
+	parallel(t)
 	const pool = "fredis"
 	e := setup(t)
 	servers.Redis(t, e.sb)

@@ -83,6 +83,7 @@ func (e *env) exposure() string {
 // The unit's exposure without the network (as it was: PrivateNetwork=yes,
 // AF_UNIX only, IPAddressDeny=any) and as shipped, with IPv4 and IPv6.
 func TestUnitNetworkExposure(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	const dropIn = "/etc/systemd/system/flexiq-scaled.service.d/90-no-network.conf"
 	e.write(dropIn, "[Service]\nPrivateNetwork=yes\nRestrictAddressFamilies=\nRestrictAddressFamilies=AF_UNIX\nIPAddressDeny=any\n")
@@ -104,6 +105,7 @@ func TestUnitNetworkExposure(t *testing.T) {
 // and sizes the pool from it. So does a command source, which runs in the
 // same sandbox.
 func TestPrometheusOnAnotherAddress(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	remoteNetwork(e)
 	// Nothing is reachable there from the namespace's own view of the

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -226,32 +224,11 @@ INSERT INTO solid_queue_claimed_executions (job_id, process_id) SELECT id, 1 FRO
 	}
 }
 
-// buildRiverClient builds test/clients/river for the sandbox. It is a module
-// of its own (River stays out of the product's go.mod), so the build runs in
-// its directory, against its own go.mod and go.sum.
-func buildRiverClient(t testing.TB) {
-	t.Helper()
-	root, _ := sandbox.ModuleRoot()
-	cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, "flexiq-river-client"), ".")
-	cmd.Dir, cmd.Env = filepath.Join(root, "test/clients/river"), append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the River client: %v\n%s", err, out)
-	}
-}
-
-// npmCI installs a test client's packages from its lock file, once.
+// npmCI installs a test client's packages from its lock file, once (see
+// artefacts).
 func npmCI(t testing.TB, client string) {
 	t.Helper()
-	root, _ := sandbox.ModuleRoot()
-	dir := filepath.Join(root, "test/clients", client)
-	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err == nil {
-		return
-	}
-	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
-	}
+	need(t, "npm:"+client)
 }
 
 // pgSourceTOML is a pool of sleeping workers reading typ.
@@ -281,11 +258,12 @@ password_file = %[4]q
 // Then, against one daemon, every pool scales up on a burst, holds through
 // the server's stop and recovers, and scales back down.
 func TestPostgresSources(t *testing.T) {
+	parallel(t)
 	began := time.Now()
 	e := setup(t)
 	npmCI(t, "pgboss")
 	npmCI(t, "graphile-worker")
-	buildRiverClient(t)
+	need(t, "flexiq-river-client")
 	url := servers.Postgres(t, e.sb, pgDB, pgPassword)
 	cluster := strings.TrimSpace(e.sh("pg_lsclusters -h | awk '{print $1\"-\"$2; exit}'"))
 	e.sh(fmt.Sprintf("umask 077; printf '%%s\\n' %q > /etc/flexiq-scaled/pg.password; printf 'wrong\\n' > /etc/flexiq-scaled/bad.password", pgPassword))
@@ -481,13 +459,7 @@ INSERT INTO tasks (tenant, state) VALUES ('acme', 'running'), ('other', 'ready')
 // (NAME=VALUE) set, and fails the test with its output unless each passes.
 func (e *env) sourceTest(names string, env ...string) {
 	e.t.Helper()
-	root, _ := sandbox.ModuleRoot()
-	bin := filepath.Join(binDir, "flexiq-source.test")
-	build := exec.Command("go", "test", "-c", "-o", bin, "./internal/source")
-	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		e.fatalf("building internal/source's tests: %v\n%s", err, out)
-	}
+	bin := need(e.t, "flexiq-source.test")
 	argv := append(append([]string{"env"}, env...), bin, "-test.run", "^("+names+")$", "-test.v", "-test.count=1", "-test.timeout=2m")
 	out, err := e.sb.Exec(e.ctx(), argv...)
 	for _, name := range strings.Split(names, "|") {

@@ -135,6 +135,7 @@ func startPrometheus(e *env, target string) string {
 // default and holds with empty_result = "hold"; Prometheus stopped mid-run
 // holds both pools, and they follow the gauge again once it is back.
 func TestPrometheusSource(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	x := startExporter(e, "flexiq-e2e-exporter", "127.0.0.1", 9101, "")
 	x.set(gauges(0, 0))

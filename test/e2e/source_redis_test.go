@@ -100,6 +100,7 @@ func (e *env) redis(args ...string) string {
 }
 
 func TestRedisSources(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	servers.Redis(t, e.sb)
 	e.redis("FLUSHALL")

@@ -32,6 +32,7 @@ func (e *env) workerIDs(unit string) string {
 // written, the daemon accepts the pool and systemd runs the workers as
 // nobody:nogroup.
 func TestUsersNobodyPrimaryGroup(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	if out := e.sh("getent passwd nobody | cut -d: -f4; getent group nogroup | cut -d: -f3; getent group nobody || echo none"); strings.Fields(out)[0] != "65534" ||
 		strings.Fields(out)[1] != "65534" || strings.Fields(out)[2] != "none" {
@@ -56,6 +57,7 @@ func TestUsersNobodyPrimaryGroup(t *testing.T) {
 // systemd") is no user to os/user, which reads /etc/passwd only. The daemon
 // resolves it through NSS, as systemd does, and its workers run as it.
 func TestUsersFromUserdb(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	const name, id = "flexiq-udb", "4711"
 	if _, err := os.Stat("/etc/userdb/" + name + ".user"); !errors.Is(err, fs.ErrNotExist) {
@@ -113,6 +115,7 @@ ln -sf ` + name + `.group /etc/userdb/` + id + `.group`)
 // every start with 203/EXEC, which check-config predicts, naming the fix;
 // the exec it suggests then runs.
 func TestExecResolvedAsSystemd(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	const venv = "/opt/flexiq-e2e-venv/bin"
 	if out := e.sh("command -v flexiq || echo none"); strings.TrimSpace(out) != "none" {

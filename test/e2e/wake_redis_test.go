@@ -50,6 +50,7 @@ queues = ["wake"]`)
 // unsubscribes as soon as its context ends. The daemon stops promptly with
 // its subscriptions open.
 func TestRedisWakeUp(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	servers.Redis(t, e.sb)
 	e.redis("FLUSHALL")
@@ -105,6 +106,7 @@ func TestRedisWakeUp(t *testing.T) {
 // that a Redis pool polls only, and what the server would need; the pool
 // still scales, at its poll.
 func TestRedisWakeUpOff(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	servers.Redis(t, e.sb)
 	e.redis("FLUSHALL")
@@ -160,6 +162,7 @@ func sortFlags(s string) string {
 // retry was up to 16 s away), and the journal says when it was lost and
 // when it is active again.
 func TestRedisWakeUpAfterOutage(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	servers.Redis(t, e.sb)
 	e.redis("FLUSHALL")

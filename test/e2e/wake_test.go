@@ -33,6 +33,7 @@ func (e *env) wakeUpLine(pool string) string {
 // the daemon's hardened unit, through the bind mount the database is shown
 // to the sandbox by.
 func TestWakeUpOnBurst(t *testing.T) {
+	parallel(t)
 	e := setup(t)
 	e.configure(e.poolConfig("wake", `
 poll_interval_sec = 30

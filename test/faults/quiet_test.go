@@ -32,7 +32,10 @@ func (e *env) signalTimes(unit string) map[string]time.Time {
 // late, and no worker may be lost or killed.
 func TestDaemonSIGKILLDuringQuietPhase(t *testing.T) {
 	e := setup(t, "daemon-sigkill-quiet")
-	const quiet = 8 * time.Second
+	// Long enough that a restart slowed by a loaded machine (6 s seen with
+	// helpers compiling on both cores) still leaves most of the phase to
+	// judge.
+	const quiet = 15 * time.Second
 	e.configure(e.demandPool("q", fmt.Sprintf(`exec = ["/usr/local/bin/flexiq-testworker", "--poll", "50ms"]
 min_workers = 1
 max_workers = 2

@@ -62,14 +62,12 @@
 // will read Snapshot().Target at its tick, as it reads its own decision
 // today, and Changed can be one more case in its select.
 //
-// # Still to wire
+// # Where it runs
 //
-// The [fleet] configuration (store URL, fleet-wide min/max, capacity, TTL,
-// heartbeat); the daemon starting one Coordinator per fleet pool with the
-// pool's pipeline and a Source reading the pool's source once; the
-// controller applying Snapshot().Target instead of its own decision (its
-// rate-limited starts and drained stops unchanged); subscribing to the
-// store's released notifications and calling Wake; calling Resign on
-// systemctl stop (not on reload); mapping Events to eventlog MESSAGE_IDs;
-// status, explain and metrics from Status.
+// internal/controller runs one Coordinator per pool that joins a fleet
+// (fleetlink.go): Run in a goroutine of its own beside the pool's loop,
+// Self from the pool's published numbers, Source reading the pool's
+// source (the leader only), Wake from the store's release notifications,
+// Changed kicking the pool's tick, SetPipeline at a reload, Resign when the
+// daemon stops or restarts. The pool applies Snapshot().Target.
 package coord

@@ -70,10 +70,11 @@
 // term's and the caller waits for it to expire; a second Release, Heartbeat
 // or WritePlan changes nothing more.
 //
-// # Still to wire
+// # Who calls it
 //
-// The [fleet] setting (config), the planner's ticks, and the daemon's
-// subscription to the released channel (Released).
+// internal/fleet/coord's loop, run by internal/controller for each pool
+// that joins a fleet whose store is a redis:// URL; the controller
+// subscribes to Released to wake it.
 package redisstore
 
 import (
