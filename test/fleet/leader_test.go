@@ -126,6 +126,30 @@ func (c *cluster) others(h *host) []*host {
 	return hs
 }
 
+// takeover is another host taking a pool's lease.
+type takeover struct {
+	at  time.Time
+	who *host
+}
+
+// takeovers waits, for each pool led by l, for another host to take the
+// lease at a later epoch, within the TTL and a tick (and the margin) of
+// what happened to l at from.
+func (c *cluster) takeovers(t *testing.T, l *host, led []string, old map[string]uint64, from time.Time, what string) map[string]takeover {
+	t.Helper()
+	bound := ttlD + tick + margin
+	got := map[string]takeover{}
+	for _, pool := range led {
+		at, who, ok := c.newLeader(pool, old[pool], l, from, bound)
+		if !ok {
+			t.Errorf("%s: no other host took the lease within %s of %s's %s", pool, bound, l.name, what)
+			continue
+		}
+		got[pool] = takeover{at, who}
+	}
+	return got
+}
+
 // leaderStop stops the leader's daemon. A stop hands the host's share to
 // the others before it drains its workers (the wiring's semantics: stop
 // drains, restart keeps), so the fleet total never drops below what the
@@ -138,15 +162,9 @@ func (c *cluster) leaderStop(t *testing.T) {
 			t.Fatalf("stopping the leader %s: %v\n%s", l.name, err, out)
 		}
 		stopped := time.Now()
-		for _, pool := range led {
-			bound := ttlD + tick + margin
-			at, who, ok := c.newLeader(pool, old[pool], l, from, bound)
-			if !ok {
-				t.Errorf("%s: no new leader within %s of %s's stop", pool, bound, l.name)
-				continue
-			}
-			c.figure(t, pool, "failover_stop", "seconds_from_stop", at.Sub(from), "seconds_from_exit", at.Sub(stopped), "stop_took", stopped.Sub(from),
-				"old", l.name, "new", who.name, "bound", bound)
+		for pool, f := range c.takeovers(t, l, led, old, from, "stop") {
+			c.figure(t, pool, "failover_stop", "seconds_from_stop", f.at.Sub(from), "seconds_from_exit", f.at.Sub(stopped),
+				"stop_took", stopped.Sub(from), "old", l.name, "new", f.who.name)
 		}
 		for _, p := range pools {
 			floor := min(want, capacityOf(c.others(l)))
@@ -226,16 +244,9 @@ func (c *cluster) pausedLeader(t *testing.T) {
 				exec1(l.sb, time.Minute, "kill", "-CONT", strconv.Itoa(pid))
 			}
 		}()
-		taken := map[string]time.Time{}
-		for _, pool := range led {
-			bound := ttlD + tick + margin
-			at, who, ok := c.newLeader(pool, old[pool], l, from, bound)
-			if !ok {
-				t.Errorf("%s: no other host took the lease within %s of %s's SIGSTOP", pool, bound, l.name)
-				continue
-			}
-			taken[pool] = at
-			c.figure(t, pool, "failover_pause", "seconds", at.Sub(from), "old", l.name, "new", who.name)
+		taken := c.takeovers(t, l, led, old, from, "SIGSTOP")
+		for pool, f := range taken {
+			c.figure(t, pool, "failover_pause", "seconds", f.at.Sub(from), "old", l.name, "new", f.who.name)
 		}
 		time.Sleep(time.Until(from.Add(pause)))
 		if out, err := exec1(l.sb, time.Minute, "kill", "-CONT", strconv.Itoa(pid)); err != nil {
@@ -244,7 +255,20 @@ func (c *cluster) pausedLeader(t *testing.T) {
 		paused = false
 		c.settle(t, want, "steady state after "+l.name+"'s pause")
 		for _, pool := range led {
-			c.checkFenced(t, l, pool, old[pool], from, taken[pool])
+			c.checkFenced(t, l, pool, old[pool], from, taken[pool].at)
+		}
+		// The paused daemon's workers run on: the others' takeover of its
+		// share once it is gone adds to them, and the fleet comes back
+		// down to the target after the SIGCONT, never below it.
+		for _, p := range pools {
+			low, high := c.minTotal(p.name, from), 0
+			for _, rd := range c.rec.roundsSince(from) {
+				high = max(high, rd.total(p.name))
+			}
+			if low < want {
+				t.Errorf("%s: the fleet total dropped to %d around %s's pause, below the target %d", p.name, low, l.name, want)
+			}
+			c.figure(t, p.name, "fault_pause_total", "paused", l.name, "min_total", low, "max_total", high)
 		}
 	})
 }
