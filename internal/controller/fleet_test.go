@@ -10,6 +10,7 @@ import (
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	fleetmode "github.com/flexiq/flexiq-scaled/internal/fleet"
+	"github.com/flexiq/flexiq-scaled/internal/fleet/coord"
 )
 
 // memStore is a fleet store in memory with the real stores' rules that the
@@ -88,7 +89,7 @@ func (s *memStore) Close() error { return nil }
 func (s *memStore) holder() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.lease.Holder
+	return coord.HostOf(s.lease.Holder)
 }
 
 // fleetRig is one host of a fleet: a rig whose pool joins the fleet on

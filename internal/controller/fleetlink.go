@@ -20,6 +20,8 @@ package controller
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -100,6 +102,15 @@ func openFleetStore(f config.Fleet) (fleetmode.Store, error) {
 	return nil, fmt.Errorf("the fleet's store: unknown kind %q", kind)
 }
 
+// incarnation is a new coordinator's own part of its lease holder, so
+// that a restarted daemon takes a new term rather than renewing the old
+// one (coord.Config.Incarnation).
+func incarnation() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
 // storeKind names the store for status.
 func storeKind(s fleetmode.Store) string {
 	if _, ok := s.(*pgstore.Store); ok {
@@ -150,7 +161,7 @@ func newFleetLink(cfg *config.Pool, log *eventlog.Logger, open func(config.Fleet
 	}
 	f := cfg.Fleet.Fleet
 	l.c, err = coord.New(coord.Config{
-		Pool: cfg.Name, ID: f.HostID, Interval: f.Heartbeat, TTL: f.TTL, Renew: f.Renew, Hold: f.Hold,
+		Pool: cfg.Name, ID: f.HostID, Incarnation: incarnation(), Interval: f.Heartbeat, TTL: f.TTL, Renew: f.Renew, Hold: f.Hold,
 		MinWorkers: cfg.MinWorkers, Initial: -1,
 	}, coord.Deps{
 		Store: store, Self: l.member, Source: l.source, Pipeline: pl, Events: coord.EventsFunc(l.event),

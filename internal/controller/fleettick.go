@@ -62,6 +62,7 @@ func (p *Pool) refleet(cfg *config.Pool) error {
 		old.stop(true)
 	}
 	p.fl = fl
+	p.flWake.Store(fl)
 	if fl != nil {
 		p.publishFleet()
 		fl.start(p.kick)
@@ -74,7 +75,10 @@ func (p *Pool) refleet(cfg *config.Pool) error {
 // not in a fleet does nothing.
 func (p *Pool) Resign() {
 	var fl *fleetLink
-	p.do(func() { fl, p.fl = p.fl, nil })
+	p.do(func() {
+		fl, p.fl = p.fl, nil
+		p.flWake.Store(nil)
+	})
 	if fl != nil {
 		fl.stop(true)
 	}
@@ -144,7 +148,7 @@ func fleetStep(s *coord.Status) api.Step {
 		role = fmt.Sprintf("leader at epoch %d", s.Epoch)
 	}
 	note := fmt.Sprintf("%s; lease %s epoch %d; plan epoch %d, target %d, shares %s, age %s",
-		role, orNone(s.Lease.Holder), s.Lease.Epoch, s.Plan.Epoch, s.Plan.Target, fmtShares(s.Plan.Shares), s.Apply.Age.Round(100*time.Millisecond))
+		role, orNone(coord.HostOf(s.Lease.Holder)), s.Lease.Epoch, s.Plan.Epoch, s.Plan.Target, fmtShares(s.Plan.Shares), s.Apply.Age.Round(100*time.Millisecond))
 	if s.StoreErr != nil {
 		note += "; store: " + shortError(s.StoreErr)
 	}
@@ -205,7 +209,7 @@ func (p *Pool) fleetView() *api.FleetView {
 	s := p.fl.c.Snapshot()
 	v := &api.FleetView{
 		Store: storeKind(p.fl.store), HostID: p.fl.cfg.HostID,
-		Leader: s.Lease.Holder, IsLeader: s.Leader, Epoch: s.Lease.Epoch,
+		Leader: coord.HostOf(s.Lease.Holder), IsLeader: s.Leader, Epoch: s.Lease.Epoch,
 		PlanEpoch: s.Plan.Epoch, Target: s.Plan.Target,
 		Share: s.Target, Phase: string(s.Apply.Phase),
 		Reachable: s.Reachable, CallsPerTick: s.Calls.Sum(),

@@ -130,8 +130,10 @@ type Pool struct {
 	// bounds 0..capacity (localBounds); fl.pool has them as configured.
 	cfg *config.Pool
 	// fl is a fleet pool's coordination (fleetlink.go); nil otherwise.
-	fl  *fleetLink
-	src source.Source
+	// flWake is the same, for the source's wake-ups (any goroutine).
+	fl     *fleetLink
+	flWake atomic.Pointer[fleetLink]
+	src    source.Source
 	// srcGen counts the sources: a read of a source that a reload has
 	// since replaced is discarded by its number.
 	srcGen uint64
@@ -200,6 +202,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 	err = p.setRules(cfg)
 	if err == nil && cfg.Joins() {
 		p.fl, err = newFleetLink(cfg, log, opts.OpenFleetStore)
+		p.flWake.Store(p.fl)
 	}
 	if err != nil {
 		p.workers.svc.close()
@@ -356,6 +359,7 @@ func (p *Pool) Close() error {
 	var fl *fleetLink
 	p.do(func() {
 		fl, p.fl = p.fl, nil
+		p.flWake.Store(nil)
 		srcs = append(p.retired, p.src)
 		p.retired = nil
 		p.workers.svc.close()

@@ -83,8 +83,18 @@ func (p *Pool) rewatch(ctx context.Context) {
 		}
 		p.log.Event(eventlog.Lifecycle, eventlog.Info, nil,
 			"wake-up is active: %s; at most one extra tick per %s, polling every %s as the fallback", how, wakeGap, poll)
-		relayWakes(wctx, events, p.clock, p.kick)
+		relayWakes(wctx, events, p.clock, p.wakeUp)
 	}()
+}
+
+// wakeUp is a source's wake-up: a tick now and, when this host leads its
+// fleet, the fleet's decision now (a follower's coordinator has nothing to
+// decide: it is not woken, which would cost store calls).
+func (p *Pool) wakeUp() {
+	p.kick()
+	if fl := p.flWake.Load(); fl != nil && fl.c.Snapshot().Leader {
+		fl.c.Wake()
+	}
 }
 
 // stopWatch ends the current source's wake-up, if any.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +17,12 @@ import (
 type Config struct {
 	Pool string // the pool's name, as the store keys it
 	ID   string // this host's id (/etc/machine-id)
+	// Incarnation tells this coordinator from an earlier one of the same
+	// host (a restarted daemon): the lease's holder is ID#Incarnation, so
+	// that a new incarnation never renews a lease it did not take, even
+	// when it knows that lease's epoch, and every term has an epoch of its
+	// own. "" holds the lease as ID alone.
+	Incarnation string
 	// Interval is the tick: the heartbeat's and the leader's decision's
 	// (fleet.DefaultHeartbeat when <= 0). It must be well inside TTL.
 	Interval time.Duration
@@ -34,6 +41,23 @@ type Config struct {
 	// (what it ran before a restart: it keeps its workers); negative: the
 	// host's live count at the first tick.
 	Initial int
+}
+
+// Holder is the lease's holder for this coordinator: ID#Incarnation.
+func (c Config) Holder() string {
+	if c.Incarnation == "" {
+		return c.ID
+	}
+	return c.ID + HolderSep + c.Incarnation
+}
+
+// HolderSep separates a lease holder's host id from its incarnation.
+const HolderSep = "#"
+
+// HostOf is the host id of a lease holder.
+func HostOf(holder string) string {
+	id, _, _ := strings.Cut(holder, HolderSep)
+	return id
 }
 
 func (c Config) withDefaults() Config {
@@ -257,7 +281,7 @@ func (c *Coordinator) Resign(ctx context.Context) error {
 	defer func() { c.publish(now, c.pub.Load().Apply) }()
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
 	defer cancel()
-	if err := c.store.Release(cctx, c.cfg.Pool, c.cfg.ID, epoch); err != nil {
+	if err := c.store.Release(cctx, c.cfg.Pool, c.cfg.Holder(), epoch); err != nil {
 		return fmt.Errorf("fleet pool %s: resigning epoch %d: %w", c.cfg.Pool, epoch, err)
 	}
 	return nil

@@ -193,3 +193,39 @@ func TestLostLease(t *testing.T) {
 		}
 	}
 }
+
+// TestRestartedLeaderTakesANewTerm: the leader's daemon dies and is back
+// at once (systemd's Restart=), same host id, a new incarnation; from the
+// plan it reads, it knows the old term's epoch. It must not renew that
+// term as its own: the next term, whoever takes it once the old lease
+// lapses, has a higher epoch, and there is never more than one leader.
+func TestRestartedLeaderTakesANewTerm(t *testing.T) {
+	s := newSim(t, 20, 20, 20)
+	for _, h := range s.hosts {
+		s.build(h, 0.5, "first")
+	}
+	s.run(2, nil)
+	s.pending = 90
+	s.run(10, nil)
+	ls := s.leaders()
+	if len(ls) != 1 {
+		t.Fatalf("%d leaders", len(ls))
+	}
+	old := ls[0]
+	oldEpoch := old.c.Snapshot().Epoch
+	s.build(old, 0.5, "second") // killed and restarted: no Resign
+	for range int(3 * ttl / interval) {
+		s.tick()
+		ls := s.leaders()
+		if len(ls) > 1 {
+			t.Fatalf("%d leaders", len(ls))
+		}
+		if len(ls) == 1 && ls[0].c.Snapshot().Epoch == oldEpoch {
+			t.Fatalf("%s leads again in the old term (epoch %d) after a restart", ls[0].id, oldEpoch)
+		}
+	}
+	ls = s.leaders()
+	if len(ls) != 1 || ls[0].c.Snapshot().Epoch <= oldEpoch {
+		t.Fatalf("after the restart: leaders %d, want one with an epoch above %d", len(ls), oldEpoch)
+	}
+}

@@ -34,7 +34,7 @@ func (c *Coordinator) lead(ctx context.Context, now time.Time) {
 		return
 	}
 	err = c.call(ctx, func(ctx context.Context) error {
-		return c.store.WritePlan(ctx, c.cfg.Pool, c.cfg.ID, st.epoch, plan)
+		return c.store.WritePlan(ctx, c.cfg.Pool, c.cfg.Holder(), st.epoch, plan)
 	})
 	switch {
 	case errors.Is(err, fleet.ErrFenced):

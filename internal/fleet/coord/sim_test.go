@@ -71,13 +71,21 @@ func (h *host) self() fleet.Member {
 
 func (s *sim) newHost(id string, capacity int, r float64) *host {
 	h := &host{id: id, capacity: capacity}
+	s.build(h, r, "")
+	return h
+}
+
+// build gives h a new coordinator, of incarnation inc (a restarted
+// daemon's is another).
+func (s *sim) build(h *host, r float64, inc string) {
+	id := h.id
 	now := func() time.Time {
 		if h.frozen != nil {
 			return *h.frozen
 		}
 		return s.clk.Now()
 	}
-	c, err := New(Config{Pool: "web", ID: id, Interval: interval, TTL: ttl, Renew: renew, MinWorkers: 2, Initial: -1}, Deps{
+	c, err := New(Config{Pool: "web", ID: id, Incarnation: inc, Interval: interval, TTL: ttl, Renew: renew, MinWorkers: 2, Initial: -1}, Deps{
 		Store: s.store.as(id), Now: now, Rand: func() float64 { return r },
 		Self: h.self,
 		Source: func(_ context.Context, _ time.Time, totals fleet.Totals) (Input, error) {
@@ -93,7 +101,6 @@ func (s *sim) newHost(id string, capacity int, r float64) *host {
 		s.t.Fatal(err)
 	}
 	h.c = c
-	return h
 }
 
 // tick moves the shared clock by one interval and runs every host that

@@ -95,7 +95,7 @@ func (c *Coordinator) lease(ctx context.Context, now time.Time) {
 	var l fleet.Lease
 	var held bool
 	err := c.call(ctx, func(ctx context.Context) (err error) {
-		l, held, err = c.store.Acquire(ctx, c.cfg.Pool, c.cfg.ID, epoch, c.cfg.TTL)
+		l, held, err = c.store.Acquire(ctx, c.cfg.Pool, c.cfg.Holder(), epoch, c.cfg.TTL)
 		return err
 	})
 	if err != nil {
