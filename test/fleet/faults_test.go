@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -152,10 +153,12 @@ func (c *cluster) slowLink(t *testing.T) {
 			if s.At.After(to) || s.Err != "" {
 				continue
 			}
-			if last != "" && s.Holder != last {
+			// A new term of the same host is a change too.
+			term := s.Term + ":" + strconv.FormatUint(s.LeaseEpoch, 10)
+			if last != "" && term != last {
 				changes++
 			}
-			last = s.Holder
+			last = term
 			if !s.PlanAt.Equal(lastAt) {
 				writes++
 				lastAt = s.PlanAt

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sys/unix"
 
+	"github.com/flexiq/flexiq-scaled/internal/fleet/coord"
 	"github.com/flexiq/flexiq-scaled/internal/fleet/redisstore"
 	"github.com/flexiq/flexiq-scaled/test/sandbox"
 )
@@ -64,10 +65,13 @@ func nsDialer(pid int) func(ctx context.Context, network, addr string) (net.Conn
 
 // storeSample is one read of a pool's coordination in its store.
 type storeSample struct {
-	// Holder is the lease's holder ("" when none holds it), LeaseEpoch the
-	// lease's epoch, Counter the highest epoch given (the Redis epoch key;
-	// the Postgres lease row's epoch, which a release keeps).
+	// Holder is the host id of the lease's holder ("" when none holds
+	// it), Term the holder as the store keeps it (HOST#INCARNATION: a
+	// restarted daemon is another term), LeaseEpoch the lease's epoch,
+	// Counter the highest epoch given (the Redis epoch key; the Postgres
+	// lease row's epoch, which a release keeps).
 	Holder     string `json:"holder"`
+	Term       string `json:"term"`
 	LeaseEpoch uint64 `json:"lease_epoch"`
 	Counter    uint64 `json:"counter"`
 	// PlanEpoch, PlanAt and Target are the stored plan's (zero: none).
@@ -158,9 +162,10 @@ func (s *stores) readRedis(ctx context.Context, pool string, smp *storeSample) e
 		return err
 	}
 	if v, err := lease.Result(); err == nil {
-		holder, epoch, _ := strings.Cut(v, ":")
-		smp.Holder = holder
-		smp.LeaseEpoch, _ = strconv.ParseUint(epoch, 10, 64)
+		// HOLDER:EPOCH, the epoch after the last colon.
+		i := strings.LastIndex(v, ":")
+		smp.Term, smp.Holder = v[:max(i, 0)], coord.HostOf(v[:max(i, 0)])
+		smp.LeaseEpoch, _ = strconv.ParseUint(v[i+1:], 10, 64)
 	}
 	if v, err := counter.Uint64(); err == nil {
 		smp.Counter = v
@@ -206,7 +211,7 @@ LEFT JOIN flexiq_fleet_plan p ON p.pool = q.pool`, []any{pool},
 	if leaseEpoch != nil {
 		smp.Counter = uint64(*leaseEpoch)
 		if holder != nil && *holder != "" && live != nil && *live {
-			smp.Holder, smp.LeaseEpoch = *holder, uint64(*leaseEpoch)
+			smp.Term, smp.Holder, smp.LeaseEpoch = *holder, coord.HostOf(*holder), uint64(*leaseEpoch)
 		}
 	}
 	if planEpoch != nil {
