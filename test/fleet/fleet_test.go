@@ -231,6 +231,25 @@ func (c *cluster) callsPerTick(t *testing.T) {
 			t.Errorf("%s: no calls_per_tick sampled (leader %d, follower %d samples)", p.name, len(leader), len(follower))
 			continue
 		}
+		// The plan's writes as the store samples saw them: about one a
+		// tick; those of one epoch less than half a tick apart are extra
+		// decisions (a member leaving, a source's wake-up).
+		var writes, quick int
+		var last stamped
+		all := c.rec.storeSince(p.name, c.rec.start)
+		for _, s := range all {
+			if s.Err != "" || s.PlanAt.IsZero() || s.PlanAt.Equal(last.PlanAt) {
+				continue
+			}
+			if writes > 0 && s.PlanEpoch == last.PlanEpoch && s.PlanAt.Sub(last.PlanAt) < tick/2 {
+				quick++
+			}
+			writes++
+			last = s
+		}
+		if n := len(all); n > 1 {
+			c.figure(t, p.name, "plan_writes", "per_second", float64(writes)/all[n-1].At.Sub(all[0].At).Seconds(), "within_half_a_tick", quick)
+		}
 		c.figure(t, p.name, "calls_per_tick", "hosts", 3, "leader_median", median(leader), "follower_median", median(follower),
 			"leader_max", leader[len(leader)-1], "follower_max", follower[len(follower)-1], "samples", len(leader)+len(follower))
 	}
