@@ -175,9 +175,25 @@ func sum(m map[string]int) int {
 }
 
 // leaderOf is the host that holds the pool's lease, as the store says.
+//
+// It waits (up to a TTL and the margin) until a running daemon leads: the
+// store's lease held at an epoch that the holder's own status says it
+// leads with. Right after a SIGKILL the store still names the dead
+// daemon's lease (its host's, a previous incarnation) until it lapses:
+// faulting that host then would fault no leader.
 func (c *cluster) leaderOf(pool string) (*host, uint64) {
-	_, s := c.rec.last(pool)
-	return c.byID(s.Holder), s.LeaseEpoch
+	var h *host
+	var epoch uint64
+	sandbox.Eventually(ttlD+margin, func() (bool, string) {
+		rd, s := c.rec.last(pool)
+		h, epoch = c.byID(s.Holder), s.LeaseEpoch
+		if h == nil {
+			return false, "no holder"
+		}
+		f := rd.Hosts[h.name][pool].Fleet
+		return f != nil && f.IsLeader && f.Epoch == epoch, fmt.Sprintf("%s holds epoch %d; its status: %+v", h.name, epoch, f)
+	})
+	return h, epoch
 }
 
 // minTotal is the lowest fleet total of the pool's workers (by their
