@@ -428,8 +428,11 @@ func printFleet(w io.Writer, f *api.FleetView) {
 	leader := "none"
 	if f.Leader != "" {
 		leader = shortHost(f.Leader)
-		if f.IsLeader {
+		switch {
+		case f.IsLeader:
 			leader += " (this host)"
+		case f.Leader == f.HostID:
+			leader += " (this host's previous daemon, until its lease lapses)"
 		}
 	}
 	store := f.Store
