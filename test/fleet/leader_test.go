@@ -192,14 +192,16 @@ func (c *cluster) leaderKill(t *testing.T) {
 			t.Fatalf("killing the leader %s: %v\n%s", l.name, err, out)
 		}
 		// The killed process writes nothing more: the first plan stored
-		// after the kill is a new leader's, whichever host it is on (the
-		// restarted daemon too, under the same host id).
+		// after the kill with a later epoch is a new leader's, whichever
+		// host it is on (the restarted daemon too, under the same host id,
+		// in a new term). A plan of the old epoch can still land in the
+		// milliseconds the kill takes.
 		for _, pool := range led {
 			bound := ttlD + tick + margin
 			var s stamped
 			ok, _ := sandbox.Eventually(bound, func() (bool, string) {
 				for _, s = range c.rec.storeSince(pool, from) {
-					if s.Err == "" && s.PlanAt.After(from) && c.byID(s.Holder) != nil {
+					if s.Err == "" && s.PlanAt.After(from) && s.PlanEpoch > old[pool] && c.byID(s.Holder) != nil {
 						return true, ""
 					}
 				}
