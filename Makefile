@@ -47,34 +47,45 @@ vet:
 	$(GO) -C test/clients/river vet ./...
 	@fmt=$$($(GOFMT) -l $$(git ls-files '*.go') 2>/dev/null); if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi
 
-unit: vet
-	$(GO) test -count=1 $$($(GO) list ./... | grep -Ev '/test/(e2e|debtest|sandbox|faults)$$|/internal/units$$')
+# The packages whose tests boot a sandbox (a real systemd): they skip
+# themselves, saying why, when not run as root.
+SANDBOX_PKGS := '/test/(e2e|debtest|sandbox|faults|servers|services|fleet)$$|/internal/units$$'
 
-# The packages that boot a sandbox skip themselves, saying why, when not run
-# as root. -p 1: each of them boots its own systemd; run side by side on two
+unit: vet
+	$(GO) test -count=1 $$($(GO) list ./... | grep -Ev $(SANDBOX_PKGS))
+
+# The unit tests first, two packages at a time; then the sandbox packages
+# with -p 1: each of them boots its own systemd, and run side by side on two
 # cores they would only make each other's timings noisy.
 test: deps vet build
-	$(GO) test -count=1 -p 1 -timeout 15m ./...
+	$(GO) test -count=1 -timeout 15m $$($(GO) list ./... | grep -Ev $(SANDBOX_PKGS))
+	$(GO) test -count=1 -p 1 -timeout 15m $$($(GO) list ./... | grep -E $(SANDBOX_PKGS))
 	@$(MAKE) --no-print-directory fuzz-short
 
 # Native Go fuzzing (testing.F) of the config loader and of the check-config
 # command: never a panic, every problem one printable "FILE: KEY: MSG" line,
-# and an accepted file's effective config loads again. `make test` runs each
-# target for FUZZTIME_SHORT, `make fuzz` for FUZZTIME. An input that fails is
-# written to the package's testdata/fuzz/, which plain `go test` then replays:
-# commit it with the fix. The first run compiles an instrumented test binary
-# (a few minutes for check-config, which links SQLite); later runs reuse it.
+# and an accepted file's effective config loads again. `make test` runs the
+# loader's target (FuzzParse) for FUZZTIME_SHORT, `make fuzz` both for
+# FUZZTIME; every `go test` replays both targets' corpora (the seeds and
+# testdata/fuzz/). An input that fails is written to the package's
+# testdata/fuzz/, which plain `go test` then replays: commit it with the fix.
+# The first run compiles an instrumented test binary: about 30 s for the
+# loader, 3 minutes for check-config, which links the whole daemon with
+# SQLite (measured with an empty build cache, as CI has): that is why the
+# short run, which CI pays on every stop, leaves check-config's mutations to
+# `make fuzz` (FuzzParse mutates the same loader).
 # The short run is a count of executions, not a duration: with a duration,
 # Go 1.26's fuzzing coordinator can fail a target that found nothing with a
 # bare "context deadline exceeded" when a starved worker is still busy as
 # the time runs out (go.dev/issue/75804, fixed in Go 1.27), and CI's two
-# cores are often starved. 5000 runs is about 10 s of check-config there.
+# cores are often starved. 5000 runs take a few seconds there.
 FUZZTIME_SHORT ?= 5000x
 FUZZTIME ?= 2m
 FUZZ_TARGETS := ./internal/config:FuzzParse ./cmd/flexiq-scaled:FuzzCheckConfig
+FUZZ_TARGETS_SHORT := ./internal/config:FuzzParse
 
 fuzz-short:
-	@for t in $(FUZZ_TARGETS); do \
+	@for t in $(FUZZ_TARGETS_SHORT); do \
 		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME_SHORT) "$${t%%:*}" || exit 1; \
 	done
 

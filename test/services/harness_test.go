@@ -1,9 +1,12 @@
 // Package services tests service pools (issue 19) against the real
 // systemd, nginx and Prometheus of Debian, in a sandbox: replicas of
 // test/service behind nginx, traffic from test/loadgen inside the
-// sandbox, the daemon scaling them. Each test boots a sandbox of its own,
-// one after the other: the zero-loss figure and the latencies need a
-// quiet machine.
+// sandbox, the daemon scaling them. Each test boots a sandbox of its own
+// (with its own network namespace). The zero-loss and gang tests run one
+// after the other, alone: their figures and latencies need a quiet
+// machine. The restart and Prometheus tests, which measure nothing and
+// wait with generous deadlines, then run side by side (t.Parallel: Go
+// runs them after the sequential ones), to keep CI short.
 //
 // The figures are on FIGURE lines:
 //

@@ -17,6 +17,7 @@ import (
 // with the pool and slot), and a pool with no queue source scales up and
 // back down on a PromQL rule over the replicas' own in-flight gauge.
 func TestPrometheusScrapesAndScales(t *testing.T) {
+	t.Parallel() // measures nothing: beside the restart test (package doc)
 	e := boot(t)
 	servers.Prometheus(t, e.sb, `  - job_name: flexiq-web
     file_sd_configs:

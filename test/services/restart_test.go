@@ -11,6 +11,7 @@ import (
 // `systemctl restart flexiq-scaled`: the same units with the same ports, no
 // replica probed into a false "not ready", no discovery file rewritten.
 func TestRestartKeepsPortsAndReadiness(t *testing.T) {
+	t.Parallel() // measures nothing: beside the Prometheus test (package doc)
 	e := boot(t)
 	e.configure(`
 [pools.web]
