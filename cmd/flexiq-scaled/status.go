@@ -427,7 +427,7 @@ func overrideCmd(verb, synopsis, description string, args []string, stdout, stde
 func printFleet(w io.Writer, f *api.FleetView) {
 	leader := "none"
 	if f.Leader != "" {
-		leader = shortHost(f.Leader)
+		leader = api.ShortHostID(f.Leader)
 		switch {
 		case f.IsLeader:
 			leader += " (this host)"
@@ -439,7 +439,7 @@ func printFleet(w io.Writer, f *api.FleetView) {
 	if !f.Reachable {
 		store += " (not answering)"
 	}
-	fmt.Fprintf(w, "     Fleet: %s; leader %s, epoch %d; this host %s\n", store, leader, f.Epoch, shortHost(f.HostID))
+	fmt.Fprintf(w, "     Fleet: %s; leader %s, epoch %d; this host %s\n", store, leader, f.Epoch, api.ShortHostID(f.HostID))
 	age := "no plan yet"
 	if f.PlanAgeSec != nil {
 		age = fmt.Sprintf("plan epoch %d, %s old", f.PlanEpoch, fmtDuration(time.Duration(*f.PlanAgeSec*float64(time.Second))))
@@ -460,14 +460,6 @@ func printFleet(w io.Writer, f *api.FleetView) {
 		if h.ID == f.HostID {
 			me = " (this host)"
 		}
-		fmt.Fprintf(w, "      Host: %s share %d, live %s, capacity %s%s\n", shortHost(h.ID), h.Share, live, capa, me)
+		fmt.Fprintf(w, "      Host: %s share %d, live %s, capacity %s%s\n", api.ShortHostID(h.ID), h.Share, live, capa, me)
 	}
-}
-
-// shortHost is a machine id as people read it: its first 12 characters.
-func shortHost(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
 }

@@ -137,7 +137,6 @@ func (p *Pool) fleetDecide(now time.Time, read observed, leaderRead bool) tickDe
 	t.e.Add(api.Step{Name: "share", Value: strconv.Itoa(d.Desired), Held: d.Action == policy.Hold,
 		Note: fmt.Sprintf("this host's, capacity %d", fleetCapacity(p.fl.pool.Load()))})
 	t.d = d
-	t.params = p.cfg.PolicyParams()
 	return t
 }
 
@@ -170,17 +169,9 @@ func fmtShares(m map[string]int) string {
 	sort.Strings(ids)
 	parts := make([]string, len(ids))
 	for i, id := range ids {
-		parts[i] = fmt.Sprintf("%s=%d", shortID(id), m[id])
+		parts[i] = fmt.Sprintf("%s=%d", api.ShortHostID(id), m[id])
 	}
 	return "{" + strings.Join(parts, " ") + "}"
-}
-
-// shortID is a machine id as people read it: its first 8 characters.
-func shortID(id string) string {
-	if len(id) > 8 {
-		return id[:8]
-	}
-	return id
 }
 
 // fleetSummary is the pool's fleet in a few words, for STATUS=; "" for a
@@ -317,7 +308,6 @@ func (fl *fleetLink) othersCover(ctx context.Context, plan fleetmode.Plan) bool 
 type tickDecision struct {
 	d      policy.Decision
 	e      *api.Explanation
-	params policy.Params
 	obs    policy.Observation
 	counts source.Counts
 	srcErr error

@@ -108,7 +108,7 @@ func (p *Pool) localDecide(now time.Time, read observed) tickDecision {
 		p.observeDemand(read.demand, &obs)
 	}
 	d := p.decide(now, params, obs, counts, read.prom)
-	return tickDecision{d: d, e: explain(p.wallNow(), d, params, obs, counts, srcErr), params: params, obs: obs, counts: counts, srcErr: srcErr}
+	return tickDecision{d: d, e: explain(p.wallNow(), d, params, obs, counts, srcErr), obs: obs, counts: counts, srcErr: srcErr}
 }
 
 // endTickAct is the rest of endTick.

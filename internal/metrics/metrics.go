@@ -105,6 +105,14 @@ func New(reconnects func() int64, workers WorkerReader) *Metrics {
 	return m
 }
 
+// oneIf is a boolean as a gauge's value.
+func oneIf(v bool) float64 {
+	if v {
+		return 1
+	}
+	return 0
+}
+
 // Tick records one tick's report (controller.Options.OnTick).
 func (m *Metrics) Tick(r api.TickReport) {
 	m.mu.Lock()
@@ -120,38 +128,28 @@ func (m *Metrics) Tick(r api.TickReport) {
 		g("workers_ready", float64(r.Ready))
 		g("workers_not_ready", float64(r.NotReady))
 	}
-	degraded := 0.0
-	if r.Degraded {
-		degraded = 1
-	}
-	g("pool_degraded", degraded)
-	if f := r.Fleet; f != nil {
-		b := func(v bool) float64 {
-			if v {
-				return 1
-			}
-			return 0
+	// gOpt sets a gauge that is absent when unknown.
+	gOpt := func(name string, v *float64) {
+		if v != nil {
+			g(name, *v)
+		} else {
+			m.gauges[name].DeleteLabelValues(r.Pool)
 		}
-		g("fleet_leader", b(f.IsLeader))
+	}
+	g("pool_degraded", oneIf(r.Degraded))
+	if f := r.Fleet; f != nil {
+		g("fleet_leader", oneIf(f.IsLeader))
 		g("fleet_epoch", float64(f.Epoch))
 		g("fleet_target", float64(f.Target))
 		g("fleet_share", float64(f.Share))
-		g("fleet_store_reachable", b(f.Reachable))
-		if f.PlanAgeSec != nil {
-			g("fleet_plan_age_seconds", *f.PlanAgeSec)
-		} else {
-			m.gauges["fleet_plan_age_seconds"].DeleteLabelValues(r.Pool)
-		}
+		g("fleet_store_reachable", oneIf(f.Reachable))
+		gOpt("fleet_plan_age_seconds", f.PlanAgeSec)
 	}
 	if q := r.Queue; q != nil {
 		g("queue_pending", float64(q.Pending))
 		g("queue_running", float64(q.Running))
 		g("queue_paused", float64(q.Paused))
-		if q.OldestAgeSec != nil {
-			g("queue_oldest_age_seconds", *q.OldestAgeSec)
-		} else {
-			m.gauges["queue_oldest_age_seconds"].DeleteLabelValues(r.Pool)
-		}
+		gOpt("queue_oldest_age_seconds", q.OldestAgeSec)
 	}
 	if r.SourceErr != nil {
 		m.srcErrors.WithLabelValues(r.Pool).Inc()
@@ -161,11 +159,7 @@ func (m *Metrics) Tick(r api.TickReport) {
 		mode = "active"
 	}
 	for _, md := range Modes {
-		v := 0.0
-		if md == mode {
-			v = 1
-		}
-		m.mode.WithLabelValues(r.Pool, md).Set(v)
+		m.mode.WithLabelValues(r.Pool, md).Set(oneIf(md == mode))
 	}
 	m.decisions.WithLabelValues(r.Pool, r.Action).Inc()
 	m.tick.WithLabelValues(r.Pool).Observe(r.Duration.Seconds())
