@@ -115,7 +115,11 @@ func TestRedisLease(t *testing.T) {
 		if held != tc.held || l.Holder != "host-a" || l.Epoch != a.Epoch {
 			t.Errorf("%s at epoch %d: %+v held=%v, want host-a's lease at epoch %d, held=%v", tc.holder, tc.epoch, l, held, a.Epoch, tc.held)
 		}
-		if l.Expires.Before(a.Expires) {
+		// A renewal reports TIME + ttl, another host TIME + PTTL: two
+		// readings of the server's clock, each cut to the millisecond, so
+		// the same expiry may read a millisecond apart. A call that moved
+		// it back would be more.
+		if l.Expires.Before(a.Expires.Add(-time.Millisecond)) {
 			t.Errorf("%s at epoch %d: expiry went back from %s to %s", tc.holder, tc.epoch, a.Expires, l.Expires)
 		}
 	}
@@ -126,8 +130,8 @@ func TestRedisLease(t *testing.T) {
 		t.Errorf("host-b took the expired lease at epoch %d, want %d", b.Epoch, a.Epoch+1)
 	}
 	// On the server's clock, host-b's acquisition (its expiry less the
-	// ttl) came after host-a's lease expired.
-	if took := b.Expires.Add(-ttl); took.Before(last.Expires) {
+	// ttl) came after host-a's lease expired (to the millisecond, as above).
+	if took := b.Expires.Add(-ttl); took.Before(last.Expires.Add(-time.Millisecond)) {
 		t.Errorf("host-b acquired at %s, before host-a's lease expired at %s", took, last.Expires)
 	}
 }
