@@ -2,7 +2,9 @@
 # Installs the Debian packages that building and testing need, if missing:
 # the distro's systemd and D-Bus (booted inside the test sandbox, never on
 # the host), util-linux's nsenter, iproute2's ip and tc (the bridge and
-# veths that join the fleet tests' sandboxes), the package tools, and the queue servers
+# veths that join the fleet tests' sandboxes), iptables (the NFQUEUE rule,
+# in a sandbox's own namespace, that delays its link where the kernel has
+# no netem), the package tools, and the queue servers
 # (Redis, PostgreSQL, Prometheus) and nginx, the load balancer of the
 # service-pool tests, that run inside the sandbox too, and
 # stress-ng, the load generator the host guard is tested against.
@@ -11,7 +13,7 @@ need=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 # The queue servers the sources are tested against (test/servers starts
 # them inside the sandbox, never on the host).
-for p in systemd dbus util-linux iproute2 dpkg-dev lintian ca-certificates redis-server redis-tools postgresql prometheus nginx curl stress-ng; do
+for p in systemd dbus util-linux iproute2 iptables dpkg-dev lintian ca-certificates redis-server redis-tools postgresql prometheus nginx curl stress-ng; do
 	have "$p" || need+=("$p")
 done
 # Node.js and npm run the queue systems' own clients (BullMQ, pg-boss,

@@ -126,29 +126,59 @@ func (c *cluster) partition(t *testing.T) {
 	}
 }
 
-// slowLink delays a follower's link by 2 s (netem): leadership must not
-// flap and the plan is written at most once per tick. This machine's
-// kernel may lack netem: then the scenario is skipped, saying so.
+// slowLink delays a follower's link by 2 s (netem, or its NFQUEUE
+// stand-in where the kernel has no netem): leadership must not flap and
+// the plan is written at most once per tick. A kernel with neither skips
+// the scenario, saying so.
 func (c *cluster) slowLink(t *testing.T) {
 	want := expectedTarget(burstJobs)
-	n := c.follower(t, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// The follower that runs the most: a slow host with nothing to hold
+	// would show little.
+	rd, _ := c.rec.last(pools[0].name)
+	units := func(h *host) int { return rd.Hosts[h.name][pools[0].name].Units }
+	leads := map[*host]bool{}
+	for _, p := range pools {
+		l, _ := c.leaderOf(p.name)
+		leads[l] = true
+	}
+	n := c.follower(t, 0)
+	for _, h := range c.live() {
+		if !leads[h] && units(h) > units(n) {
+			n = h
+		}
+	}
+	held := map[string]int{}
+	for _, p := range pools {
+		held[p.name] = rd.Hosts[n.name][p.name].Units
+	}
 	if err := n.sb.Delay(ctx, 2*time.Second); err != nil {
 		if errors.Is(err, sandbox.ErrNoNetem) {
 			t.Skip(err)
 		}
 		t.Fatal(err)
 	}
+	delayed := true
+	defer func() {
+		if delayed {
+			n.sb.ClearDelay(context.Background())
+		}
+	}()
 	from := time.Now()
 	time.Sleep(2 * ttlD)
 	to := time.Now()
+	rd, _ = c.rec.last(pools[0].name)
 	if err := n.sb.ClearDelay(ctx); err != nil {
 		t.Fatal(err)
 	}
+	delayed = false
 	for _, p := range pools {
 		changes, writes, last := 0, 0, ""
 		var lastAt time.Time
+		// The slow host's share in the plans: a member throughout, or
+		// dropped when its heartbeats came too late.
+		shareMin, shareMax := -1, -1
 		for _, s := range c.rec.storeSince(p.name, from) {
 			if s.At.After(to) || s.Err != "" {
 				continue
@@ -163,6 +193,11 @@ func (c *cluster) slowLink(t *testing.T) {
 				writes++
 				lastAt = s.PlanAt
 			}
+			sh := s.Shares[n.id]
+			if shareMin < 0 || sh < shareMin {
+				shareMin = sh
+			}
+			shareMax = max(shareMax, sh)
 		}
 		if changes > 0 {
 			t.Errorf("%s: leadership changed %d times with %s's link slow", p.name, changes, n.name)
@@ -170,9 +205,32 @@ func (c *cluster) slowLink(t *testing.T) {
 		if most := int(to.Sub(from)/tick) + 1; writes > most {
 			t.Errorf("%s: %d plans written in %.1fs, more than one per tick (%d)", p.name, writes, to.Sub(from).Seconds(), most)
 		}
-		c.figure(t, p.name, "fault_slow_link", "delayed", n.name, "leader_changes", changes, "plan_writes", writes, "seconds", to.Sub(from))
+		// Whatever its calls do, the slow host never runs more than it
+		// did: it starts nothing beyond its last target.
+		most := 0
+		for _, r := range c.rec.roundsSince(from) {
+			if r.At.After(to) {
+				break
+			}
+			u := r.Hosts[n.name][p.name].Units
+			most = max(most, u)
+			if u > held[p.name] {
+				t.Errorf("%s on the slow %s: %d units at t=%.1fs, more than the %d it ran", p.name, n.name, u, c.rec.secs(r.At), held[p.name])
+				break
+			}
+		}
+		phase := "?"
+		if f := rd.Hosts[n.name][p.name].Fleet; f != nil {
+			phase = f.Phase
+		}
+		c.figure(t, p.name, "fault_slow_link", "delayed", n.name, "leader_changes", changes, "plan_writes", writes, "seconds", to.Sub(from),
+			"its_units", held[p.name], "most_units", most, "its_share_in_plans", strconv.Itoa(shareMin)+".."+strconv.Itoa(shareMax), "phase_at_end", phase)
 	}
-	c.settle(t, want, "steady state after the slow link")
+	at := c.settle(t, want, "steady state after the slow link")
+	for _, p := range pools {
+		// settle's round may predate the delay's end: then nothing moved.
+		c.figure(t, p.name, "fault_slow_link_heal", "converged_seconds", max(at.Sub(to), 0))
+	}
 }
 
 // storeRestart restarts redis-server and PostgreSQL: every host holds

@@ -49,8 +49,10 @@ const InsideLink = "fleet0"
 // names the owner as "owner=PID:STARTTIME".
 const aliasPrefix = "flexiq-sandbox "
 
-// ErrNoNetem says the kernel has no netem qdisc (CONFIG_NET_SCH_NETEM).
-var ErrNoNetem = errors.New("the kernel has no netem qdisc (CONFIG_NET_SCH_NETEM unset or module missing): link delay cannot be simulated")
+// ErrNoNetem says a link cannot be delayed here: the kernel has no netem
+// qdisc (CONFIG_NET_SCH_NETEM), and no NFQUEUE either (CONFIG_NETFILTER_
+// XT_TARGET_NFQUEUE, or the iptables command, missing).
+var ErrNoNetem = errors.New("the kernel has no netem qdisc (CONFIG_NET_SCH_NETEM unset or module missing) and no NFQUEUE: link delay cannot be simulated")
 
 // Net is a bridge that joins sandboxes; set it as Options.Network.
 type Net struct {
@@ -239,25 +241,42 @@ func (s *Sandbox) setLink(ctx context.Context, state string) error {
 	return ipCmd(ctx, "link", "set", s.NetLink, state)
 }
 
-// Delay makes the net deliver every frame to the sandbox d late (netem on
-// its bridge-side veth, so a round trip with it grows by d). It returns an
-// error wrapping ErrNoNetem when the kernel lacks netem.
+// Delay makes the net deliver every packet to the sandbox d late, so a
+// round trip with it grows by d: netem on its bridge-side veth where the
+// kernel has netem, else an NFQUEUE in the sandbox's namespace that this
+// process releases packets from d late (netdelay.go). It returns an error
+// wrapping ErrNoNetem when neither works here.
 func (s *Sandbox) Delay(ctx context.Context, d time.Duration) error {
 	if s.NetLink == "" {
 		return fmt.Errorf("sandbox %s has no network", s.Name)
 	}
+	if s.delay != nil {
+		return fmt.Errorf("sandbox %s: its link is delayed already", s.Name)
+	}
 	ms := strconv.FormatInt(d.Milliseconds(), 10) + "ms"
 	err := run(ctx, "tc", "qdisc", "replace", "dev", s.NetLink, "root", "netem", "delay", ms)
-	if err != nil && (strings.Contains(err.Error(), "Unknown qdisc") || strings.Contains(err.Error(), "qdisc kind is unknown")) {
-		return fmt.Errorf("sandbox %s: %w: %v", s.Name, ErrNoNetem, err)
+	if err == nil || !(strings.Contains(err.Error(), "Unknown qdisc") || strings.Contains(err.Error(), "qdisc kind is unknown")) {
+		return err
 	}
-	return err
+	l, qerr := s.startQueueDelay(ctx, d)
+	if errors.Is(qerr, errNoQueue) {
+		return fmt.Errorf("sandbox %s: %w (%v; %v)", s.Name, ErrNoNetem, err, qerr)
+	}
+	if qerr != nil {
+		return fmt.Errorf("sandbox %s: delaying its link: %w", s.Name, qerr)
+	}
+	s.delay = l
+	return nil
 }
 
 // ClearDelay removes a Delay.
 func (s *Sandbox) ClearDelay(ctx context.Context) error {
 	if s.NetLink == "" {
 		return fmt.Errorf("sandbox %s has no network", s.Name)
+	}
+	if l := s.delay; l != nil {
+		s.delay = nil
+		return l.stop(ctx, s)
 	}
 	return run(ctx, "tc", "qdisc", "del", "dev", s.NetLink, "root")
 }

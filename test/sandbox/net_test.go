@@ -79,7 +79,7 @@ func TestNetJoinsSandboxes(t *testing.T) {
 		}
 	})
 
-	t.Run("netem delay", func(t *testing.T) { checkDelay(t, ctx, srv, h1) })
+	t.Run("link delay", func(t *testing.T) { checkDelay(t, ctx, srv, h1) })
 
 	t.Run("postgres on the net", func(t *testing.T) {
 		pg := servers.PostgresOn(t, srv, "fleet", "pw")
@@ -124,7 +124,7 @@ func TestNetJoinsSandboxes(t *testing.T) {
 }
 
 // checkDelay times a redis round trip from h to srv before and with a 2 s
-// netem delay on srv's link: it should grow by about 2 s (one delayed
+// delay on srv's link (netem, or the NFQUEUE stand-in): it should grow by about 2 s (one delayed
 // direction per round trip; the connect and the PING each take one).
 func checkDelay(t *testing.T, ctx context.Context, srv, h *sandbox.Sandbox) {
 	timed := func() time.Duration {
@@ -147,9 +147,9 @@ func checkDelay(t *testing.T, ctx context.Context, srv, h *sandbox.Sandbox) {
 		}
 	}()
 	slow := timed()
-	t.Logf("redis-cli ping (connect + PING) from %s: %v without delay, %v with netem delay 2s on %s's link", h.Name, base, slow, srv.Name)
+	t.Logf("redis-cli ping (connect + PING) from %s: %v without delay, %v with a 2s delay on %s's link", h.Name, base, slow, srv.Name)
 	if extra := slow - base; extra < 1500*time.Millisecond || extra > 15*time.Second {
-		t.Errorf("netem 2s added %v to a redis round trip, want roughly 2-4 s", extra)
+		t.Errorf("a 2s delay added %v to a redis round trip, want roughly 2-4 s", extra)
 	}
 }
 

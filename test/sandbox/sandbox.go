@@ -97,6 +97,8 @@ type Sandbox struct {
 	// are zero without Options.Network.
 	NetAddr netip.Prefix `json:"net_addr"`
 	NetLink string       `json:"net_link,omitempty"`
+	// delay is the NFQUEUE that delays the link, when Delay made one.
+	delay *linkDelay
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
@@ -275,6 +277,11 @@ func Stop(ctx context.Context, name string) error {
 
 // Stop powers the sandbox off; see the package function Stop.
 func (s *Sandbox) Stop(ctx context.Context) error {
+	// A delay's queue would hold the dead namespace open.
+	if l := s.delay; l != nil {
+		s.delay = nil
+		_ = l.stop(ctx, s)
+	}
 	if alive(s.KeeperPID, s.KeeperStartTime) {
 		_ = syscall.Kill(s.KeeperPID, syscall.SIGTERM)
 		if err := waitGone(ctx, s.KeeperPID, s.KeeperStartTime); err != nil {
