@@ -37,6 +37,10 @@ func (f *fakeDaemon) Roll(pools []string, reason string) ([]string, error) {
 	f.reasons = append(f.reasons, reason)
 	return []string{"pool email: rollout requested"}, nil
 }
+func (f *fakeDaemon) Status(_ context.Context, pool string) ([]api.View, error) {
+	return f.Views(pool)
+}
+
 func (f *fakeDaemon) Reload(context.Context) (api.ReloadResponse, error) {
 	f.reloads++
 	return f.verdict, nil

@@ -462,4 +462,7 @@ func printFleet(w io.Writer, f *api.FleetView) {
 		}
 		fmt.Fprintf(w, "      Host: %s share %d, live %s, capacity %s%s\n", api.ShortHostID(h.ID), h.Share, live, capa, me)
 	}
+	if f.MembersError != "" {
+		fmt.Fprintf(w, "            (%s)\n", firstLine(f.MembersError))
+	}
 }

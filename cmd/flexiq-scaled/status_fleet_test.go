@@ -45,6 +45,13 @@ func TestPrintStatusFleetFollower(t *testing.T) {
 	if strings.Contains(out, "Source:") {
 		t.Errorf("a follower's status judges the source it does not read:\n%s", out)
 	}
+	// The other hosts' counts unread: the reason under the hosts.
+	v.Fleet.MembersError = "the other hosts' live counts: context deadline exceeded"
+	b.Reset()
+	printStatus(&b, []api.View{v}, now)
+	if want := "capacity 10 (this host)\n            (the other hosts' live counts: context deadline exceeded)\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("status lacks %q:\n%s", want, b.String())
+	}
 	// The store gone: the bullet says so.
 	v.Fleet.Reachable = false
 	b.Reset()

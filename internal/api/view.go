@@ -117,10 +117,12 @@ type FleetView struct {
 	// its failure, or the leader's source read's.
 	Reachable bool   `json:"reachable"`
 	Error     string `json:"error,omitempty"`
-	// Hosts are the plan's hosts, by id: each one's share, and its live
-	// count and capacity as its last heartbeat said (the leader knows
-	// them; a follower shows -1 for another host's).
-	Hosts []FleetHost `json:"hosts"`
+	// Hosts are the plan's hosts and the live members, by id: each one's
+	// share, and its live count and capacity as its last heartbeat said
+	// (the leader knows them; a follower's status reads them from the
+	// store when asked; -1 when unknown, MembersError saying why).
+	Hosts        []FleetHost `json:"hosts"`
+	MembersError string      `json:"members_error,omitempty"`
 	// CallsPerTick is the store calls of this host's last tick.
 	CallsPerTick int `json:"calls_per_tick"`
 }

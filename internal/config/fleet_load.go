@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/fleet"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 )
 
@@ -174,10 +175,11 @@ func (l *loader) fleetTimings(f *Fleet, tables ...fleetTable) {
 			"heartbeat_sec (%g) must be at most half of ttl_sec (%g): a host is gone after about 3 missed heartbeats, "+
 				"and the lease must outlive two of them; the coordinator refuses more", f.Heartbeat.Seconds(), f.TTL.Seconds())
 	}
-	if f.Renew >= f.TTL {
-		report([]string{"renew_sec", "ttl_sec"},
-			"renew_sec (%g) must be under ttl_sec (%g): a lease renewed after it expired is lost at every renewal",
-			f.Renew.Seconds(), f.TTL.Seconds())
+	if late := fleet.LatestRenewal(f.Renew, f.Heartbeat); late >= f.TTL {
+		report([]string{"renew_sec", "ttl_sec", "heartbeat_sec"},
+			"renew_sec (%g) is too long for ttl_sec (%g): with its ±%g %% jitter and up to a heartbeat_sec (%g) until the step that renews, "+
+				"a renewal may come %gs after the last, and the lease lapses first; keep %g × renew_sec + heartbeat_sec under ttl_sec",
+			f.Renew.Seconds(), f.TTL.Seconds(), fleet.RenewJitter*100, f.Heartbeat.Seconds(), late.Seconds(), 1+fleet.RenewJitter)
 	}
 }
 

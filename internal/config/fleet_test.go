@@ -164,7 +164,11 @@ func TestFleetProblems(t *testing.T) {
 		{"hold negative", machineID, fleetRedis + "hold_sec = -1\n" + joined(""), "fleet.hold_sec: must be > 0"},
 		{"heartbeat over ttl/2", machineID, fleetRedis + "heartbeat_sec = 8\n" + joined(""), "fleet.heartbeat_sec: heartbeat_sec (8) must be at most half of ttl_sec (15)"},
 		{"ttl under 2 heartbeats", machineID, fleetRedis + "ttl_sec = 5\n" + joined(""), "fleet.ttl_sec: heartbeat_sec (3) must be at most half of ttl_sec (5)"},
-		{"renew at ttl", machineID, fleetRedis + "renew_sec = 15\n" + joined(""), "fleet.renew_sec: renew_sec (15) must be under ttl_sec (15)"},
+		{"renew at ttl", machineID, fleetRedis + "renew_sec = 15\n" + joined(""), "fleet.renew_sec: renew_sec (15) is too long for ttl_sec (15)"},
+		// Under the TTL, but its jitter and the tick take it past: 11 ×
+		// 1.2 + 3 = 16.2 s.
+		{"renew with jitter past ttl", machineID, fleetRedis + "renew_sec = 11\n" + joined(""),
+			"fleet.renew_sec: renew_sec (11) is too long for ttl_sec (15): with its ±20 % jitter and up to a heartbeat_sec (3) until the step that renews, a renewal may come 16.2s after the last"},
 		{"host_id", machineID, fleetRedis + "host_id = \"web 1\"\n" + joined(""), `fleet.host_id: "web 1": want 1 to 64 letters`},
 		{"no machine id", "-", fleetRedis + joined(""), "fleet.host_id: cannot default to the machine id"},
 		{"empty machine id", "\n", fleetRedis + joined(""), "fleet.host_id: cannot default to the machine id"},
@@ -182,8 +186,8 @@ func TestFleetProblems(t *testing.T) {
 			"pools.email.fleet.ttl_sec: heartbeat_sec (3) must be at most half of ttl_sec (4)"},
 		{"pool heartbeat", machineID, fleetRedis + joined("heartbeat_sec = 10\n"), "pools.email.fleet.heartbeat_sec: heartbeat_sec (10) must be at most half"},
 		{"pool ttl under [fleet]'s renew", machineID, fleetRedis + "ttl_sec = 30\nrenew_sec = 10\n" + joined("ttl_sec = 9\n"),
-			"pools.email.fleet.ttl_sec: renew_sec (10) must be under ttl_sec (9)"},
-		{"pool renew", machineID, fleetRedis + joined("renew_sec = 20\n"), "pools.email.fleet.renew_sec: renew_sec (20) must be under ttl_sec (15)"},
+			"pools.email.fleet.ttl_sec: renew_sec (10) is too long for ttl_sec (9)"},
+		{"pool renew", machineID, fleetRedis + joined("renew_sec = 20\n"), "pools.email.fleet.renew_sec: renew_sec (20) is too long for ttl_sec (15)"},
 
 		{"cpu target", machineID, withRule("target_cpu_utilisation = 0.7\n"), "pools.email.target_cpu_utilisation: not in a pool that joins a fleet: worker CPU is not coordinated across hosts"},
 		{"host signal", machineID, withRule(rule("scale_up", "host_cpu < 0.5 && pending > 0")), "pools.email.scale_up[0].when: reads host_cpu, a signal of this host"},

@@ -11,7 +11,7 @@ var fleetTimingDocs = []KeyDoc{
 	{Name: "heartbeat_sec", Type: "seconds", Default: "3", Limits: "`> 0`; at most `ttl_sec` / 2",
 		Doc: "The coordination tick: how often every host writes its heartbeat (capacity, live, starting and draining workers) " +
 			"and the leader decides and writes the plan. A host silent for about 3 heartbeats is gone and its share moves to the others."},
-	{Name: "renew_sec", Type: "seconds", Default: "`ttl_sec` / 3", Limits: "`> 0`; under `ttl_sec`",
+	{Name: "renew_sec", Type: "seconds", Default: "`ttl_sec` / 3", Limits: "`> 0`; 1.2 × `renew_sec` + `heartbeat_sec` under `ttl_sec` (its jitter, and the step that renews)",
 		Doc: "How often the leader renews its lease (with jitter), so that two renewals can fail before it expires."},
 	{Name: "hold_sec", Type: "seconds", Default: "2 × `ttl_sec`", Limits: "`> 0`",
 		Doc: "How long a host holds its last target once the plan is stale (older than `ttl_sec`: the store unreachable, no leader) before it falls back " +

@@ -57,6 +57,10 @@ func (b *fakeBackend) Roll(pools []string, reason string) ([]string, error) {
 	return []string{"pool email: rollout requested"}, nil
 }
 
+func (b *fakeBackend) Status(_ context.Context, pool string) ([]api.View, error) {
+	return b.Views(pool)
+}
+
 func (b *fakeBackend) Reload(ctx context.Context) (api.ReloadResponse, error) {
 	if b.reload != nil {
 		return b.reload(ctx)

@@ -27,6 +27,10 @@ type Backend interface {
 	// Views returns the pools' snapshots, sorted by name: all of them for
 	// pool "", else the one (ErrNoPool if it is not configured).
 	Views(pool string) ([]api.View, error)
+	// Status is Views completed with what status shows beyond the
+	// snapshots (a fleet follower's view of the other hosts, read from
+	// the fleet's store), within ctx.
+	Status(ctx context.Context, pool string) ([]api.View, error)
 	Explain(pool string, last int) ([]api.Explanation, error)
 	// SetOverride pauses, pins or resumes a pool (api.ErrOverride
 	// for a refused one).
@@ -150,7 +154,7 @@ func checkChange(req api.ChangeRequest) error {
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
-	vs, err := s.Backend.Views(r.URL.Query().Get("pool"))
+	vs, err := s.Backend.Status(r.Context(), r.URL.Query().Get("pool"))
 	if err != nil {
 		writeBackendError(w, err)
 		return

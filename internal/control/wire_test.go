@@ -1,6 +1,7 @@
 package control
 
 import (
+	"context"
 	"flag"
 	"net/http/httptest"
 	"os"
@@ -29,6 +30,10 @@ func wireExplanation() api.Explanation {
 		},
 		HeldBy: "rate",
 	}
+}
+
+func (b *wireBackend) Status(_ context.Context, pool string) ([]api.View, error) {
+	return b.Views(pool)
 }
 
 func (b *wireBackend) Views(pool string) ([]api.View, error) {

@@ -3,11 +3,14 @@ package controller
 import (
 	"context"
 	"maps"
+	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	fleetmode "github.com/flexiq/flexiq-scaled/internal/fleet"
 	"github.com/flexiq/flexiq-scaled/internal/fleet/coord"
@@ -170,6 +173,39 @@ func TestFleetPoolsApplyOneDecision(t *testing.T) {
 	}
 	if fv := other.pool.View().Fleet; fv == nil || fv.IsLeader || fv.Leader != leader.cfg.Fleet.HostID || fv.Phase != "fresh" {
 		t.Fatalf("the follower's status: %+v", fv)
+	}
+	// The follower's snapshot knows the leader's share, not its counts;
+	// status completes them from the members, and leaves the snapshot be.
+	// (The counts are the last heartbeats': a tick or two behind.)
+	want := []api.FleetHost{{ID: "host-a", Share: 10, Live: 10, Capacity: 12}, {ID: "host-b", Share: 10, Live: 10, Capacity: 12}}
+	var ov, full api.View
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		ov = other.pool.View()
+		full = other.pool.WithFleetMembers(context.Background(), ov)
+		if slices.Equal(full.Fleet.Hosts, want) && full.Fleet.MembersError == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the follower's status with the members: %+v (%q), want %+v", full.Fleet.Hosts, full.Fleet.MembersError, want)
+		}
+		for _, h := range hosts {
+			h.tick(time.Second)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if i := slices.IndexFunc(ov.Fleet.Hosts, func(h api.FleetHost) bool { return h.ID == leader.cfg.Fleet.HostID }); i < 0 || ov.Fleet.Hosts[i].Live != -1 {
+		t.Errorf("the follower's snapshot was written into: %+v", ov.Fleet.Hosts)
+	}
+	// A store that did not answer the last tick is not asked again.
+	down := *ov.Fleet
+	down.Reachable = false
+	dv := ov
+	dv.Fleet = &down
+	if got := other.pool.WithFleetMembers(context.Background(), dv).Fleet; !strings.Contains(got.MembersError, "did not answer") || slices.Equal(got.Hosts, want) {
+		t.Errorf("the follower's status with the store down: %+v (%q)", got.Hosts, got.MembersError)
+	}
+	if lv := leader.pool.View(); !reflect.DeepEqual(leader.pool.WithFleetMembers(context.Background(), lv), lv) {
+		t.Errorf("the leader's status was completed: it knows the members already")
 	}
 	// Above one host's capacity: 300 pending is 30, capped at 12 + 12.
 	for _, h := range hosts {

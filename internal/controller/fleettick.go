@@ -192,56 +192,6 @@ func (p *Pool) fleetSummary() string {
 	return out
 }
 
-// fleetView is status's fleet section; nil for a pool not in a fleet.
-func (p *Pool) fleetView() *api.FleetView {
-	if p.fl == nil {
-		return nil
-	}
-	s := p.fl.c.Snapshot()
-	v := &api.FleetView{
-		Store: storeKind(p.fl.store), HostID: p.fl.cfg.HostID,
-		Leader: coord.HostOf(s.Lease.Holder), IsLeader: s.Leader, Epoch: s.Lease.Epoch,
-		PlanEpoch: s.Plan.Epoch, Target: s.Plan.Target,
-		Share: s.Target, Phase: string(s.Apply.Phase),
-		Reachable: s.Reachable, CallsPerTick: s.Calls.Sum(),
-	}
-	if s.Plan.Epoch != 0 {
-		age := s.Apply.Age.Seconds()
-		v.PlanAgeSec = &age
-	}
-	switch {
-	case s.StoreErr != nil:
-		v.Error = s.StoreErr.Error()
-	case s.SourceErr != nil:
-		v.Error = s.SourceErr.Error()
-	}
-	members := map[string]fleetmode.Member{}
-	for _, m := range s.Members {
-		members[m.ID] = m
-	}
-	ids := make([]string, 0, len(s.Plan.Shares))
-	for id := range s.Plan.Shares {
-		ids = append(ids, id)
-	}
-	for id := range members {
-		if _, ok := s.Plan.Shares[id]; !ok {
-			ids = append(ids, id)
-		}
-	}
-	sort.Strings(ids)
-	self := p.fl.member()
-	for _, id := range ids {
-		h := api.FleetHost{ID: id, Share: s.Plan.Shares[id], Live: -1, Capacity: -1}
-		if m, ok := members[id]; ok {
-			h.Live, h.Capacity = m.Live, m.Capacity
-		} else if id == p.fl.cfg.HostID {
-			h.Live, h.Capacity = self.Live, self.Capacity
-		}
-		v.Hosts = append(v.Hosts, h)
-	}
-	return v
-}
-
 // leaveFleet hands this host's share to the other hosts before a stop
 // drains its workers, so that the fleet does not run short meanwhile: the
 // heartbeat says capacity 0, the leader's next split moves the share away

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
 	ctlsock "github.com/flexiq/flexiq-scaled/internal/control"
@@ -88,18 +90,72 @@ func (d *daemon) pool(name string) (*controller.Pool, error) {
 
 // Views implements control.Backend.
 func (d *daemon) Views(name string) ([]api.View, error) {
+	ps, err := d.poolsNamed(name)
+	if err != nil {
+		return nil, err
+	}
+	return views(ps), nil
+}
+
+// Status implements control.Backend.
+func (d *daemon) Status(ctx context.Context, name string) ([]api.View, error) {
+	ps, err := d.poolsNamed(name)
+	if err != nil {
+		return nil, err
+	}
+	vs := views(ps)
+	withFleetMembers(ctx, ps, vs)
+	return vs, nil
+}
+
+// views are the pools' snapshots.
+func views(ps []*controller.Pool) []api.View {
+	vs := make([]api.View, len(ps))
+	for i, p := range ps {
+		vs[i] = p.View()
+	}
+	return vs
+}
+
+// poolsNamed is the pool called name, or every pool for "".
+func (d *daemon) poolsNamed(name string) ([]*controller.Pool, error) {
+	var ps []*controller.Pool
 	if name != "" {
 		p, err := d.pool(name)
 		if err != nil {
 			return nil, err
 		}
-		return []api.View{p.View()}, nil
+		ps = append(ps, p)
+	} else {
+		for _, rp := range d.snapshot() {
+			ps = append(ps, rp.pool)
+		}
 	}
-	vs := []api.View{}
-	for _, rp := range d.snapshot() {
-		vs = append(vs, rp.pool.View())
+	return ps, nil
+}
+
+// fleetMembersTimeout bounds the store reads that complete the fleet pools'
+// views on a follower: a store that does not answer leaves the other
+// hosts' counts unknown, and status is not held up.
+const fleetMembersTimeout = 500 * time.Millisecond
+
+// withFleetMembers completes, all at once, the views of the fleet pools
+// this host follows with the other hosts' live counts and capacities.
+func withFleetMembers(ctx context.Context, ps []*controller.Pool, vs []api.View) {
+	ctx, cancel := context.WithTimeout(ctx, fleetMembersTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		if f := vs[i].Fleet; f == nil || f.IsLeader {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			vs[i] = p.WithFleetMembers(ctx, vs[i])
+		}()
 	}
-	return vs, nil
+	wg.Wait()
 }
 
 // Explain implements control.Backend.

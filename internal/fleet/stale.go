@@ -58,6 +58,18 @@ const (
 // DefaultTTL is the lease's TTL when the configuration gives none.
 const DefaultTTL = 15 * time.Second
 
+// RenewJitter spreads each renewal of the lease by ±RenewJitter × the
+// renewal interval, so that the hosts' calls do not march in step.
+const RenewJitter = 0.2
+
+// LatestRenewal is how long after its last renewal a leader renews its
+// lease at the latest: the renewal interval stretched by its jitter, and
+// the coordination tick (the heartbeat) that notices it is due. A lease
+// whose TTL is not longer lapses between renewals.
+func LatestRenewal(renew, heartbeat time.Duration) time.Duration {
+	return time.Duration(float64(renew)*(1+RenewJitter)) + heartbeat
+}
+
 // StaleParams are the knobs of the view.
 type StaleParams struct {
 	TTL  time.Duration // the lease's; DefaultTTL when <= 0

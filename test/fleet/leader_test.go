@@ -3,10 +3,12 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/test/sandbox"
 )
@@ -68,8 +70,19 @@ func (c *cluster) burst(t *testing.T) {
 		}
 		rd, _ := c.rec.last(p.name)
 		for _, h := range c.hosts {
-			if f := rd.Hosts[h.name][p.name].Fleet; f == nil || f.Target != want || f.Share != s.Shares[h.id] {
+			f := rd.Hosts[h.name][p.name].Fleet
+			if f == nil || f.Target != want || f.Share != s.Shares[h.id] {
 				t.Errorf("%s on %s: status fleet %+v, want target %d and share %d", p.name, h.name, f, want, s.Shares[h.id])
+				continue
+			}
+			// Leader or follower, status shows every host's share,
+			// capacity and live count (a follower reads them when asked).
+			for _, o := range c.hosts {
+				i := slices.IndexFunc(f.Hosts, func(fh api.FleetHost) bool { return fh.ID == o.id })
+				if i < 0 || f.Hosts[i].Capacity != o.capacity || f.Hosts[i].Live < 0 || f.Hosts[i].Share != s.Shares[o.id] {
+					t.Errorf("%s on %s (leader %v): status's hosts %+v (%q), want %s with share %d, capacity %d and a live count",
+						p.name, h.name, f.IsLeader, f.Hosts, f.MembersError, o.name, s.Shares[o.id], o.capacity)
+				}
 			}
 		}
 		c.figure(t, p.name, "steady_error", "worst", worst, "target", want, "rounds", rounds, "shares", c.sharesByName(s.Shares))

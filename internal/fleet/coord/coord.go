@@ -28,7 +28,7 @@ type Config struct {
 	Interval time.Duration
 	TTL      time.Duration // the lease's (fleet.DefaultTTL when <= 0)
 	Renew    time.Duration // between Acquires (TTL/3 when <= 0)
-	// Jitter spreads each renewal by ±Jitter×Renew (0.2 when <= 0; at
+	// Jitter spreads each renewal by ±Jitter×Renew (fleet.RenewJitter when <= 0; at
 	// most 0.5), so that the hosts' Acquires do not march in step.
 	Jitter float64
 	// Hold is how long a stale plan is held after the TTL (2 TTLs when
@@ -71,7 +71,7 @@ func (c Config) withDefaults() Config {
 		c.Renew = c.TTL / 3
 	}
 	if c.Jitter <= 0 {
-		c.Jitter = 0.2
+		c.Jitter = fleet.RenewJitter
 	}
 	c.Jitter = min(c.Jitter, 0.5)
 	if c.Hold <= 0 {
