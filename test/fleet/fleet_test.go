@@ -14,13 +14,16 @@ import (
 // Bounds of the "within X" checks: the behaviour's own bound plus a
 // generous margin for a loaded machine (two cores shared with other
 // suites). The measured times are FIGURE lines; these only catch a fleet
-// that never gets there.
+// that never gets there. A new leader is held to the bound, TTL +
+// a tick, with leaderSlack for the sampling (0.2 s) and the machine:
+// measured 3.8 s to 6.1 s against 7 s.
 const (
-	tick       = heartbeat * time.Second
-	ttlD       = ttl * time.Second
-	goneAfter  = 3 * tick // fleet.GoneBeats heartbeats
-	margin     = 8 * time.Second
-	settleWait = 45 * time.Second
+	tick        = heartbeat * time.Second
+	ttlD        = ttl * time.Second
+	goneAfter   = 3 * tick // fleet.GoneBeats heartbeats
+	margin      = 8 * time.Second
+	leaderSlack = 3 * time.Second
+	settleWait  = 45 * time.Second
 )
 
 // TestFleet boots the fleet once and runs the scenarios in order,

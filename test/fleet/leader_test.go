@@ -146,11 +146,11 @@ type takeover struct {
 }
 
 // takeovers waits, for each pool led by l, for another host to take the
-// lease at a later epoch, within the TTL and a tick (and the margin) of
+// lease at a later epoch, within the TTL and a tick (and leaderSlack) of
 // what happened to l at from.
 func (c *cluster) takeovers(t *testing.T, l *host, led []string, old map[string]uint64, from time.Time, what string) map[string]takeover {
 	t.Helper()
-	bound := ttlD + tick + margin
+	bound := ttlD + tick + leaderSlack
 	got := map[string]takeover{}
 	for _, pool := range led {
 		at, who, ok := c.newLeader(pool, old[pool], l, from, bound)
@@ -210,7 +210,7 @@ func (c *cluster) leaderKill(t *testing.T) {
 		// in a new term). A plan of the old epoch can still land in the
 		// milliseconds the kill takes.
 		for _, pool := range led {
-			bound := ttlD + tick + margin
+			bound := ttlD + tick + leaderSlack
 			var s stamped
 			ok, _ := sandbox.Eventually(bound, func() (bool, string) {
 				for _, s = range c.rec.storeSince(pool, from) {
