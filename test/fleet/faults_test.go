@@ -20,11 +20,7 @@ import (
 // (0: any).
 func (c *cluster) follower(t *testing.T, cap int) *host {
 	t.Helper()
-	leads := map[*host]bool{}
-	for _, p := range pools {
-		l, _ := c.leaderOf(p.name)
-		leads[l] = true
-	}
+	leads := c.leaders()
 	var pick *host
 	for _, h := range c.live() {
 		if !leads[h] && (pick == nil || (cap != 0 && h.capacity == cap)) {
@@ -35,6 +31,16 @@ func (c *cluster) follower(t *testing.T, cap int) *host {
 		t.Fatal("every live host leads a pool")
 	}
 	return pick
+}
+
+// leaders are the hosts that lead a pool.
+func (c *cluster) leaders() map[*host]bool {
+	leads := map[*host]bool{}
+	for _, p := range pools {
+		l, _ := c.leaderOf(p.name)
+		leads[l] = true
+	}
+	return leads
 }
 
 // partition cuts a follower off the net for 3 TTLs: it holds what it runs
@@ -138,11 +144,7 @@ func (c *cluster) slowLink(t *testing.T) {
 	// would show little.
 	rd, _ := c.rec.last(pools[0].name)
 	units := func(h *host) int { return rd.Hosts[h.name][pools[0].name].Units }
-	leads := map[*host]bool{}
-	for _, p := range pools {
-		l, _ := c.leaderOf(p.name)
-		leads[l] = true
-	}
+	leads := c.leaders()
 	n := c.follower(t, 0)
 	for _, h := range c.live() {
 		if !leads[h] && units(h) > units(n) {

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/sys/unix"
 
 	"github.com/flexiq/flexiq-scaled/internal/fleet/coord"
 	"github.com/flexiq/flexiq-scaled/internal/fleet/redisstore"
@@ -31,35 +28,15 @@ import (
 // address on the fleet's bridge, so the test's connections are dialled
 // from inside the server sandbox's network namespace (nsDialer).
 
-// nsDialer dials from inside the network namespace of pid: a goroutine
-// locked to its own thread enters the namespace and dials; the socket
-// stays in that namespace for its life, wherever it is used. The thread is
-// never unlocked, so the runtime ends it with the goroutine rather than
-// hand a thread in another namespace to other goroutines.
+// nsDialer dials from inside the network namespace of pid
+// (sandbox.InNetns): the socket stays there, wherever it is used.
 func nsDialer(pid int) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		type result struct {
-			c   net.Conn
-			err error
-		}
-		ch := make(chan result, 1)
-		go func() {
-			runtime.LockOSThread()
-			f, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
-			if err != nil {
-				ch <- result{err: err}
-				return
-			}
-			defer f.Close()
-			if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-				ch <- result{err: fmt.Errorf("setns into the network namespace of %d: %w", pid, err)}
-				return
-			}
-			c, err := (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, network, addr)
-			ch <- result{c, err}
-		}()
-		r := <-ch
-		return r.c, r.err
+	return func(ctx context.Context, network, addr string) (c net.Conn, err error) {
+		err = sandbox.InNetns(pid, func() (err error) {
+			c, err = (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, network, addr)
+			return err
+		})
+		return c, err
 	}
 }
 

@@ -81,7 +81,7 @@ func (s *Sandbox) startQueueDelay(ctx context.Context, d time.Duration) (*linkDe
 		return nil, fmt.Errorf("%w: iptables (Debian package iptables) is missing: %v", errNoQueue, err)
 	}
 	var fd int
-	err := inNetns(s.PID, func() (err error) {
+	err := InNetns(s.PID, func() (err error) {
 		fd, err = unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
 		return err
 	})
@@ -125,10 +125,12 @@ func (s *Sandbox) iptables(ctx context.Context, op string, rule ...string) error
 	return run(ctx, argv...)
 }
 
-// inNetns runs f on a thread in pid's network namespace. The thread is
-// never handed back to Go's scheduler: it exits with the goroutine.
-// Sockets f makes stay in that namespace.
-func inNetns(pid int, f func() error) error {
+// InNetns runs f on a thread in the network namespace of pid (a
+// sandbox's PID: the host has no address on the sandboxes' net). Sockets
+// f makes stay in that namespace for their life, wherever they are used.
+// The thread is never unlocked, so the runtime ends it with the goroutine
+// rather than hand a thread in another namespace to other goroutines.
+func InNetns(pid int, f func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -139,7 +141,7 @@ func inNetns(pid int, f func() error) error {
 		}
 		defer ns.Close()
 		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns: %w", err)
+			errc <- fmt.Errorf("setns into the network namespace of %d: %w", pid, err)
 			return
 		}
 		errc <- f()
