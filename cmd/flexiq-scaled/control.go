@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,9 +32,9 @@ type controlFlags struct {
 
 func addControlFlags(fs *flag.FlagSet) controlFlags {
 	return controlFlags{
-		socket:     fs.String("socket", "", "the daemon's control `SOCKET` (default: control.sock in the runtime directory)"),
+		socket:     fs.String("socket", "", "the daemon's control `SOCKET` (default: root.sock, which answers root alone, else control.sock, in the runtime directory)"),
 		user:       fs.Bool("user", false, "the daemon runs under the user's service manager (run --user)"),
-		runtimeDir: fs.String("runtime-dir", "", "the daemon's runtime `DIR`, which holds control.sock (default: $RUNTIME_DIRECTORY, else /run/flexiq-scaled, or $XDG_RUNTIME_DIR/flexiq-scaled with --user)"),
+		runtimeDir: fs.String("runtime-dir", "", "the daemon's runtime `DIR`, which holds root.sock and control.sock (default: $RUNTIME_DIRECTORY, else /run/flexiq-scaled, or $XDG_RUNTIME_DIR/flexiq-scaled with --user)"),
 		pid: fs.Int("pid", 0, "ignored, kept for older unit files (ExecReload=... --pid $MAINPID); "+
 			"used only to send SIGHUP to a daemon that predates reload over the socket, until the package upgrade restarts it"),
 		timeout: fs.Duration("timeout", control.ReloadTimeout, "how long to wait for the daemon's verdict"),
@@ -44,15 +43,13 @@ func addControlFlags(fs *flag.FlagSet) controlFlags {
 
 // client is the control socket's client for the daemon these flags name.
 func (f controlFlags) client() *control.Client {
-	path := *f.socket
-	if path == "" {
-		dir := *f.runtimeDir
-		if dir == "" {
-			dir = daemon.RuntimeDir(*f.user)
-		}
-		path = filepath.Join(dir, control.SocketName)
+	dir := *f.runtimeDir
+	if dir == "" {
+		dir = daemon.RuntimeDir(*f.user)
 	}
-	return &control.Client{Socket: path, Timeout: *f.timeout}
+	c := socketClient(*f.socket, dir)
+	c.Timeout = *f.timeout
+	return c
 }
 
 // report prints a verdict: what changed on stdout, the problems on stderr.

@@ -32,17 +32,24 @@ type socketFlags struct {
 
 func addSocketFlags(fs *flag.FlagSet) socketFlags {
 	return socketFlags{
-		socket: fs.String("socket", "", "the daemon's control `SOCKET` (default: control.sock in /run/flexiq-scaled, or $XDG_RUNTIME_DIR/flexiq-scaled with --user)"),
+		socket: fs.String("socket", "", "the daemon's control `SOCKET` (default: root.sock, which answers root alone, else control.sock, in /run/flexiq-scaled, or $XDG_RUNTIME_DIR/flexiq-scaled with --user)"),
 		user:   fs.Bool("user", false, "the daemon runs under the user's service manager (run --user)"),
 	}
 }
 
 func (f socketFlags) client() *control.Client {
-	path := *f.socket
-	if path == "" {
-		path = filepath.Join(daemon.RuntimeDir(*f.user), control.SocketName)
+	return socketClient(*f.socket, daemon.RuntimeDir(*f.user))
+}
+
+// socketClient is the client for the socket the flags name, or else for
+// the daemon's sockets in its runtime directory dir: root.sock first, which
+// answers root (or a --user daemon's user) whatever other users do to
+// control.sock, then control.sock.
+func socketClient(socket, dir string) *control.Client {
+	if socket != "" {
+		return &control.Client{Socket: socket}
 	}
-	return &control.Client{Socket: path}
+	return &control.Client{Socket: filepath.Join(dir, control.SocketName), Root: filepath.Join(dir, control.RootSocketName)}
 }
 
 // parseArgs parses flags and positional arguments in any order, as

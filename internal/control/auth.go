@@ -1,7 +1,7 @@
 // Package control is the daemon's control interface: JSON over HTTP on a
-// Unix socket (/run/flexiq-scaled/control.sock), which `flexiq-scaled
-// status`, `explain`, `pause`, `resume`, `pin`, `unpin` and `roll` speak,
-// and so can `curl --unix-socket`. Every connection is judged by its peer's
+// Unix socket (/run/flexiq-scaled/control.sock, and root.sock for root
+// alone), which `flexiq-scaled status`, `explain`, `pause`, `resume`, `pin`,
+// `unpin` and `roll` speak, and so can `curl --unix-socket`. Every connection is judged by its peer's
 // credentials and groups as the kernel recorded them at connect(2)
 // (SO_PEERCRED, SO_PEERGROUPS), never by anything the client says, and a
 // peer in neither group is closed before a byte of its request is read
@@ -78,6 +78,15 @@ func (a Authorizer) Admit(p Peer) error {
 		return fmt.Errorf("permission denied: reading the daemon's state needs root or membership of group %s, changing a pool membership of group %s (uid %d is in neither)", ReadGroup, AdminGroup, p.UID)
 	}
 	return nil
+}
+
+// AdmitOwner refuses every peer but root and the owner: the root control
+// socket's sockguard.Config.Admit.
+func (a Authorizer) AdmitOwner(p Peer) error {
+	if p.UID == 0 || p.UID == a.Owner {
+		return nil
+	}
+	return fmt.Errorf("permission denied: %s is root's (uid %d is not); use %s", RootSocketName, p.UID, SocketName)
 }
 
 func lookupGroupID(name string) (uint32, error) {

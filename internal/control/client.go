@@ -45,7 +45,11 @@ func Denied(err error) bool {
 
 // Client speaks to the daemon's control socket.
 type Client struct {
-	Socket  string
+	Socket string
+	// Root, when set, is tried first: the root control socket
+	// (RootSocketName), which only the daemon's owner may connect to.
+	// Anyone else, or a daemon without one, is answered on Socket.
+	Root    string
 	Timeout time.Duration // per request; 10 s if zero
 }
 
@@ -58,6 +62,12 @@ func (c *Client) http() *http.Client {
 		Timeout: timeout,
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				if c.Root != "" {
+					conn, err := dial(ctx, c.Root)
+					if !fallBack(err) {
+						return conn, err
+					}
+				}
 				return dial(ctx, c.Socket)
 			},
 			DisableKeepAlives: true,
@@ -172,6 +182,13 @@ func dial(ctx context.Context, path string) (net.Conn, error) {
 		}
 		wait = min(2*wait, 200*time.Millisecond)
 	}
+}
+
+// fallBack says whether a failed dial of the root control socket should
+// try the control socket: the caller may not connect to it (EACCES), or
+// the daemon has none (an older one, or it could not open it).
+func fallBack(err error) bool {
+	return errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // selfDenied is the daemon's refusal of this process, said here: nil for

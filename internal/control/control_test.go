@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http/httptest"
 	"os"
 	"os/user"
@@ -283,4 +284,97 @@ func TestGroupsOnlyFromKernel(t *testing.T) {
 		return
 	}
 	t.Skip("no group in /etc/group lists a member whose primary group it is not")
+}
+
+// rootBackend answers as fakeBackend, but its pool is "root", so that a
+// test can tell which socket answered.
+type rootBackend struct{ fakeBackend }
+
+func (b *rootBackend) Status(ctx context.Context, pool string) ([]api.View, error) {
+	vs, err := b.fakeBackend.Status(ctx, pool)
+	for i := range vs {
+		vs[i].Pool = "root"
+	}
+	return vs, err
+}
+
+// TestRootSocket: the client asks root.sock first, which is mode 0600, and
+// control.sock when root.sock is not there or nothing listens on it (a
+// daemon older than root.sock, or one killed). That a user other than the
+// owner is refused by the file's mode and answered on control.sock is
+// test/faults' TestSocketFlood (it needs another user).
+func TestRootSocket(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("the daemon's owner is root here; this test serves both sockets as the daemon would")
+	}
+	dir := t.TempDir()
+	ctl, root := filepath.Join(dir, SocketName), filepath.Join(dir, RootSocketName)
+	c := &Client{Socket: ctl, Root: root, Timeout: 5 * time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	serve := func(listen func(string) (net.Listener, error), serve func(*Server) func(context.Context, net.Listener) error, b Backend, path string) (net.Listener, chan error) {
+		l, err := listen(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- serve(&Server{Backend: b, Auth: testAuth})(ctx, l) }()
+		return l, done
+	}
+	answeredBy := func() string {
+		t.Helper()
+		resp, err := c.Status("")
+		if err != nil {
+			t.Fatalf("status: %v", err)
+		}
+		if len(resp.Pools) != 1 {
+			t.Fatalf("status: %+v", resp)
+		}
+		return resp.Pools[0].Pool
+	}
+	serve(Listen, func(s *Server) func(context.Context, net.Listener) error { return s.Serve }, &fakeBackend{}, ctl)
+	if got := answeredBy(); got != "email" {
+		t.Errorf("no root.sock: answered by %q, want control.sock", got)
+	}
+	rl, _ := serve(ListenRoot, func(s *Server) func(context.Context, net.Listener) error { return s.ServeRoot }, &rootBackend{}, root)
+	if fi, err := os.Stat(root); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("root.sock's mode: %v %v, want 0600", fi.Mode(), err)
+	}
+	if got := answeredBy(); got != "root" {
+		t.Errorf("with root.sock: answered by %q, want root.sock", got)
+	}
+	// A killed daemon's root.sock stays behind, refusing connections.
+	rl.(*net.UnixListener).SetUnlinkOnClose(false)
+	rl.Close()
+	if _, err := os.Stat(root); err != nil {
+		t.Fatalf("the stale root.sock: %v", err)
+	}
+	if got := answeredBy(); got != "email" {
+		t.Errorf("stale root.sock: answered by %q, want control.sock", got)
+	}
+}
+
+// Only root and the owner pass the root control socket's guard, whatever
+// their groups.
+func TestAdmitOwner(t *testing.T) {
+	a := Authorizer{Owner: 1000, GroupID: testAuth.GroupID}
+	admin, _ := testAuth.GroupID(AdminGroup)
+	for _, tc := range []struct {
+		name string
+		p    Peer
+		ok   bool
+	}{
+		{"root", Peer{UID: 0}, true},
+		{"owner", Peer{UID: 1000, GID: 1000}, true},
+		{"an admin", Peer{UID: 1001, GID: 1001, Groups: []uint32{admin}}, false},
+		{"nobody", Peer{UID: 65534, GID: 65534}, false},
+	} {
+		err := a.AdmitOwner(tc.p)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: %v, want admitted=%v", tc.name, err, tc.ok)
+		}
+		if err != nil && (!strings.Contains(err.Error(), "permission denied") || !strings.Contains(err.Error(), SocketName)) {
+			t.Errorf("%s: %q does not say what to use instead", tc.name, err)
+		}
+	}
 }

@@ -19,6 +19,16 @@ import (
 // SocketName is the control socket's name in the daemon's runtime directory.
 const SocketName = "control.sock"
 
+// RootSocketName is the root control socket's: the same API as SocketName,
+// for the daemon's owner alone (mode 0600), with a listen queue and an
+// accept loop of its own. Every local user may connect to control.sock
+// (its mode is 0666, and peers are judged at accept), so a flood of
+// refused connections fills its queue, and root's request would wait
+// behind them; on root.sock it waits for nobody. systemd keeps
+// /run/systemd/private beside the bus for its own root commands for the
+// same reason.
+const RootSocketName = "root.sock"
+
 // ErrNoPool is returned by a Backend for a pool that is not configured.
 var ErrNoPool = errors.New("no such pool")
 
@@ -330,18 +340,44 @@ func Listen(path string) (net.Listener, error) {
 	return l, nil
 }
 
+// ListenRoot opens the root control socket at path (RootSocketName), mode
+// 0600: the kernel refuses every other user's connect(2), so none of them
+// reaches its queue.
+func ListenRoot(path string) (net.Listener, error) {
+	l, err := sockguard.Listen(path, 0o600, -1)
+	if err != nil {
+		return nil, fmt.Errorf("root control socket: %w", err)
+	}
+	return l, nil
+}
+
 // Guard is how the socket is served: peers that may do nothing are refused
 // at accept, and every peer's connections are capped (s.Limits).
 func (s *Server) Guard() sockguard.Config {
+	return s.guard("control socket", s.Auth.Admit)
+}
+
+// RootGuard is how the root control socket is served: as Guard, but only
+// the owner is admitted (should the file's mode ever be widened).
+func (s *Server) RootGuard() sockguard.Config {
+	return s.guard("root control socket", s.Auth.AdmitOwner)
+}
+
+func (s *Server) guard(name string, admit func(Peer) error) sockguard.Config {
 	lim := s.Limits
 	if lim == (sockguard.Limits{}) {
 		lim = sockguard.DefaultLimits
 	}
-	return sockguard.Config{Name: "control socket", Limits: lim, Admit: s.Auth.Admit, Logf: s.Logf}
+	return sockguard.Config{Name: name, Limits: lim, Admit: admit, Logf: s.Logf}
 }
 
 // Serve serves the API on l until ctx ends, then closes it (waiting at most
 // a few seconds for requests under way).
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	return s.Guard().Serve(ctx, l, s.Handler())
+}
+
+// ServeRoot serves the API on the root control socket l until ctx ends.
+func (s *Server) ServeRoot(ctx context.Context, l net.Listener) error {
+	return s.RootGuard().Serve(ctx, l, s.Handler())
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -57,22 +58,32 @@ func StateDir(user bool) string {
 	return serviceDir("STATE_DIRECTORY", user, "XDG_STATE_HOME", filepath.Join(home, ".local", "state"), "/var/lib")
 }
 
-// serveControl opens the control socket and serves it until ctx ends. A
-// socket that cannot be opened costs the operator's commands, not the
-// scaling: a warning.
+// serveControl opens the control sockets and serves them until ctx ends:
+// control.sock for every user the groups admit, root.sock for root alone
+// (so that no flood on the first can delay root's commands). A socket that
+// cannot be opened costs the operator's commands, not the scaling: a
+// warning.
 func (d *daemon) serveControl(ctx context.Context) {
-	path := filepath.Join(d.opts.RuntimeDir, ctlsock.SocketName)
-	l, err := ctlsock.Listen(path)
-	if err != nil {
-		d.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "%v: flexiq-scaled status, explain, pause and pin will not work", err)
-		return
-	}
 	srv := &ctlsock.Server{Backend: d, Auth: ctlsock.Authorizer{Owner: uint32(os.Geteuid())}, Logf: func(format string, args ...any) {
 		d.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, format, args...)
 	}}
+	d.serveSocket(ctx, ctlsock.SocketName, ctlsock.Listen, srv.Serve,
+		"flexiq-scaled status, explain, pause and pin will not work for the groups")
+	d.serveSocket(ctx, ctlsock.RootSocketName, ctlsock.ListenRoot, srv.ServeRoot,
+		"root's commands use control.sock")
+}
+
+func (d *daemon) serveSocket(ctx context.Context, name string, listen func(string) (net.Listener, error),
+	serve func(context.Context, net.Listener) error, without string) {
+	path := filepath.Join(d.opts.RuntimeDir, name)
+	l, err := listen(path)
+	if err != nil {
+		d.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "%v: %s", err, without)
+		return
+	}
 	go func() {
-		if err := srv.Serve(ctx, l); err != nil {
-			d.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "control socket %s: %v", path, err)
+		if err := serve(ctx, l); err != nil {
+			d.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "%s %s: %v", name, path, err)
 		}
 		os.Remove(path)
 	}()
