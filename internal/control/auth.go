@@ -39,8 +39,9 @@ type Peer = sockguard.Peer
 
 // Authorizer decides a peer's access from its groups.
 type Authorizer struct {
-	// GroupID looks a group up by name; nil is NSS (os/user). Only the
-	// groups' ids come from NSS: who is a member comes from the kernel.
+	// GroupID looks a group up by name; nil is NSS (os/user), cached
+	// while /etc/group is unchanged. Only the groups' ids come from NSS:
+	// who is a member comes from the kernel.
 	GroupID func(name string) (uint32, error)
 	// Owner may do everything, as root may: the daemon's own uid, which
 	// is root's (0, the zero value) but for a daemon of a user's service
@@ -60,7 +61,7 @@ func (a Authorizer) Access(p Peer) Access {
 	}
 	groupID := a.GroupID
 	if groupID == nil {
-		groupID = lookupGroupID
+		groupID = etcGroup.ID
 	}
 	if gid, err := groupID(AdminGroup); err == nil && p.InGroup(gid) {
 		return ChangeAccess
