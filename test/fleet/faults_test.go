@@ -204,8 +204,11 @@ func (c *cluster) slowLink(t *testing.T) {
 		if changes > 0 {
 			t.Errorf("%s: leadership changed %d times with %s's link slow", p.name, changes, n.name)
 		}
-		if most := int(to.Sub(from)/tick) + 1; writes > most {
-			t.Errorf("%s: %d plans written in %.1fs, more than one per tick (%d)", p.name, writes, to.Sub(from).Seconds(), most)
+		// At most one plan a step, and a leader's steps are 0.9 of a tick
+		// apart at least (coord.Run, wake-ups included): a bound on the
+		// ticks alone (13 in 12 s) was what three runs had measured.
+		if most := int(to.Sub(from)/(tick*9/10)) + 1; writes > most {
+			t.Errorf("%s: %d plans written in %.1fs, more than one per 0.9 tick (%d)", p.name, writes, to.Sub(from).Seconds(), most)
 		}
 		// Whatever its calls do, the slow host never runs more than it
 		// did: it starts nothing beyond its last target.
