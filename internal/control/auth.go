@@ -1,11 +1,11 @@
 // Package control is the daemon's control interface: JSON over HTTP on a
 // Unix socket (/run/flexiq-scaled/control.sock, and root.sock for root
 // alone), which `flexiq-scaled status`, `explain`, `pause`, `resume`, `pin`,
-// `unpin` and `roll` speak, and so can `curl --unix-socket`. Every connection is judged by its peer's
-// credentials and groups as the kernel recorded them at connect(2)
-// (SO_PEERCRED, SO_PEERGROUPS), never by anything the client says, and a
-// peer in neither group is closed before a byte of its request is read
-// (package sockguard).
+// `unpin` and `roll` speak, and so can `curl --unix-socket`. Every
+// connection is judged by its peer's credentials and groups as the kernel
+// recorded them at connect(2) (SO_PEERCRED, SO_PEERGROUPS), never by
+// anything the client says, and a peer in neither group is closed before a
+// byte of its request is read (package sockguard).
 package control
 
 import (

@@ -337,8 +337,10 @@ func TestRootSocket(t *testing.T) {
 		t.Errorf("no root.sock: answered by %q, want control.sock", got)
 	}
 	rl, _ := serve(ListenRoot, func(s *Server) func(context.Context, net.Listener) error { return s.ServeRoot }, &rootBackend{}, root)
-	if fi, err := os.Stat(root); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("root.sock's mode: %v %v, want 0600", fi.Mode(), err)
+	if fi, err := os.Stat(root); err != nil {
+		t.Error(err)
+	} else if fi.Mode().Perm() != 0o600 {
+		t.Errorf("root.sock's mode: %v, want 0600", fi.Mode())
 	}
 	if got := answeredBy(); got != "root" {
 		t.Errorf("with root.sock: answered by %q, want root.sock", got)
