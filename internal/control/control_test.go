@@ -312,14 +312,13 @@ func TestRootSocket(t *testing.T) {
 	c := &Client{Socket: ctl, Root: root, Timeout: 5 * time.Second}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	serve := func(listen func(string) (net.Listener, error), serve func(*Server) func(context.Context, net.Listener) error, b Backend, path string) (net.Listener, chan error) {
+	serve := func(listen func(string) (net.Listener, error), serve func(*Server) func(context.Context, net.Listener) error, b Backend, path string) net.Listener {
 		l, err := listen(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		done := make(chan error, 1)
-		go func() { done <- serve(&Server{Backend: b, Auth: testAuth})(ctx, l) }()
-		return l, done
+		go serve(&Server{Backend: b, Auth: testAuth})(ctx, l)
+		return l
 	}
 	answeredBy := func() string {
 		t.Helper()
@@ -336,7 +335,7 @@ func TestRootSocket(t *testing.T) {
 	if got := answeredBy(); got != "email" {
 		t.Errorf("no root.sock: answered by %q, want control.sock", got)
 	}
-	rl, _ := serve(ListenRoot, func(s *Server) func(context.Context, net.Listener) error { return s.ServeRoot }, &rootBackend{}, root)
+	rl := serve(ListenRoot, func(s *Server) func(context.Context, net.Listener) error { return s.ServeRoot }, &rootBackend{}, root)
 	if fi, err := os.Stat(root); err != nil {
 		t.Error(err)
 	} else if fi.Mode().Perm() != 0o600 {
