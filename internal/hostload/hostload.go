@@ -83,18 +83,21 @@ func (r *Reader) Read() Reading {
 // busy is the share of all cores' time between a and b that was not idle.
 // Guest time is already counted in user time by the kernel, so it is left
 // out of the total. Iowait is idle: a CPU waiting for a disk can run a
-// worker. The kernel documents that iowait can decrease (it is accounted per
-// CPU and a task moves between them), so each field's delta counts from zero
-// rather than letting one backwards field void or skew the reading. When no
-// field advanced (no time passed, or a CPU taken offline took its counts
-// with it) there is no reading.
+// worker. When the total did not advance (no time passed, or a CPU taken
+// offline took its counts with it) there is no reading. The kernel
+// documents that iowait alone can decrease (it is accounted per CPU and a
+// task moves between them), so each field's delta counts from zero rather
+// than letting one backwards field void or skew the reading.
 func busy(a, b procfs.CPUStat) (float64, bool) {
+	total := func(s procfs.CPUStat) float64 {
+		return s.User + s.Nice + s.System + s.Idle + s.Iowait + s.IRQ + s.SoftIRQ + s.Steal
+	}
+	if total(b) <= total(a) {
+		return 0, false
+	}
 	d := func(x, y float64) float64 { return max(0, y-x) }
 	idle := d(a.Idle, b.Idle) + d(a.Iowait, b.Iowait)
 	work := d(a.User, b.User) + d(a.Nice, b.Nice) + d(a.System, b.System) +
 		d(a.IRQ, b.IRQ) + d(a.SoftIRQ, b.SoftIRQ) + d(a.Steal, b.Steal)
-	if idle+work <= 0 {
-		return 0, false
-	}
 	return work / (idle + work), true
 }

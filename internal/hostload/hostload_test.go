@@ -23,6 +23,7 @@ func TestBusy(t *testing.T) {
 		{"guest is in user already", procfs.CPUStat{User: 200, System: 50, Idle: 800, Iowait: 50, Guest: 100}, 1, true},
 		{"no time passed", base, 0, false},
 		{"counters went backwards", procfs.CPUStat{User: 10, Idle: 10}, 0, false},
+		{"a CPU taken offline: totals fell, though user grew", procfs.CPUStat{User: 120, System: 40, Idle: 500, Iowait: 40}, 0, false},
 		{"iowait went backwards counts as none", procfs.CPUStat{User: 150, System: 50, Idle: 900, Iowait: 0}, 1.0 / 3, true},
 	}
 	for _, tt := range tests {
