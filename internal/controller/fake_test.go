@@ -51,30 +51,16 @@ func (f *fakeSystemd) ListWorkers(ctx context.Context, pool string) ([]units.Wor
 	if f.listErr != nil {
 		return nil, f.listErr
 	}
-	// As units.Manager lists gang groups: rank 0 with the other ranks in
-	// its Ranks; a rank whose rank 0 is not loaded on its own.
+	// As units.Manager lists gang groups: folded by its own FoldRanks,
+	// rank 0 standing for its group with the group's states, a rank whose
+	// rank 0 is not loaded under a stand-in rank 0.
 	var out []units.Worker
 	for _, w := range f.units {
-		if w.Pool == pool && w.Rank == 0 {
+		if w.Pool == pool {
 			out = append(out, *w)
 		}
 	}
-	for _, w := range f.units {
-		if w.Pool != pool || w.Rank == 0 {
-			continue
-		}
-		i := slices.IndexFunc(out, func(x units.Worker) bool { return x.Rank == 0 && x.Slot == w.Slot })
-		if i < 0 {
-			out = append(out, *w)
-			continue
-		}
-		out[i].Ranks = append(out[i].Ranks, *w)
-	}
-	for i := range out {
-		slices.SortFunc(out[i].Ranks, func(a, b units.Worker) int { return a.Rank - b.Rank })
-	}
-	slices.SortFunc(out, func(a, b units.Worker) int { return a.Slot*1000 + a.Rank - b.Slot*1000 - b.Rank })
-	return out, nil
+	return units.FoldRanks(out), nil
 }
 
 func (f *fakeSystemd) StartWorker(ctx context.Context, s units.WorkerSpec) error {

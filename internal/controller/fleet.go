@@ -194,7 +194,7 @@ func (f *fleet) reconcileLive(now time.Time, byUnit unitIndex, r *reconciled) {
 		w, ok := byUnit.get(lw.unit)
 		st := classify(w, ok)
 		if e, broken := brokenGroup(lw, w, st); broken {
-			f.breakGroup(now, lw, w, st, e, r)
+			f.breakGroup(now, lw, w, e, r)
 			continue
 		}
 		switch {

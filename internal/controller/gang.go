@@ -181,42 +181,6 @@ func listedGroupSize(w units.Worker) int {
 	return 1 + len(w.Ranks)
 }
 
-// foldRanks puts ranks listed without their rank 0 (rank 0 already
-// unloaded, the others failed or still stopping) under a stand-in rank 0
-// that is inactive, so that everything downstream finds a group's ranks
-// in one place: the Ranks of the Worker named UnitName(pool, slot).
-func foldRanks(listed []units.Worker) []units.Worker {
-	orphans := false
-	for _, w := range listed {
-		orphans = orphans || w.Rank > 0
-	}
-	if !orphans {
-		return listed
-	}
-	out := make([]units.Worker, 0, len(listed))
-	at := map[string]int{} // rank 0's unit name -> index in out
-	for _, w := range listed {
-		if w.Rank == 0 {
-			at[w.Unit] = len(out)
-			out = append(out, w)
-		}
-	}
-	for _, w := range listed {
-		if w.Rank == 0 {
-			continue
-		}
-		name := units.UnitName(w.Pool, w.Slot)
-		i, ok := at[name]
-		if !ok {
-			i = len(out)
-			at[name] = i
-			out = append(out, units.Worker{Unit: name, Pool: w.Pool, Slot: w.Slot, ActiveState: "inactive", SubState: "dead"})
-		}
-		out[i].Ranks = append(out[i].Ranks, w)
-	}
-	return out
-}
-
 // rankExit is the rank whose end broke a gang group.
 type rankExit struct {
 	rank   int // -1: no rank is left loaded to tell
@@ -227,16 +191,16 @@ type rankExit struct {
 
 // groupExit finds, in the listing of the group whose rank 0 is the unit
 // rank0 (w, with its Ranks; zero and listed false when rank 0 is not
-// listed), the rank that ended it:
-// the first one that failed with a Result other than success, else any
-// failed one, else one that is gone (it exited and was unloaded), else one
-// that is stopping. ok is false while every rank runs. When every rank is
-// gone, there is no telling which exited first: rank is -1.
+// listed), the rank that ended it: the failed one that went down first
+// (units.FirstFailed), else one that is gone (it exited and was
+// unloaded), else one that is stopping. ok is false while every rank
+// runs. When every rank is gone, there is no telling which exited first:
+// rank is -1.
 func groupExit(rank0 string, w units.Worker, listed bool, size int) (rankExit, bool) {
 	pool, slot, _ := units.ParseUnitName(rank0)
 	byRank := make([]*units.Worker, size)
-	if listed && classify(w, true) != stateGone {
-		byRank[0] = &w
+	if own, ok := ownRank0(w, listed); ok {
+		byRank[0] = &own
 	}
 	for i := range w.Ranks {
 		if r := w.Ranks[i].Rank; r > 0 && r < size {
@@ -249,38 +213,54 @@ func groupExit(rank0 string, w units.Worker, listed bool, size int) (rankExit, b
 		}
 		return classify(*byRank[r], true)
 	}
-	find := func(match func(int) bool) (rankExit, bool) {
-		for r := range byRank {
-			if match(r) {
-				e := rankExit{rank: r, unit: rankUnit(pool, slot, r)}
-				if byRank[r] != nil {
-					e.w, e.loaded = *byRank[r], state(r) != stateGone
-				}
-				return e, true
-			}
-		}
-		return rankExit{}, false
-	}
-	gone := 0
-	for r := range byRank {
-		if state(r) == stateGone {
-			gone++
+	var up []units.Worker // the ranks not gone, each with its rank
+	for r, rk := range byRank {
+		if state(r) != stateGone {
+			up = append(up, *rk)
+			up[len(up)-1].Rank = r
 		}
 	}
-	if gone == size {
+	if len(up) == 0 {
 		return rankExit{rank: -1}, true
 	}
-	for _, match := range []func(int) bool{
-		func(r int) bool { return state(r) == stateFailed && byRank[r].Result != "success" },
-		func(r int) bool { return state(r) == stateFailed },
-		func(r int) bool { return state(r) == stateGone },
-		func(r int) bool { return state(r) == stateStopping },
-	} {
-		if e, ok := find(match); ok {
-			return e, true
+	exit := func(r int) (rankExit, bool) {
+		e := rankExit{rank: r, unit: rankUnit(pool, slot, r)}
+		if byRank[r] != nil {
+			e.w, e.loaded = *byRank[r], state(r) != stateGone
+		}
+		return e, true
+	}
+	if i := units.FirstFailed(up); i >= 0 {
+		return exit(up[i].Rank)
+	}
+	for _, down := range []unitState{stateGone, stateStopping} {
+		for r := range byRank {
+			if state(r) == down {
+				return exit(r)
+			}
 		}
 	}
 	return rankExit{}, false
+}
+
+// ownRank0 is rank 0 of a listed group as its own unit, not as the group
+// it speaks for in a listing (units.Worker.Ranks: there its states are
+// the group's, and its Result and exit those of the rank that failed
+// first, which are not rank 0's and are blanked here). ok is false when
+// rank 0 is not loaded.
+func ownRank0(w units.Worker, listed bool) (units.Worker, bool) {
+	if !listed || w.Missing {
+		return units.Worker{}, false
+	}
+	own := w
+	own.Ranks = nil
+	if len(w.Ranks) > 0 && w.UnitActiveState != "" {
+		own.ActiveState, own.SubState = w.UnitActiveState, w.UnitSubState
+		if w.ActiveState == "failed" && w.FailedRank != 0 {
+			own.Result, own.ExecMainCode, own.ExecMainStatus = "", 0, 0
+		}
+	}
+	return own, true
 }
 
 // rankUnit is the unit of rank r of the group in slot.
@@ -307,17 +287,18 @@ func brokenGroup(lw *worker, w units.Worker, st unitState) (rankExit, bool) {
 }
 
 // breakGroup ends a live group that has lost rank e.rank while its rank 0
-// (w, in state st) is still up: a crash of the group, whose units hold its
+// (w, as listed) is still up: a crash of the group, whose units hold its
 // slot until they are gone. Its running units are stopped, should
 // systemd's binding of the ranks not have done it already.
-func (f *fleet) breakGroup(now time.Time, lw *worker, w units.Worker, st unitState, e rankExit, r *reconciled) {
+func (f *fleet) breakGroup(now time.Time, lw *worker, w units.Worker, e rankExit, r *reconciled) {
 	delete(f.live, lw.slot)
 	if !lw.since.IsZero() && now.Sub(lw.since) >= backoffReset {
 		delete(f.backoff, lw.slot)
 	}
 	r.crashed = append(r.crashed, crash{worker: lw, unit: w, loaded: true, delay: f.armBackoff(lw.slot, now), exit: &e})
 	f.draining[lw.unit] = drainingUnit{slot: lw.slot, ours: true, rank: true}
-	if st == stateRunning {
+	// st is the group's state; whether rank 0 itself still runs is its own.
+	if own, ok := ownRank0(w, true); ok && classify(own, true) == stateRunning {
 		r.stops = appendNew(r.stops, lw.unit)
 	}
 	for _, rk := range w.Ranks {

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/cpuset"
@@ -86,53 +88,75 @@ func TestGroupRanksEnvironment(t *testing.T) {
 	}
 }
 
-func TestFoldRanks(t *testing.T) {
-	listed := []units.Worker{
-		{Unit: "flexiq-web@1.service", Pool: "web", Slot: 1, ActiveState: "active",
-			Ranks: []units.Worker{{Unit: "flexiq-web@1-r1.service", Pool: "web", Slot: 1, Rank: 1, ActiveState: "active"}}},
-		{Unit: "flexiq-web@2-r1.service", Pool: "web", Slot: 2, Rank: 1, ActiveState: "failed"},
-		{Unit: "flexiq-web@2-r2.service", Pool: "web", Slot: 2, Rank: 2, ActiveState: "deactivating"},
-	}
-	got := foldRanks(listed)
-	if len(got) != 2 || got[1].Unit != "flexiq-web@2.service" || got[1].ActiveState != "inactive" || len(got[1].Ranks) != 2 {
-		t.Fatalf("foldRanks = %+v", got)
-	}
-	if same := foldRanks(listed[:1]); &same[0] != &listed[0] {
-		t.Error("a listing without orphan ranks is copied")
-	}
-}
-
+// TestGroupExit: the rank named for a group's end, from the ranks as
+// units.Manager lists them (FoldRanks: rank 0 speaks for the group, with
+// the group's state and the first failure's Result): the rank that failed
+// first, by the time it went down, not rank 0 standing for the group.
 func TestGroupExit(t *testing.T) {
-	rank := func(r int, state, result string) units.Worker {
-		return units.Worker{Unit: units.RankUnitName("web", 1, r), Rank: r, ActiveState: state, Result: result}
-	}
-	rank0 := func(state string, ranks ...units.Worker) units.Worker {
-		return units.Worker{Unit: "flexiq-web@1.service", ActiveState: state, Result: "success", Ranks: ranks}
+	// rank is one rank's own unit: its state, Result and the moment it
+	// went down (InactiveEnterTimestampMonotonic, in seconds).
+	rank := func(r int, state, result string, down time.Duration) units.Worker {
+		w := units.Worker{Unit: rankUnit("web", 1, r), Pool: "web", Slot: 1, Rank: r,
+			ActiveState: state, Result: result, InactiveEnterMono: down * time.Second}
+		switch result {
+		case "signal":
+			w.ExecMainCode, w.ExecMainStatus = 2, 9
+		case "exit-code":
+			w.ExecMainCode, w.ExecMainStatus = 1, 143
+		}
+		return w
 	}
 	cases := []struct {
 		name   string
-		w      units.Worker
-		listed bool
-		want   int // -2: the group is whole
+		ranks  []units.Worker // each loaded rank, as systemd has it
+		want   int            // -2: the group is whole
+		result string
 	}{
-		{"whole", rank0("active", rank(1, "active", "success"), rank(2, "activating", "success")), true, -2},
-		{"rank 1 failed", rank0("active", rank(1, "failed", "exit-code"), rank(2, "deactivating", "success")), true, 1},
-		{"the failure before a clean stop", rank0("inactive", rank(1, "failed", "success"), rank(2, "failed", "signal")), true, 2},
-		{"a rank unloaded", rank0("active", rank(2, "active", "success")), true, 1},
-		{"rank 0 unloaded", rank0("inactive", rank(1, "deactivating", "success"), rank(2, "deactivating", "success")), false, 0},
-		{"rank 2 stopping", rank0("active", rank(1, "active", "success"), rank(2, "deactivating", "success")), true, 2},
-		{"nothing left", units.Worker{}, false, -1},
+		{"whole", []units.Worker{rank(0, "active", "success", 0), rank(1, "active", "success", 0), rank(2, "activating", "success", 0)}, -2, ""},
+		// Issue 27 item 5: SIGKILL of rank 1, and BindsTo= stopped ranks 0
+		// and 2 cleanly after it. The listing's rank 0 is "failed" with
+		// Result=signal, but those are the group's, rank 1's.
+		{"rank 1 killed, the others stopped by it", []units.Worker{rank(0, "inactive", "success", 6), rank(1, "failed", "signal", 5), rank(2, "inactive", "success", 6)}, 1, "signal"},
+		{"rank 1 killed, rank 0 failed at its stop, later", []units.Worker{rank(0, "failed", "exit-code", 7), rank(1, "failed", "signal", 5), rank(2, "inactive", "success", 6)}, 1, "signal"},
+		{"rank 2 killed, rank 0 still stopping", []units.Worker{rank(0, "deactivating", "success", 0), rank(1, "inactive", "success", 6), rank(2, "failed", "signal", 5)}, 2, "signal"},
+		{"rank 1 killed, rank 0 still up", []units.Worker{rank(0, "active", "success", 0), rank(1, "failed", "signal", 5), rank(2, "deactivating", "success", 0)}, 1, "signal"},
+		{"rank 0 killed first", []units.Worker{rank(0, "failed", "signal", 5), rank(1, "failed", "exit-code", 6), rank(2, "inactive", "success", 6)}, 0, "signal"},
+		{"the earlier of two failures", []units.Worker{rank(0, "inactive", "success", 9), rank(1, "failed", "exit-code", 9), rank(2, "failed", "signal", 5)}, 2, "signal"},
+		{"rank 0 unloaded, rank 1 failed", []units.Worker{rank(1, "failed", "signal", 5), rank(2, "inactive", "success", 6)}, 1, "signal"},
+		{"a rank unloaded", []units.Worker{rank(0, "active", "success", 0), rank(2, "active", "success", 0)}, 1, "success"},
+		{"rank 0 unloaded, the others stopping", []units.Worker{rank(1, "deactivating", "success", 0), rank(2, "deactivating", "success", 0)}, 0, "success"},
+		{"rank 2 stopping", []units.Worker{rank(0, "active", "success", 0), rank(1, "active", "success", 0), rank(2, "deactivating", "success", 0)}, 2, "success"},
+		{"nothing left", nil, -1, "success"},
 	}
 	for _, tc := range cases {
-		e, ok := groupExit("flexiq-web@1.service", tc.w, tc.listed, 3)
-		switch {
-		case tc.want == -2 && ok:
-			t.Errorf("%s: exit %+v, want none", tc.name, e)
-		case tc.want != -2 && (!ok || e.rank != tc.want):
-			t.Errorf("%s: exit %+v (%v), want rank %d", tc.name, e, ok, tc.want)
-		case ok && e.rank >= 0 && e.unit != rankUnit("web", 1, e.rank):
-			t.Errorf("%s: unit %s", tc.name, e.unit)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			var w units.Worker
+			l := units.FoldRanks(slices.Clone(tc.ranks))
+			if len(l) == 1 {
+				w = l[0]
+			}
+			e, ok := groupExit("flexiq-web@1.service", w, len(l) == 1, 3)
+			switch {
+			case tc.want == -2:
+				if ok {
+					t.Errorf("exit %+v, want none", e)
+				}
+				return
+			case !ok || e.rank != tc.want:
+				t.Fatalf("exit rank %d (%v) %+v, want rank %d", e.rank, ok, e, tc.want)
+			case e.rank >= 0 && e.unit != rankUnit("web", 1, e.rank):
+				t.Errorf("unit %s", e.unit)
+			}
+			// As the crash entry gives it (groupCrashed): an unloaded
+			// rank exited cleanly.
+			result := "success"
+			if e.loaded {
+				result = e.w.Result
+			}
+			if result != tc.result {
+				t.Errorf("Result %q, want %q (%+v)", result, tc.result, e.w)
+			}
+		})
 	}
 }
 

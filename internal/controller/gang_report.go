@@ -88,7 +88,7 @@ func rankOf(unit string) (int, bool) {
 // the rank, and the slot's backoff before the group is placed again. It
 // runs once, at Start, before the first reconcile resets what they left.
 func (ws *workers) endedWhileAway(now time.Time, listed []units.Worker) {
-	for _, w := range foldRanks(listed) {
+	for _, w := range listed {
 		if len(w.Ranks) == 0 {
 			continue
 		}

@@ -69,7 +69,7 @@ func newWorkers(p *Pool) *workers {
 // reconcile brings the fleet in line with a listing of the pool's units,
 // reports what changed by itself and clears the failed units.
 func (ws *workers) reconcile(ctx context.Context, now time.Time, listed []units.Worker) reconciled {
-	r := ws.fleet.reconcile(now, foldRanks(listed))
+	r := ws.fleet.reconcile(now, listed)
 	ws.apply(ctx, now, r)
 	ws.replicasReconciled(now, listed, r)
 	return r

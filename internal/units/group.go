@@ -152,16 +152,10 @@ func (m *Manager) culprit(ctx context.Context, units []string, st []sddbus.UnitS
 // firstDown is the rank of members (a settled group, not all active) to
 // blame: the failed one that went down first, else the first not active.
 func firstDown(members []Worker) int {
-	first := -1
-	for r, w := range members {
-		if w.ActiveState == "failed" && (first < 0 || members[first].ActiveState != "failed" || w.InactiveEnterMono < members[first].InactiveEnterMono) {
-			first = r
-		}
-		if first < 0 && w.ActiveState != "active" {
-			first = r
-		}
+	if r := FirstFailed(members); r >= 0 {
+		return r
 	}
-	return max(first, 0)
+	return max(slices.IndexFunc(members, func(w Worker) bool { return w.ActiveState != "active" }), 0)
 }
 
 // startTransientGroup makes the call. go-systemd's StartTransientUnit

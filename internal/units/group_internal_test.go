@@ -218,8 +218,8 @@ func TestFoldRanks(t *testing.T) {
 			[]Worker{head(w("a", 1, 0, "active", 0), "active", "running"), missing("b", 1, "deactivating", "stop", w("b", 1, 1, "active", 0))}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := foldRanks(tc.in); !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("foldRanks:\n got %+v\nwant %+v", got, tc.want)
+			if got := FoldRanks(tc.in); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("FoldRanks:\n got %+v\nwant %+v", got, tc.want)
 			}
 		})
 	}

@@ -160,12 +160,12 @@ func (m *Manager) ListWorkers(ctx context.Context, pool string) ([]Worker, error
 	if len(errs) > 0 {
 		return nil, errs[0]
 	}
-	return foldRanks(workers), nil
+	return FoldRanks(workers), nil
 }
 
-// foldRanks sorts a listing by pool, slot and rank, and folds each gang
+// FoldRanks sorts a listing by pool, slot and rank, and folds each gang
 // group's ranks into its rank-0 Worker (see Worker.Ranks).
-func foldRanks(workers []Worker) []Worker {
+func FoldRanks(workers []Worker) []Worker {
 	// Not sort.Slice, whose reflective swaps of these large structs were a
 	// tenth of a tick's CPU at 500 workers.
 	slices.SortFunc(workers, func(a, b Worker) int {
@@ -220,12 +220,7 @@ func groupState(w *Worker) {
 	case up > 0:
 		w.ActiveState, w.SubState = "deactivating", "stop"
 	default:
-		first := -1
-		for r, m := range members {
-			if m.ActiveState == "failed" && (first < 0 || m.InactiveEnterMono < members[first].InactiveEnterMono) {
-				first = r
-			}
-		}
+		first := FirstFailed(members)
 		if first < 0 {
 			w.ActiveState, w.SubState = "inactive", "dead"
 			return
@@ -234,6 +229,21 @@ func groupState(w *Worker) {
 		w.ActiveState, w.SubState, w.FailedRank = "failed", "failed", f.Rank
 		w.Result, w.ExecMainCode, w.ExecMainStatus = f.Result, f.ExecMainCode, f.ExecMainStatus
 	}
+}
+
+// FirstFailed is the index in members (a gang group's ranks, each as its
+// own unit) of the failed one that went down first, by its
+// InactiveEnterMono, the lower index on a tie; -1 if none failed. That
+// rank brought the group down: BindsTo= stops the others after it, and
+// one that fails at that stop (a non-zero exit on SIGTERM) fails later.
+func FirstFailed(members []Worker) int {
+	first := -1
+	for i, m := range members {
+		if m.ActiveState == "failed" && (first < 0 || m.InactiveEnterMono < members[first].InactiveEnterMono) {
+			first = i
+		}
+	}
+	return first
 }
 
 // readWorker reads a unit's Unit and Service properties in one call. found
