@@ -1,10 +1,13 @@
 package services
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 )
 
 // rankScript runs the test service as a rank, and fails rank 1 at once
@@ -112,6 +115,7 @@ echo $(( $(date +%s%N) - t0 ))`)
 		return true, ""
 	})
 	e.figure("gang-replace", "back_in_discovery_after", time.Since(start))
+	e.groupCrashNames(since, "flexiq-gang@1-r1.service", "signal")
 	active := e.sh("systemctl show -p ActiveEnterTimestampMonotonic --value flexiq-gang@1.service")
 	if strings.TrimSpace(active) == "0" {
 		t.Error("the group is in discovery but its rank 0 is not active")
@@ -153,4 +157,50 @@ echo $(( $(date +%s%N) - t0 ))`)
 		l := leaders()
 		return len(l) == 2, strings.Join(e.units("gang", "active", "activating"), " ")
 	})
+
+	// Rank 1's main process killed with the daemon running (issue 27,
+	// item 5): BindsTo= stops ranks 0 and 2, the listing's rank 0 then
+	// stands for the group with rank 1's Result, and the entry must still
+	// name rank 1, not rank 0.
+	victim := ""
+	for _, u := range e.units("gang", "active") {
+		if strings.HasSuffix(u, "-r1.service") {
+			victim = u
+			break
+		}
+	}
+	if victim == "" {
+		t.Fatalf("no rank 1 active: %v", e.units("gang"))
+	}
+	since = strings.TrimSpace(e.sh("date +%s"))
+	e.sh("systemctl kill --signal=SIGKILL --kill-whom=main " + victim)
+	e.groupCrashNames(since, victim, "signal")
+}
+
+// groupCrashNames waits for the daemon's entry of a gang group's crash
+// (eventlog.WorkerCrashed, naming a rank) since the Unix time since, and
+// checks that it names unit as the rank that failed, with result.
+func (e *env) groupCrashNames(since, unit, result string) {
+	e.t.Helper()
+	var got []string
+	e.eventually(30*time.Second, "the group's crash entry", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		entries, err := e.sb.Journal(ctx, "--since=@"+since, "MESSAGE_ID="+string(eventlog.WorkerCrashed), "FLEXIQ_POOL=gang")
+		if err != nil {
+			return false, err.Error()
+		}
+		got = got[:0]
+		for _, en := range entries {
+			// A failed start is the same kind, and names its rank too.
+			if strings.Contains(en.Field("MESSAGE"), "stopped without being asked") {
+				got = append(got, en.Field("MESSAGE")+" [FLEXIQ_RANK_UNIT="+en.Field("FLEXIQ_RANK_UNIT")+" FLEXIQ_RESULT="+en.Field("FLEXIQ_RESULT")+"]")
+			}
+		}
+		return len(got) > 0, strings.Join(got, "; ")
+	})
+	if len(got) != 1 || !strings.Contains(got[0], "FLEXIQ_RANK_UNIT="+unit+" FLEXIQ_RESULT="+result+"]") ||
+		!strings.Contains(got[0], "("+unit+")") || !strings.Contains(got[0], "Result="+result) {
+		e.t.Errorf("the group's crash entries are\n%s\nwant one naming %s, Result=%s", strings.Join(got, "\n"), unit, result)
+	}
 }
