@@ -181,7 +181,7 @@ func printStatus(w io.Writer, pools []api.View, now time.Time) {
 		}
 		fmt.Fprintf(w, "%s %s - %s\n", bullet, v.Pool, mode)
 		if dg := v.Degraded; dg != nil {
-			fmt.Fprintf(w, "  Degraded: for %s: %s\n", fmtDuration(now.Sub(dg.Since)), dg.Reason)
+			fmt.Fprintf(w, "  Degraded: for %s: %s\n", fmtDuration(now.Sub(dg.Since)), api.Printable(dg.Reason))
 		}
 		wc := v.Workers
 		if wc.GroupSize > 1 {
@@ -222,14 +222,14 @@ func printStatus(w io.Writer, pools []api.View, now time.Time) {
 			printFleet(w, f)
 		}
 		if v.Source.LastError != "" {
-			fmt.Fprintf(w, "Last error: %s ago: %s\n", fmtDuration(now.Sub(v.Source.LastErrorAt)), firstLine(v.Source.LastError))
+			fmt.Fprintf(w, "Last error: %s ago: %s\n", fmtDuration(now.Sub(v.Source.LastErrorAt)), api.Printable(firstLine(v.Source.LastError)))
 		}
 		if d := v.LastDecision; d != nil {
 			held := ""
 			if d.HeldBy != "" {
-				held = "; held by " + d.HeldBy
+				held = "; held by " + api.Printable(d.HeldBy)
 			}
-			fmt.Fprintf(w, "  Decision: %s %d -> %d, %s ago (%s%s)\n", d.Action, d.Current, d.Desired, fmtDuration(now.Sub(d.Time)), d.Rationale, held)
+			fmt.Fprintf(w, "  Decision: %s %d -> %d, %s ago (%s%s)\n", d.Action, d.Current, d.Desired, fmtDuration(now.Sub(d.Time)), api.Printable(d.Rationale), held)
 		}
 		if len(v.WorkerList) == 0 {
 			continue
@@ -253,7 +253,7 @@ func printStatus(w io.Writer, pools []api.View, now time.Time) {
 				// A replica's readiness says more than "active".
 				state = wv.Readiness
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\n", wv.Slot, wv.Unit, state, up, cpu, mem, wv.Restarts)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\n", wv.Slot, api.Printable(wv.Unit), api.Printable(state), up, cpu, mem, wv.Restarts)
 		}
 		tw.Flush()
 	}
@@ -341,11 +341,11 @@ keeps the last 100 decisions of each pool, in memory.`)
 			if s.Held {
 				held = "<- held"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", s.Name, s.Value, held, s.Note)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", api.Printable(s.Name), api.Printable(s.Value), held, api.Printable(s.Note))
 		}
 		tw.Flush()
 		if e.HeldBy != "" {
-			fmt.Fprintf(stdout, "  held by: %s\n", e.HeldBy)
+			fmt.Fprintf(stdout, "  held by: %s\n", api.Printable(e.HeldBy))
 		}
 	}
 	return exitOK
@@ -442,7 +442,7 @@ func printFleet(w io.Writer, f *api.FleetView) {
 			leader += " (this host's previous daemon, until its lease lapses)"
 		}
 	}
-	store := f.Store
+	store := api.Printable(f.Store)
 	if !f.Reachable {
 		store += " (not answering)"
 	}
@@ -453,7 +453,7 @@ func printFleet(w io.Writer, f *api.FleetView) {
 	}
 	fmt.Fprintf(w, "      Plan: fleet target %d, this host's share %d (%s); %s\n", f.Target, f.Share, f.Phase, age)
 	if f.Error != "" {
-		fmt.Fprintf(w, "Fleet error: %s\n", firstLine(f.Error))
+		fmt.Fprintf(w, "Fleet error: %s\n", api.Printable(firstLine(f.Error)))
 	}
 	for _, h := range f.Hosts {
 		live, capa := "?", "?"
@@ -470,6 +470,6 @@ func printFleet(w io.Writer, f *api.FleetView) {
 		fmt.Fprintf(w, "      Host: %s share %d, live %s, capacity %s%s\n", api.ShortHostID(h.ID), h.Share, live, capa, me)
 	}
 	if f.MembersError != "" {
-		fmt.Fprintf(w, "            (%s)\n", firstLine(f.MembersError))
+		fmt.Fprintf(w, "            (%s)\n", api.Printable(firstLine(f.MembersError)))
 	}
 }

@@ -60,3 +60,35 @@ func TestPrintStatusFleetFollower(t *testing.T) {
 		t.Errorf("an unreachable store:\n%s", b.String())
 	}
 }
+
+// TestPrintStatusHostileStore (issue 27, item 6): host ids and errors read
+// from the fleet's store, which any writer of it can set, reach the
+// terminal quoted and escaped: an id with an OSC sequence retitles no
+// terminal, and no line is forged.
+func TestPrintStatusHostileStore(t *testing.T) {
+	const evil = "\x1b]0;pwned\a"
+	v := api.View{
+		Pool: "bulk", Mode: "active",
+		Workers: api.WorkerCounts{Live: 1, Target: 1, Max: 4},
+		Source:  api.SourceView{Type: "bullmq", LastError: "bad reply " + evil, LastErrorAt: time.Now()},
+		Fleet: &api.FleetView{
+			Store: "redis", HostID: "8a1d0c93e27f4b5a", Leader: evil, Epoch: 7, Reachable: true,
+			Error:        "store: member " + evil,
+			Hosts:        []api.FleetHost{{ID: evil, Share: 1, Live: 1, Capacity: 1}, {ID: "8a1d0c93e27f4b5a", Share: 1, Live: 1, Capacity: 4}},
+			MembersError: "decoding " + evil,
+		},
+		LastDecision: &api.Explanation{Time: time.Now(), Action: "hold", Rationale: "leader " + evil},
+		WorkerList:   []api.WorkerView{{Slot: 1, Unit: "flexiq-bulk@1.service", State: "active"}},
+	}
+	var b strings.Builder
+	printStatus(&b, []api.View{v}, time.Now())
+	out := b.String()
+	if i := strings.IndexFunc(out, func(r rune) bool { return r < 0x20 && r != '\n' || r == 0x7f }); i >= 0 {
+		t.Errorf("status prints a control character %q at %d:\n%q", out[i], i, out)
+	}
+	for _, want := range []string{`leader "\x1b]0;pwned\a", epoch 7`, `Host: "\x1b]0;pwned\a" share 1`, "Host: 8a1d0c93e27f share 1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -127,15 +127,6 @@ type FleetView struct {
 	CallsPerTick int `json:"calls_per_tick"`
 }
 
-// ShortHostID is a host id (a machine id, 32 hex digits) as people read
-// it: its first 12 characters.
-func ShortHostID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
-}
-
 // FleetHost is one host of a fleet pool.
 type FleetHost struct {
 	ID       string `json:"id"`

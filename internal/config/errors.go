@@ -1,10 +1,9 @@
 package config
 
 import (
-	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/flexiq/flexiq-scaled/internal/api"
 )
 
 // Problem is one thing wrong with a configuration file.
@@ -26,31 +25,8 @@ func (p Problem) String() string {
 	return printable(p.File + ": " + p.Key + ": " + p.Msg)
 }
 
-// printable escapes control characters and invalid UTF-8 as Go would quote
-// them (\n, \x00), leaving everything else as it is.
-func printable(s string) string {
-	bad := func(r rune) bool { return unicode.IsControl(r) || r == utf8.RuneError }
-	if strings.IndexFunc(s, bad) < 0 {
-		return s
-	}
-	var b strings.Builder
-	for i, r := range s {
-		switch {
-		case r == utf8.RuneError:
-			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
-				b.WriteString(`\x` + strconv.FormatUint(uint64(s[i])|0x100, 16)[1:])
-				continue
-			}
-			b.WriteRune(r)
-		case unicode.IsControl(r):
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+// printable is api.Printable: one line, whatever the file held.
+func printable(s string) string { return api.Printable(s) }
 
 // Error is every problem found in a configuration file. Load reports them all
 // at once so that fixing a file takes one round, not one per mistake.
