@@ -136,7 +136,7 @@ type Pool struct {
 	// stopWhy is the last Drain's reason, which Close gives the fleet's
 	// journal entry when it resigns.
 	stopWhy string
-	src    source.Source
+	src     source.Source
 	// srcGen counts the sources: a read of a source that a reload has
 	// since replaced is discarded by its number.
 	srcGen uint64
