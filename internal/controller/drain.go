@@ -16,6 +16,7 @@ func (p *Pool) Drain(ctx context.Context, why string) {
 	var fl *fleetLink
 	p.do(func() {
 		dry, fl = p.dryRun(), p.fl
+		p.stopWhy = why
 		// A dry-run pool's workers were never the daemon's to stop.
 		p.workers.stopping = true
 		if !dry {
@@ -35,6 +36,9 @@ func (p *Pool) Drain(ctx context.Context, why string) {
 		if done {
 			// A drained pool has nothing left to carry across a restart.
 			p.stateStore().Remove(p.name)
+			// The fleet's last heartbeat (at Close) says so too: the
+			// store keeps no count of workers that are gone.
+			p.do(p.publishFleet)
 			return
 		}
 		select {

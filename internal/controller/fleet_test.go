@@ -89,6 +89,12 @@ func (s *memStore) ReadPlan(context.Context, string) (fleetmode.Plan, time.Time,
 
 func (s *memStore) Close() error { return nil }
 
+func (s *memStore) member(id string) fleetmode.Member {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.members[id]
+}
+
 func (s *memStore) holder() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -249,7 +255,69 @@ func TestFleetPoolsApplyOneDecision(t *testing.T) {
 	if got := leader.lines("took this host's share over"); len(got) != 1 {
 		t.Errorf("the stopping host's journal on the hand-over: %q", got)
 	}
-	if got := leader.lines("no longer leading", "resigned"); len(got) != 1 {
+	if got := leader.lines("no longer leading", "resigned: the pool stopped (daemon stopping)"); len(got) != 1 {
 		t.Errorf("the stopping leader's journal on resigning: %q\n%s", got, leader.log)
+	}
+	// Issue 27: the stopped host's member says what it runs now, nothing,
+	// not the 10 of its last tick (status lists it until it ages out).
+	if m := store.member(leader.cfg.Fleet.HostID); m.Live != 0 || m.Starting != 0 || m.Draining != 0 || m.Capacity != 0 {
+		t.Errorf("the stopped host's member in the store: %+v, want no workers and no capacity", m)
+	}
+}
+
+// A reload that changes the fleet's store resigns the old coordinator's
+// lease; the journal says so, not that the daemon stopped (issue 27), and
+// the new store is joined at once.
+func TestFleetReloadResignsForTheStore(t *testing.T) {
+	first, second := newMemStore(), newMemStore()
+	r := fleetRig(t, first, "host-a", 12)
+	r.tweak = nil
+	r.src.set(50, 0, nil)
+	converge(t, []*rig{r}, []int{5}, "alone in the first store")
+	if h := first.holder(); h != "host-a" {
+		t.Fatalf("the first store's lease is %q's", h)
+	}
+	cfg := *r.cfg
+	fl := *cfg.Fleet
+	fl.Conn.URL = "redis://other.example:6379/0"
+	cfg.Fleet = &fl
+	r.pool.opts.OpenFleetStore = func(config.Fleet) (fleetmode.Store, error) { return second, nil }
+	if err := r.pool.Update(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	got := r.lines("no longer leading", "resigned")
+	if len(got) != 1 || !strings.Contains(got[0], "a reload changed the fleet's store") || strings.Contains(got[0], "daemon's stop") {
+		t.Errorf("the journal on the reload's resignation: %q", got)
+	}
+	if h := first.holder(); h != "" {
+		t.Errorf("after the reload the first store's lease is still %q's", h)
+	}
+	converge(t, []*rig{r}, []int{5}, "alone in the second store")
+	if h := second.holder(); h != "host-a" {
+		t.Errorf("the second store's lease is %q's", h)
+	}
+}
+
+func TestReloadWhy(t *testing.T) {
+	base := config.PoolFleet{Capacity: 4, Fleet: config.Fleet{Conn: config.Conn{URL: "redis://a/0"}, HostID: "h", TTL: time.Second}}
+	with := func(f func(*config.PoolFleet)) *config.Pool {
+		pf := base
+		f(&pf)
+		return &config.Pool{Fleet: &pf}
+	}
+	old := &fleetLink{cfg: base}
+	for _, tc := range []struct {
+		cfg  *config.Pool
+		want string
+	}{
+		{&config.Pool{}, "a reload took the pool out of the fleet"},
+		{with(func(f *config.PoolFleet) { f.Conn.URL = "postgres://b/db" }), "a reload changed the fleet's store (nothing stopped)"},
+		{with(func(f *config.PoolFleet) { f.Store = config.FleetStorePostgres }), "a reload changed the fleet's store (nothing stopped)"},
+		{with(func(f *config.PoolFleet) { f.HostID = "g" }), "a reload changed the host's id in the fleet (nothing stopped)"},
+		{with(func(f *config.PoolFleet) { f.TTL = 2 * time.Second }), "a reload changed the fleet's settings (nothing stopped)"},
+	} {
+		if got := reloadWhy(old, tc.cfg); got != tc.want {
+			t.Errorf("reloadWhy(%+v) = %q, want %q", tc.cfg.Fleet, got, tc.want)
+		}
 	}
 }

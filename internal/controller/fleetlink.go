@@ -24,6 +24,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -65,6 +66,9 @@ type fleetLink struct {
 	// leaving: the host hands its share over before a stop (leaveFleet):
 	// its heartbeat says capacity 0.
 	leaving atomic.Bool
+	// resignWhy is what ended the coordination, for the journal's
+	// leader-lost entry at the resignation (stop sets it, after Run).
+	resignWhy string
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -258,22 +262,24 @@ func (l *fleetLink) listenPg(ctx context.Context, s *pgstore.Store) error {
 	}
 }
 
-// stop ends the coordinator; with resign (the daemon stops or restarts,
-// or the pool leaves), a leader gives its lease up so that another host
-// leads at once. Its workers stay: a restart keeps them.
-func (l *fleetLink) stop(resign bool) {
+// stop ends the coordinator and resigns (coord.Coordinator.Resign): a
+// leader gives its lease up so that another host leads at once, and the
+// last heartbeat leaves the store this host's counts as they are now (none
+// after a drain). why says what ended it (the daemon's stop or restart,
+// the pool's removal, a reload that changed the fleet), for the journal.
+// Its workers stay: a restart keeps them.
+func (l *fleetLink) stop(why string) {
 	if l.cancel != nil {
 		l.cancel()
 		<-l.done
 	}
-	if resign {
-		ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
-		if err := l.c.Resign(ctx); err != nil {
-			l.log.Event(eventlog.FleetLeaderLost, eventlog.Warning, eventlog.Fields{"FLEXIQ_ERROR": err.Error()},
-				"fleet: could not release the lease (it lapses by its TTL): %v", err)
-		}
-		cancel()
+	l.resignWhy = why
+	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
+	if err := l.c.Resign(ctx); err != nil {
+		l.log.Event(eventlog.FleetLeaderLost, eventlog.Warning, eventlog.Fields{"FLEXIQ_ERROR": err.Error()},
+			"fleet: could not release the lease (it lapses by its TTL): %v", err)
 	}
+	cancel()
 	l.store.Close()
 }
 
@@ -347,7 +353,7 @@ func (l *fleetLink) event(e coord.Event) {
 		l.log.Event(eventlog.FleetLeaderGained, eventlog.Notice, f, "fleet: leading the fleet at epoch %d", e.Epoch)
 	case coord.LeaderLost:
 		f["FLEXIQ_REASON"] = string(e.Reason)
-		l.log.Event(eventlog.FleetLeaderLost, eventlog.Notice, f, "fleet: no longer leading (epoch %d): %s", e.Epoch, lostWhy(e))
+		l.log.Event(eventlog.FleetLeaderLost, eventlog.Notice, f, "fleet: no longer leading (epoch %d): %s", e.Epoch, lostWhy(e, l.resignWhy))
 	case coord.PlanStale:
 		f["FLEXIQ_PLAN_AGE_SEC"] = fmt.Sprintf("%.1f", e.Age.Seconds())
 		l.log.Event(eventlog.FleetPlanStale, eventlog.Warning, f,
@@ -365,14 +371,39 @@ func (l *fleetLink) event(e coord.Event) {
 	}
 }
 
-func lostWhy(e coord.Event) string {
+// lostWhy says why a leader lost its lease; resigned is what made it
+// resign (fleetLink.stop's why).
+func lostWhy(e coord.Event, resigned string) string {
 	switch e.Reason {
 	case coord.ReasonFenced:
 		return "another host holds the lease"
 	case coord.ReasonExpired:
 		return "the lease was not renewed within its TTL (paused, or the store silent)"
 	case coord.ReasonResigned:
-		return "resigned at the daemon's stop"
+		if resigned == "" {
+			resigned = "the coordination stopped"
+		}
+		return "resigned: " + resigned
 	}
 	return string(e.Reason)
+}
+
+// Why a fleet link stops (fleetLink.stop), as the journal says it.
+const (
+	stopRestart = "the daemon restarts (its workers stay)"
+	stopPool    = "the pool stopped"
+)
+
+// reloadWhy says what a reload changed that ends the pool's coordinator
+// (refleet), old being the running link.
+func reloadWhy(old *fleetLink, cfg *config.Pool) string {
+	switch {
+	case !cfg.Joins():
+		return "a reload took the pool out of the fleet"
+	case !reflect.DeepEqual(old.cfg.Conn, cfg.Fleet.Conn) || old.cfg.Store != cfg.Fleet.Store:
+		return "a reload changed the fleet's store (nothing stopped)"
+	case old.cfg.HostID != cfg.Fleet.HostID:
+		return "a reload changed the host's id in the fleet (nothing stopped)"
+	}
+	return "a reload changed the fleet's settings (nothing stopped)"
 }

@@ -59,7 +59,7 @@ func (p *Pool) refleet(cfg *config.Pool) error {
 		}
 	}
 	if old != nil {
-		old.stop(true)
+		old.stop(reloadWhy(old, cfg))
 	}
 	p.fl = fl
 	p.flWake.Store(fl)
@@ -80,7 +80,7 @@ func (p *Pool) Resign() {
 		p.flWake.Store(nil)
 	})
 	if fl != nil {
-		fl.stop(true)
+		fl.stop(stopRestart)
 	}
 }
 

@@ -133,7 +133,10 @@ type Pool struct {
 	// flWake is the same, for the source's wake-ups (any goroutine).
 	fl     *fleetLink
 	flWake atomic.Pointer[fleetLink]
-	src    source.Source
+	// stopWhy is the last Drain's reason, which Close gives the fleet's
+	// journal entry when it resigns.
+	stopWhy string
+	src     source.Source
 	// srcGen counts the sources: a read of a source that a reload has
 	// since replaced is discarded by its number.
 	srcGen uint64
@@ -357,7 +360,11 @@ func (p *Pool) Close() error {
 	}
 	var srcs []source.Source
 	var fl *fleetLink
+	why := stopPool
 	p.do(func() {
+		if p.stopWhy != "" {
+			why = stopPool + " (" + p.stopWhy + ")"
+		}
 		fl, p.fl = p.fl, nil
 		p.flWake.Store(nil)
 		srcs = append(p.retired, p.src)
@@ -368,9 +375,9 @@ func (p *Pool) Close() error {
 		}
 	})
 	if fl != nil {
-		// A stop, a restart or the pool's removal: a leader hands the
-		// lease over at once rather than after its TTL.
-		fl.stop(true)
+		// A stop or the pool's removal: a leader hands the lease over at
+		// once rather than after its TTL.
+		fl.stop(why)
 	}
 	var err error
 	for i, s := range srcs {

@@ -85,11 +85,11 @@ func Sum(members []Member) Totals {
 	return t
 }
 
-// Hosts turns members into the split's input.
+// Hosts turns members into the split's input, each with what it runs.
 func Hosts(members []Member) []Host {
 	out := make([]Host, len(members))
 	for i, m := range members {
-		out[i] = Host{ID: m.ID, Capacity: m.Capacity}
+		out[i] = Host{ID: m.ID, Capacity: m.Capacity, Running: m.Live}
 	}
 	return out
 }

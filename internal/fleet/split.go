@@ -20,9 +20,21 @@ import (
 // never binds inside the method, and what a full host cannot take has
 // already gone to the others in proportion.
 //
-// Split, the sticky split, starts from the previous shares, each clamped
-// to the host's capacity now (a gone host's share is dropped, a host whose
-// capacity fell keeps only what fits): K = Σ kept. Then:
+// Split, the sticky split, starts from what each host holds: the larger of
+// its previous share and what it runs now (its heartbeat's live count),
+// clamped to its capacity now (a gone host's share is dropped, a host whose
+// capacity fell keeps only what fits): K = Σ kept. Counting what a host
+// runs is what keeps a host that comes back from being emptied: cut off or
+// paused past the gone time, it left the plan and the others took its
+// share, yet it held its workers all along; back, it is counted with them,
+// K exceeds T', and the shrink below sheds from whoever is furthest above
+// the proportional share, most often the hosts that took over, rather
+// than from the workers of the host that returned. The larger of the two,
+// not the live count alone, so that a host still starting the workers of
+// its share (live below it) keeps its share, and a host draining what the
+// last plan took away (live above it, for a tick) sheds the same workers
+// again: the shrink of anything between a split and the shares it came
+// from is that split. Then:
 //   - T' = K: the kept shares, unchanged (no worker moves while the target
 //     and the membership stay put, nor on a membership change that leaves
 //     the sum alone: a joining host waits for the next growth).
@@ -46,6 +58,9 @@ import (
 type Host struct {
 	ID       string
 	Capacity int
+	// Running is what the host runs now (Member.Live): the split keeps
+	// at least that much of it, up to its capacity. Proportional ignores it.
+	Running int
 }
 
 // maxCount bounds every count, as in the policy: products of two counts
@@ -109,10 +124,11 @@ func proportional(t int, hs []Host, total int) map[string]int {
 }
 
 // Split is the sticky split of target over hosts given the previous shares
-// prev (nil: none, which gives Proportional). It sums to min(target, total
-// capacity), gives no host more than its capacity, and moves as few
-// workers as possible from prev (see above). The result has an entry for
-// every host, zero included.
+// prev (nil: none, which gives Proportional when no host runs anything). It
+// sums to min(target, total capacity), gives no host more than its
+// capacity, and moves as few workers as possible from what the hosts hold,
+// max(prev, Running) each (see above). The result has an entry for every
+// host, zero included.
 func Split(target int, hosts []Host, prev map[string]int) map[string]int {
 	hs, total := sortedHosts(hosts)
 	t := min(bound(target), total)
@@ -121,7 +137,7 @@ func Split(target int, hosts []Host, prev map[string]int) map[string]int {
 	ps := make([]int, len(hs))
 	k := 0
 	for i, h := range hs {
-		kept[i] = min(bound(prev[h.ID]), h.Capacity)
+		kept[i] = min(max(bound(prev[h.ID]), bound(h.Running)), h.Capacity)
 		ps[i] = ideal[h.ID]
 		k += kept[i]
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand"
+	"slices"
 	"testing"
 )
 
@@ -11,6 +12,14 @@ func hosts(caps ...int) []Host {
 	hs := make([]Host, len(caps))
 	for i, c := range caps {
 		hs[i] = Host{ID: string(rune('a' + i)), Capacity: c}
+	}
+	return hs
+}
+
+// running sets what each host runs now (Host.Running), in order.
+func running(hs []Host, vals ...int) []Host {
+	for i, v := range vals {
+		hs[i].Running = v
 	}
 	return hs
 }
@@ -42,9 +51,10 @@ func TestProportional(t *testing.T) {
 		{"a host with no capacity", 5, hosts(0, 10), shares(0, 5)},
 		{"no capacity at all", 5, hosts(0, 0), shares(0, 0)},
 		{"no hosts", 5, nil, map[string]int{}},
-		{"input order does not matter", 10, []Host{{"c", 10}, {"a", 10}, {"b", 10}}, shares(4, 3, 3)},
-		{"a duplicate id counts once", 4, []Host{{"a", 10}, {"a", 10}, {"b", 10}}, shares(2, 2)},
-		{"a duplicate id counts with its first capacity", 5, []Host{{"a", 1}, {"b", 2}, {"a", 5}}, shares(1, 2)},
+		{"input order does not matter", 10, []Host{{ID: "c", Capacity: 10}, {ID: "a", Capacity: 10}, {ID: "b", Capacity: 10}}, shares(4, 3, 3)},
+		{"a duplicate id counts once", 4, []Host{{ID: "a", Capacity: 10}, {ID: "a", Capacity: 10}, {ID: "b", Capacity: 10}}, shares(2, 2)},
+		{"a duplicate id counts with its first capacity", 5, []Host{{ID: "a", Capacity: 1}, {ID: "b", Capacity: 2}, {ID: "a", Capacity: 5}}, shares(1, 2)},
+		{"what a host runs does not matter", 10, running(hosts(20, 10, 10), 0, 9, 9), shares(5, 3, 2)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,6 +90,22 @@ func TestSplitSticky(t *testing.T) {
 		{"a joining host waits for growth", 10, hosts(10, 10, 10), shares(5, 5), shares(5, 5, 0)},
 		{"a joining host gets the growth", 13, hosts(10, 10, 10), shares(5, 5), shares(5, 5, 3)},
 		{"negative previous shares read as none", 4, hosts(10, 10), shares(-5, 2), shares(2, 2)},
+		// Issue 27, item 4: a, running 5 of 8/8/4 at a target of 12 (split
+		// 5/5/2), was cut off; the others took its share (b 8, c 4); the
+		// link is back and a still runs its 5. The others shed, not a.
+		{"a rejoining host keeps what it runs", 12, running(hosts(8, 8, 4), 5, 8, 4), map[string]int{"b": 8, "c": 4}, shares(5, 5, 2)},
+		{"a rejoining host named with 0 keeps what it runs", 12, running(hosts(8, 8, 4), 5, 8, 4), shares(0, 8, 4), shares(5, 5, 2)},
+		// The same fleet, the leader paused while the others took its 5:
+		// the plan it finds names it with nothing, it runs 5.
+		{"a resumed leader keeps what it runs", 12, running(hosts(8, 8, 4), 8, 5, 4), shares(8, 0, 4), shares(5, 5, 2)},
+		{"a rejoining host above its share sheds down to it", 12, running(hosts(8, 8, 4), 7, 8, 4), map[string]int{"b": 8, "c": 4}, shares(5, 5, 2)},
+		{"a rejoining host below its share takes nothing back", 12, running(hosts(8, 8, 4), 2, 8, 4), map[string]int{"b": 8, "c": 4}, shares(2, 7, 3)},
+		{"a rejoining host's workers capped at its capacity", 12, running(hosts(3, 8, 4), 5, 8, 4), map[string]int{"b": 8, "c": 4}, shares(3, 6, 3)},
+		{"a rejoining host with the target grown meanwhile", 15, running(hosts(8, 8, 4), 5, 8, 4), map[string]int{"b": 8, "c": 4}, shares(5, 7, 3)},
+		{"a host still starting its share keeps it", 12, running(hosts(8, 8, 4), 1, 5, 2), shares(5, 5, 2), shares(5, 5, 2)},
+		{"a host still draining what the last plan took sheds it again", 12, running(hosts(8, 8, 4), 5, 8, 4), shares(5, 5, 2), shares(5, 5, 2)},
+		{"a joining host that runs workers is counted", 10, running(hosts(10, 10, 10), 5, 5, 4), shares(5, 5), shares(4, 3, 3)},
+		{"a negative running count reads as none", 10, running(hosts(10, 10), -4, 0), shares(5, 5), shares(5, 5)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -103,9 +129,12 @@ func TestSplitProperties(t *testing.T) {
 		}
 		hs, total = sortedHosts(hs)
 		prev := map[string]int{}
-		for _, h := range hs {
+		for i, h := range hs {
 			if rng.Intn(4) > 0 {
 				prev[h.ID] = rng.Intn(35)
+			}
+			if rng.Intn(3) == 0 {
+				hs[i].Running = rng.Intn(35)
 			}
 		}
 		if rng.Intn(3) == 0 {
@@ -121,7 +150,7 @@ func TestSplitProperties(t *testing.T) {
 			if got[h.ID] < 0 || got[h.ID] > h.Capacity {
 				t.Fatalf("%s: host %s gets %d of capacity %d", desc, h.ID, got[h.ID], h.Capacity)
 			}
-			kept[h.ID] = min(max(prev[h.ID], 0), h.Capacity)
+			kept[h.ID] = min(max(prev[h.ID], h.Running, 0), h.Capacity)
 		}
 		if sum != want || len(got) != len(hs) {
 			t.Fatalf("%s: sums to %d over %d hosts, want %d over %d", desc, sum, len(got), want, len(hs))
@@ -135,9 +164,25 @@ func TestSplitProperties(t *testing.T) {
 		if m := Moved(kept, got); m != abs(want-k) || m > Moved(kept, Proportional(target, hs)) {
 			t.Fatalf("%s: moves %d, want %d (proportional moves %d)", desc, m, abs(want-k), Moved(kept, Proportional(target, hs)))
 		}
-		// Stable: the same target over the same hosts moves nothing.
-		if again := Split(target, hs, got); !maps.Equal(again, got) {
+		// Stable: the same target over the same hosts, once they run
+		// their shares, moves nothing.
+		applied := slices.Clone(hs)
+		for i := range applied {
+			applied[i].Running = got[applied[i].ID]
+		}
+		if again := Split(target, applied, got); !maps.Equal(again, got) {
 			t.Fatalf("%s: again %v", desc, again)
+		}
+		// No flapping while the hosts move: each runs anything between
+		// what it held and its new share (starting, or draining), and
+		// the next tick's split is the same.
+		moving := slices.Clone(hs)
+		for i := range moving {
+			lo, hi := min(kept[moving[i].ID], got[moving[i].ID]), max(kept[moving[i].ID], got[moving[i].ID])
+			moving[i].Running = lo + rng.Intn(hi-lo+1)
+		}
+		if again := Split(target, moving, got); !maps.Equal(again, got) {
+			t.Fatalf("%s: with the hosts on their way (%v) %v", desc, moving, again)
 		}
 		// Deterministic whatever the hosts' order.
 		rev := make([]Host, len(hs))

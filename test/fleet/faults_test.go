@@ -81,6 +81,7 @@ func (c *cluster) partition(t *testing.T) {
 		}
 		seen[p.name] = at
 	}
+	back := c.beforeRejoin(t, n)
 	up := time.Now()
 	rd, _ = c.rec.last(pools[0].name)
 	if err := n.sb.LinkUp(ctx); err != nil {
@@ -130,6 +131,7 @@ func (c *cluster) partition(t *testing.T) {
 	for _, p := range pools {
 		c.figure(t, p.name, "fault_partition_heal", "converged_seconds", at.Sub(up))
 	}
+	c.afterRejoin(t, back, "partition")
 }
 
 // slowLink delays a follower's link by 2 s (netem, or its NFQUEUE

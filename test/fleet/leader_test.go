@@ -264,11 +264,13 @@ func (c *cluster) pausedLeader(t *testing.T) {
 			c.figure(t, pool, "failover_pause", "seconds", f.at.Sub(from), "old", l.name, "new", f.who.name)
 		}
 		time.Sleep(time.Until(from.Add(pause)))
+		back := c.beforeRejoin(t, l)
 		if out, err := exec1(l.sb, time.Minute, "kill", "-CONT", strconv.Itoa(pid)); err != nil {
 			t.Fatalf("SIGCONT: %v\n%s", err, out)
 		}
 		paused = false
 		c.settle(t, want, "steady state after "+l.name+"'s pause")
+		c.afterRejoin(t, back, "pause")
 		for _, pool := range led {
 			c.checkFenced(t, l, pool, old[pool], from, taken[pool].at)
 		}

@@ -294,12 +294,19 @@ func (c *Coordinator) Run(ctx context.Context) {
 func (c *Coordinator) minGap() time.Duration { return c.cfg.Interval * 9 / 10 }
 
 // Resign gives the lease up (Store.Release) if this host leads, so that
-// another host leads at once, and stops the coordinator: later ticks do
-// nothing. Whether or not the store answers, this host never writes with
-// that epoch again. Owner only.
+// another host leads at once, sends a last heartbeat (Deps.Self as it is
+// now: a host that drained its workers leaves a count of none in the store,
+// not its last tick's), and stops the coordinator: later ticks, and a
+// second Resign, do nothing. Whether or not the store answers, this host
+// never writes with that epoch again. The error is the release's: a lost
+// last heartbeat only ages out, as a crashed host's does. Owner only.
 func (c *Coordinator) Resign(ctx context.Context) error {
 	st := &c.st
+	if st.stopped {
+		return nil
+	}
 	st.stopped = true
+	defer c.lastHeartbeat(ctx)
 	if !st.leading {
 		return nil
 	}
@@ -312,4 +319,17 @@ func (c *Coordinator) Resign(ctx context.Context) error {
 		return fmt.Errorf("fleet pool %s: resigning epoch %d: %w", c.cfg.Pool, epoch, err)
 	}
 	return nil
+}
+
+// lastHeartbeat is Resign's heartbeat, once the coordinator has ticked (one
+// that never did has not joined: it leaves no member behind).
+func (c *Coordinator) lastHeartbeat(ctx context.Context) {
+	if !c.st.started {
+		return
+	}
+	m := c.deps.Self()
+	m.ID, m.SeenAt = c.cfg.ID, time.Time{}
+	cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+	defer cancel()
+	_ = c.store.Heartbeat(cctx, c.cfg.Pool, m)
 }

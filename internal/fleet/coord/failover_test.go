@@ -2,6 +2,8 @@ package coord
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 )
@@ -227,5 +229,94 @@ func TestRestartedLeaderTakesANewTerm(t *testing.T) {
 	ls = s.leaders()
 	if len(ls) != 1 || ls[0].c.Snapshot().Epoch <= oldEpoch {
 		t.Fatalf("after the restart: leaders %d, want one with an epoch above %d", len(ls), oldEpoch)
+	}
+}
+
+// rejoinFleet is the issue's fleet (issue 27, item 4): capacities 8, 8 and
+// 4, a target of 12, split 5/5/2.
+func rejoinFleet(t *testing.T) *sim {
+	t.Helper()
+	s := newSim(t, 8, 8, 4)
+	s.run(2, nil)
+	s.pending = 120
+	s.run(10, nil)
+	if got := s.lives(); !slices.Equal(got, []int{5, 5, 2}) || len(s.leaders()) != 1 {
+		t.Fatalf("not settled: lives %v, %d leaders, want 5/5/2 and one leader", got, len(s.leaders()))
+	}
+	return s
+}
+
+// TestRejoinKeepsItsWorkers: a host running 5 of the 12 leaves the plan
+// (cut off, or a leader paused past the gone time) while its workers run
+// on; the others take its share (8 + 4). When it is back, the leader
+// counts what it runs: the split ends 5/5/2 again, the 5 workers stopped
+// are the others', and the host that came back stops none.
+func TestRejoinKeepsItsWorkers(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		leave func(s *sim) *host
+		back  func(s *sim, h *host)
+	}{
+		{"partitioned follower", func(s *sim) *host {
+			for _, h := range s.hosts {
+				if !h.c.Snapshot().Leader && h.live == 5 {
+					s.store.cut[h.id] = true
+					return h
+				}
+			}
+			s.t.Fatal("no follower runs 5")
+			return nil
+		}, func(s *sim, h *host) { s.store.cut[h.id] = false }},
+		{"paused leader", func(s *sim) *host {
+			l := s.leaders()[0]
+			if l.live != 5 {
+				s.t.Fatalf("the leader %s runs %d, want 5", l.id, l.live)
+			}
+			l.paused = true
+			return l
+		}, func(s *sim, h *host) { h.paused = false }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := rejoinFleet(t)
+			h := tc.leave(s)
+			// 18 s, as the issue's partition: past the gone time (9 s),
+			// and for a leader past its TTL (15 s).
+			s.run(int(18*time.Second/interval), nil)
+			if _, in := s.leaders()[0].c.Snapshot().Plan.Shares[h.id]; in || h.live != 5 {
+				t.Fatalf("while away: %s in the plan %v, runs %d; want out of it, still running 5", h.id, in, h.live)
+			}
+			if got := s.total(); got != 17 {
+				t.Fatalf("while away: lives %v, want the others' 8 + 4 and its 5", s.lives())
+			}
+			tc.back(s, h)
+			stopped, last := 0, s.lives()
+			s.run(10, func() {
+				for i, o := range s.hosts {
+					if o.live > o.capacity {
+						t.Fatalf("tick %d: %s runs %d, above its capacity %d", s.ticks, o.id, o.live, o.capacity)
+					}
+					stopped += max(last[i]-o.live, 0)
+				}
+				last = s.lives()
+				if h.live < 5 {
+					t.Fatalf("tick %d: %s, back, runs %d of its 5 (lives %v)", s.ticks, h.id, h.live, s.lives())
+				}
+				if s.total() < 12 {
+					t.Fatalf("tick %d: the total dropped to %d below the target 12: %v", s.ticks, s.total(), s.lives())
+				}
+			})
+			l := s.leaders()
+			if len(l) != 1 {
+				t.Fatalf("%d leaders after the return", len(l))
+			}
+			want := map[string]int{"h0": 5, "h1": 5, "h2": 2}
+			if got := l[0].c.Snapshot().Plan.Shares; !maps.Equal(got, want) || !slices.Equal(s.lives(), []int{5, 5, 2}) {
+				t.Errorf("after the return: plan %v, lives %v; want %v", got, s.lives(), want)
+			}
+			t.Logf("%s: back, the split is %v, %d workers stopped on the others, none on %s", tc.name, s.lives(), stopped, h.id)
+			if stopped != 5 {
+				t.Errorf("%d workers stopped on the hosts that took over, want 5", stopped)
+			}
+		})
 	}
 }

@@ -13,7 +13,7 @@
 // 'flexiq-scaled:fleet:*'`; the braces are a hash tag, so that on a Redis
 // Cluster all of a pool's keys are in one slot, as its scripts need:
 //
-//	flexiq-scaled:fleet:{POOL}:lease     string "HOLDER:EPOCH", expires (PX) after the ttl
+//	flexiq-scaled:fleet:{POOL}:lease     string "HOLDER:EPOCH", HOLDER being HOST#INSTANCE (coord.Config.Holder); expires (PX) after the ttl
 //	flexiq-scaled:fleet:{POOL}:epoch     integer, the last epoch given; never expires
 //	flexiq-scaled:fleet:{POOL}:plan      hash: epoch, at (server ms), plan (JSON {"v":1,"target","shares","state"})
 //	flexiq-scaled:fleet:{POOL}:members   hash: host id -> JSON {"v":1,"capacity","live","starting","draining","version"}
