@@ -63,7 +63,7 @@ func TestRedisHostileWrites(t *testing.T) {
 			t.Fatalf("acquire: %+v held=%v %v, want epoch 4", l, held, err)
 		}
 	})
-	t.Run("a lease that never expires is taken over", func(t *testing.T) {
+	t.Run("a lease that never expires, or outlives ten ttls and a minute, is taken over", func(t *testing.T) {
 		dropPool(t, raw, pool)
 		set(k.lease, "evil:5", k.epoch, "5")
 		l, held, err := s.Acquire(ctx, pool, "host-a", 0, time.Minute)
@@ -73,9 +73,13 @@ func TestRedisHostileWrites(t *testing.T) {
 		// One within twice the ttl is obeyed.
 		dropPool(t, raw, pool)
 		set(k.epoch, "5")
-		raw.Set(ctx, k.lease, "other:5", 90*time.Second)
+		raw.Set(ctx, k.lease, "other:5", 9*time.Minute)
 		if l, held, err := s.Acquire(ctx, pool, "host-a", 0, time.Minute); err != nil || held || l.Holder != "other" {
-			t.Errorf("a live lease of 90 s at a ttl of 60 s: %+v held=%v %v, want other's, obeyed", l, held, err)
+			t.Errorf("a live lease of 9 min at a ttl of 1 min: %+v held=%v %v, want other's, obeyed", l, held, err)
+		}
+		raw.Set(ctx, k.lease, "other:5", 12*time.Minute)
+		if l, held, err := s.Acquire(ctx, pool, "host-a", 0, time.Minute); err != nil || !held || l.Epoch != 6 {
+			t.Errorf("a lease of 12 min at a ttl of 1 min: %+v held=%v %v, want taken over at epoch 6", l, held, err)
 		}
 	})
 	t.Run("a plan above the lease's epoch", func(t *testing.T) {

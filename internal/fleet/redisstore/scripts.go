@@ -14,8 +14,9 @@ import "github.com/redis/go-redis/v9"
 // script reads a stored epoch with epoch(), which takes only 1 to 2^53
 // written in decimal (a Lua number is a double: above 2^53 integer
 // arithmetic and string.format('%d') go wrong), and treats anything else
-// as absent. So a lease whose epoch is garbage, or that would outlive
-// twice the caller's ttl (no expiry at all, or days), is taken over
+// as absent. So a lease whose epoch is garbage, or that would outlive ten
+// of the caller's ttls and a minute (no expiry at all, or days: hosts
+// whose ttls differ for a while are far inside it), is taken over
 // rather than obeyed, a garbage epoch counter starts again above what the
 // fleet knows, and a plan above the lease's epoch is reported as no
 // leader's (fleet.ErrBadPlan).
@@ -56,7 +57,7 @@ if cur then
   local h, es = string.match(cur, '^(.*):(%d+)$')
   local e = epoch(es)
   local left = redis.call('PTTL', KEYS[1])
-  if e and left >= 0 and left <= 2 * ttl then
+  if e and left >= 0 and left <= 10 * ttl + 60000 then
     if h == holder and e == known then
       redis.call('PEXPIRE', KEYS[1], ttl)
       return {1, h, es, now + ttl, now}
