@@ -368,6 +368,9 @@ func (l *fleetLink) event(e coord.Event) {
 		l.log.Event(eventlog.FleetStoreUnreachable, eventlog.Warning, f, "fleet: the store does not answer: %v", e.Err)
 	case coord.StoreRecovered:
 		l.log.Event(eventlog.FleetStoreRecovered, eventlog.Notice, f, "fleet: the store answers again")
+	case coord.MemberUnreadable:
+		f["FLEXIQ_FLEET_MEMBER"] = e.Member
+		l.log.Event(eventlog.FleetMemberUnreadable, eventlog.Warning, f, "fleet: the store's entry for member %q cannot be read, skipped: %v", e.Member, e.Err)
 	}
 }
 

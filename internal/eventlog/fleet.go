@@ -22,4 +22,9 @@ const (
 	// store stopped and started answering.
 	FleetStoreUnreachable Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b65"
 	FleetStoreRecovered   Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b66"
+	// FleetMemberUnreadable: the store's entry for a member cannot be
+	// read (another version's encoding, a corrupt or hostile write): the
+	// member is skipped. Once while it stays so (FLEXIQ_FLEET_MEMBER
+	// names it).
+	FleetMemberUnreadable Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b67"
 )

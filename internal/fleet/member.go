@@ -30,16 +30,28 @@ func GoneAfter(interval time.Duration) time.Duration {
 	return GoneBeats * interval
 }
 
+// MaxCount bounds every count a heartbeat carries (capacity, live,
+// starting, draining): no host runs a hundred thousand workers of one
+// pool, and the fleet's sums of counts so bounded cannot overflow. A
+// member's entry is anyone's to write who can write the store (issue 27):
+// MaxInt64 workers must not wrap the fleet's total into another target.
+const MaxCount = 100_000
+
+// clampCount is n within [0, MaxCount].
+func clampCount(n int) int { return min(max(n, 0), MaxCount) }
+
 // LiveMembers returns the members heard from within goneAfter of now (both
 // on the store's clock), one per host id (the latest heartbeat wins), in
 // order of host id, so that every caller sees the same list whatever order
-// the store returned. A member with no id is dropped; a negative capacity
-// or count reads as 0. A heartbeat a little in the store's future (a
-// replica's clock) counts as live.
+// the store returned. A member with no id, or one the store could not
+// read (Invalid), is dropped; every count is clamped to [0, MaxCount]. A
+// heartbeat a little in the store's future (a replica's clock) counts as
+// live; one further ahead should have gone through Sightings.Judge first,
+// or it is live for as long as its time lies ahead.
 func LiveMembers(members []Member, now time.Time, goneAfter time.Duration) []Member {
 	latest := make(map[string]Member, len(members))
 	for _, m := range members {
-		if m.ID == "" {
+		if m.ID == "" || m.Invalid != "" {
 			continue
 		}
 		if prev, ok := latest[m.ID]; ok && !m.SeenAt.After(prev.SeenAt) {
@@ -52,8 +64,8 @@ func LiveMembers(members []Member, now time.Time, goneAfter time.Duration) []Mem
 		if now.Sub(m.SeenAt) > goneAfter {
 			continue
 		}
-		m.Capacity, m.Live = max(m.Capacity, 0), max(m.Live, 0)
-		m.Starting, m.Draining = max(m.Starting, 0), max(m.Draining, 0)
+		m.Capacity, m.Live = clampCount(m.Capacity), clampCount(m.Live)
+		m.Starting, m.Draining = clampCount(m.Starting), clampCount(m.Draining)
 		out = append(out, m)
 	}
 	slices.SortFunc(out, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
@@ -77,10 +89,10 @@ type Totals struct {
 func Sum(members []Member) Totals {
 	t := Totals{Hosts: len(members)}
 	for _, m := range members {
-		t.Capacity += max(m.Capacity, 0)
-		t.Live += max(m.Live, 0)
-		t.Starting += max(m.Starting, 0)
-		t.Draining += max(m.Draining, 0)
+		t.Capacity += clampCount(m.Capacity)
+		t.Live += clampCount(m.Live)
+		t.Starting += clampCount(m.Starting)
+		t.Draining += clampCount(m.Draining)
 	}
 	return t
 }
@@ -89,7 +101,41 @@ func Sum(members []Member) Totals {
 func Hosts(members []Member) []Host {
 	out := make([]Host, len(members))
 	for i, m := range members {
-		out[i] = Host{ID: m.ID, Capacity: m.Capacity, Running: m.Live}
+		out[i] = Host{ID: m.ID, Capacity: clampCount(m.Capacity), Running: clampCount(m.Live)}
 	}
+	return out
+}
+
+// Sightings judge heartbeats dated in the store's future (issue 27): a
+// SeenAt more than FutureSlack ahead of the store's clock is a hostile
+// write, or a store whose clock stepped back since, and would keep a dead
+// host live for as long as it lies ahead. Such a heartbeat counts as seen
+// when this host first read it (on the store's clock): a live host writes
+// a new one every tick, so it stays live, a dead one is gone GoneBeats
+// heartbeats later. The zero value is ready; not safe for concurrent use.
+type Sightings struct {
+	first map[string]sighting
+}
+
+type sighting struct{ seen, at time.Time }
+
+// Judge returns members with every future SeenAt replaced by when it was
+// first read (now, the store's clock, the first time). members is not
+// modified. What it remembers is only the members read now.
+func (s *Sightings) Judge(members []Member, now time.Time) []Member {
+	out := slices.Clone(members)
+	next := make(map[string]sighting)
+	for i, m := range out {
+		if !m.SeenAt.After(now.Add(FutureSlack)) {
+			continue
+		}
+		sg, ok := s.first[m.ID]
+		if !ok || !sg.seen.Equal(m.SeenAt) || sg.at.After(now) {
+			sg = sighting{seen: m.SeenAt, at: now}
+		}
+		next[m.ID] = sg
+		out[i].SeenAt = sg.at
+	}
+	s.first = next
 	return out
 }

@@ -42,6 +42,18 @@ import (
 // Fencing on the reader's side: a plan with an epoch older than the
 // highest seen (in a plan or a lease) is ignored, and so is a plan of the
 // same epoch written before the one held (a lagging replica's answer).
+//
+// Anyone who can write the store can write there what no leader would
+// (issue 27), and none of it may hold the fleet once it stops: an epoch
+// above MaxEpoch is never the highest seen (the plan is ignored), a plan
+// dated more than FutureSlack after the store's clock is ignored (it
+// would otherwise hide every real plan of its epoch, as "written before
+// the one held", for the whole term), a held plan that now lies in the
+// store's future (the store's clock stepped back) no longer hides the
+// plans written after it, and the highest epoch seen falls to a lower
+// lease's once the store has shown lower leases for a whole TTL (a store
+// that lost its data, met first by a host that knew nothing of the old
+// epochs: without it, every host would ignore every plan for good).
 
 // Phase is where a host's view of the plan stands.
 type Phase string
@@ -98,29 +110,59 @@ func (p StaleParams) hold() time.Duration {
 type View struct {
 	ID      string // this host's id
 	highest uint64
-	plan    Plan
-	have    bool
-	age     time.Duration // the plan's age at the last read, store's clock
-	readAt  time.Time     // that read, on the host's clock
+	// lowerSince is when (host clock) a lease below highest was first
+	// seen, in a run of such leases; zero when the last lease was not.
+	lowerSince time.Time
+	plan       Plan
+	have       bool
+	age        time.Duration // the plan's age at the last read, store's clock
+	readAt     time.Time     // that read, on the host's clock
 }
 
-// NoteEpoch records an epoch seen elsewhere (the lease, as Store.Acquire
-// returns it): plans of older epochs are ignored from now on.
-func (v *View) NoteEpoch(epoch uint64) { v.highest = max(v.highest, epoch) }
+// NoteEpoch records an epoch seen elsewhere: plans of older epochs are
+// ignored from now on. An epoch above MaxEpoch is garbage: ignored.
+func (v *View) NoteEpoch(epoch uint64) {
+	if ValidEpoch(epoch) {
+		v.highest = max(v.highest, epoch)
+	}
+}
+
+// NoteLease records the lease's epoch as Store.Acquire returned it at
+// hostNow (the host's clock): as NoteEpoch, and when the store has shown
+// only leases below the highest epoch seen for a whole ttl, that lower
+// epoch becomes the highest (the store lost its data; the plans of the new
+// epochs are taken again). A garbage epoch, or none (0, a lease
+// released), neither raises nor lowers it, nor ends a run of lower ones.
+func (v *View) NoteLease(epoch uint64, hostNow time.Time, ttl time.Duration) {
+	switch {
+	case !ValidEpoch(epoch):
+	case epoch >= v.highest:
+		v.highest, v.lowerSince = epoch, time.Time{}
+	case v.lowerSince.IsZero():
+		v.lowerSince = hostNow
+	case hostNow.Sub(v.lowerSince) >= ttl:
+		v.highest, v.lowerSince = epoch, time.Time{}
+	}
+}
 
 // Observe offers a plan read at storeNow (the store's clock), at hostNow
 // (the host's). It says whether the plan was taken and, if not, why. A read
 // of the plan already held refreshes its age.
 func (v *View) Observe(p Plan, storeNow, hostNow time.Time) (bool, string) {
+	ahead := storeNow.Add(FutureSlack)
 	switch {
 	case p.Epoch == 0:
 		return false, "no plan yet"
+	case !ValidEpoch(p.Epoch):
+		return false, fmt.Sprintf("epoch %d beyond %d: garbage", p.Epoch, uint64(MaxEpoch))
+	case p.At.After(ahead):
+		return false, fmt.Sprintf("epoch %d plan dated %s, after the store's clock %s", p.Epoch, p.At.Format(time.RFC3339Nano), storeNow.Format(time.RFC3339Nano))
 	case p.Epoch < v.highest:
 		return false, fmt.Sprintf("epoch %d older than %d", p.Epoch, v.highest)
-	case v.have && p.Epoch == v.plan.Epoch && p.At.Before(v.plan.At):
+	case v.have && p.Epoch == v.plan.Epoch && p.At.Before(v.plan.At) && !v.plan.At.After(ahead):
 		return false, fmt.Sprintf("epoch %d plan of %s older than the one held", p.Epoch, p.At.Format(time.RFC3339Nano))
 	}
-	v.highest, v.plan, v.have = p.Epoch, p, true
+	v.highest, v.plan, v.have = max(v.highest, p.Epoch), p, true
 	v.age, v.readAt = max(storeNow.Sub(p.At), 0), hostNow
 	return true, ""
 }
@@ -167,6 +209,11 @@ func (v *View) Target(hostNow time.Time, p StaleParams, last int, reachable bool
 		return a
 	case a.Age <= p.ttl():
 		a.Phase, a.Target, a.Why = PhaseFresh, max(share, 0), "the plan's share"
+		if p.Capacity > 0 && a.Target > p.Capacity {
+			// No leader gives a host more than its capacity: a plan
+			// that does was not a leader's.
+			a.Target, a.Why = p.Capacity, fmt.Sprintf("the plan's share %d, capped at this host's capacity", share)
+		}
 		return a
 	case a.Age <= p.ttl()+p.hold():
 		a.Phase, a.Target = PhaseHold, last

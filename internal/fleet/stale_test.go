@@ -81,8 +81,26 @@ func TestViewTarget(t *testing.T) {
 			{p: plan(3, 0, three), storeAt: sec(40), hostAt: 0, taken: true},
 			{p: plan(4, sec(41), map[string]int{"me": 6}), storeAt: sec(42), hostAt: sec(2), taken: true},
 		}, at: sec(2), last: 3, reachable: true, want: Apply{Target: 6, Phase: PhaseFresh, Age: sec(1), Epoch: 4}},
-		{name: "a plan from the store's future has age 0", reads: []read{{p: plan(2, sec(5), three), storeAt: 0, hostAt: 0, taken: true}},
+		{name: "a plan from the store's near future (within FutureSlack) has age 0", reads: []read{{p: plan(2, sec(0.5), three), storeAt: 0, hostAt: 0, taken: true}},
 			at: 0, last: 0, reachable: true, want: Apply{Target: 3, Phase: PhaseFresh, Epoch: 2}},
+		// Issue 27: a plan dated an hour ahead would hide every real plan
+		// of its epoch for the whole term.
+		{name: "a plan dated after the store's clock is ignored", reads: []read{
+			{p: plan(2, 0, three), storeAt: sec(1), hostAt: 0, taken: true},
+			{p: plan(2, sec(3600), map[string]int{"me": 0}), storeAt: sec(2), hostAt: sec(1), taken: false},
+			{p: plan(2, sec(2), three), storeAt: sec(3), hostAt: sec(2), taken: true},
+		}, at: sec(2), last: 3, reachable: true, want: Apply{Target: 3, Phase: PhaseFresh, Epoch: 2, Age: sec(1)}},
+		{name: "the store's clock steps an hour back: the plans after it are taken", reads: []read{
+			{p: plan(2, 0, three), storeAt: sec(1), hostAt: 0, taken: true},
+			{p: plan(2, sec(-3600), map[string]int{"me": 5}), storeAt: sec(-3599), hostAt: sec(1), taken: true},
+		}, at: sec(1), last: 3, reachable: true, want: Apply{Target: 5, Phase: PhaseFresh, Epoch: 2, Age: sec(1)}},
+		{name: "a garbage epoch is ignored and not remembered", reads: []read{
+			{p: plan(2, 0, three), storeAt: sec(1), hostAt: 0, taken: true},
+			{p: plan(1<<63-1, sec(1), map[string]int{"me": 0}), storeAt: sec(1), hostAt: 0, taken: false, preEpoch: 1<<63 - 1},
+			{p: plan(2, sec(2), map[string]int{"me": 4}), storeAt: sec(2), hostAt: sec(1), taken: true},
+		}, at: sec(1), last: 3, reachable: true, want: Apply{Target: 4, Phase: PhaseFresh, Epoch: 2}},
+		{name: "a share above this host's capacity is capped", reads: []read{{p: plan(2, 0, map[string]int{"me": 1000}), storeAt: 0, hostAt: 0, taken: true}},
+			at: 0, last: 0, reachable: true, want: Apply{Target: 10, Phase: PhaseFresh, Epoch: 2}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -122,5 +140,36 @@ func TestLocalMin(t *testing.T) {
 		if got := LocalMin(tt.min, tt.hosts, tt.capacity); got != tt.want {
 			t.Errorf("LocalMin(%d, %d, %d) = %d, want %d", tt.min, tt.hosts, tt.capacity, got, tt.want)
 		}
+	}
+}
+
+// The highest epoch seen falls to a lower lease's only once the store has
+// shown lower leases for a whole TTL (issue 27: a store that lost its
+// data); a higher or garbage lease in between ends or skips the run.
+func TestViewNoteLease(t *testing.T) {
+	const ttl = 15 * time.Second
+	at := func(s int) time.Time { return hostT0.Add(time.Duration(s) * time.Second) }
+	tests := []struct {
+		name   string
+		leases []uint64 // one every 5 s from 0
+		want   uint64
+	}{
+		{"rises at once", []uint64{7, 9}, 9},
+		{"a lower lease for less than a TTL", []uint64{40, 1, 1, 1}, 40},
+		{"a lower lease for a TTL", []uint64{40, 1, 1, 2, 2}, 2},
+		{"a higher lease ends the run", []uint64{40, 1, 1, 40, 1, 1}, 40},
+		{"garbage and none neither count nor end the run", []uint64{40, 1, 0, 1 << 60, 1, 2}, 2},
+		{"garbage never becomes the highest", []uint64{7, 1<<63 - 1}, 7},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var v View
+			for i, e := range tt.leases {
+				v.NoteLease(e, at(5*i), ttl)
+			}
+			if v.Highest() != tt.want {
+				t.Errorf("highest %d, want %d", v.Highest(), tt.want)
+			}
+		})
 	}
 }

@@ -19,6 +19,33 @@ import (
 // back, River #197, Oban #1488), and its plan must not land.
 var ErrFenced = errors.New("fleet: the lease has another epoch: plan refused")
 
+// MaxEpoch bounds every epoch: 2^53, the largest integer a Lua number (a
+// double, as Redis's scripts count) holds exactly. No fleet gets near it
+// (an acquisition a second for 285 million years); an epoch above it, or
+// 0, in the store is garbage (a hostile or corrupt write, issue 27): the
+// stores take such a lease over and report such a plan as unreadable, and
+// the hosts never remember one as the highest seen, so that it cannot
+// hold the fleet once it is gone.
+const MaxEpoch = 1 << 53
+
+// ValidEpoch says whether e is an epoch a store gives: 1 to MaxEpoch.
+func ValidEpoch(e uint64) bool { return e >= 1 && e <= MaxEpoch }
+
+// ErrBadPlan is returned (wrapped, with why) by Store.ReadPlan when the
+// stored plan cannot be used: it does not decode (another version's
+// encoding, a corrupt or hostile write), its epoch is garbage, or it is
+// above the lease's (no leader wrote it). The store's clock is returned
+// with it: the store answered. A follower ignores such a plan; a new
+// leader starts from no plan and overwrites it.
+var ErrBadPlan = errors.New("fleet: the stored plan is unusable")
+
+// FutureSlack is how far in the store's future a plan's time or a
+// heartbeat may lie and still count as written now: the store's own
+// clock, read a moment apart (a replica's, a statement's start). Beyond
+// it the time is not trusted (a hostile write, or the store's clock
+// stepped back since).
+const FutureSlack = time.Second
+
 // Lease is a pool's leadership as the store holds it. Times are the
 // store's clock, never the host's.
 type Lease struct {
@@ -38,6 +65,11 @@ type Member struct {
 	// SeenAt is when the store recorded the heartbeat, on its clock; a
 	// host silent for about 3 heartbeats is gone (the planner decides).
 	SeenAt time.Time
+	// Invalid says why the store's entry for ID could not be read (a
+	// newer encoding during a rolling upgrade, a corrupt or hostile
+	// write): such a member is not live, and the coordinator names it in
+	// the journal once. "" for a member read whole.
+	Invalid string
 }
 
 // Plan is the leader's decision for a pool: the fleet's target and each
@@ -77,7 +109,8 @@ type Store interface {
 	// else it returns ErrFenced and changes nothing.
 	WritePlan(ctx context.Context, pool, holder string, epoch uint64, p Plan) error
 	// ReadPlan returns the pool's last plan (Epoch 0 when none) and the
-	// store's clock now.
+	// store's clock now; a plan that cannot be used is ErrBadPlan, with
+	// the store's clock.
 	ReadPlan(ctx context.Context, pool string) (p Plan, now time.Time, err error)
 	Close() error
 }

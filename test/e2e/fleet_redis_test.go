@@ -25,7 +25,8 @@ func TestFleetRedisStore(t *testing.T) {
 	out, err := sb.Exec(ctx, "env", "FLEXIQ_TEST_REDIS_URL="+url, "FLEXIQ_TEST_REDIS_UNIT=redis-server.service",
 		bin, "-test.run", "^TestRedis", "-test.v", "-test.count=1", "-test.timeout=2m")
 	names := []string{"TestRedisLease", "TestRedisPausedLeader", "TestRedisRelease", "TestRedisMembers",
-		"TestRedisPlan", "TestRedisRoundTrips", "TestRedisServerRestart", "TestRedisDataLoss", "TestRedisACL"}
+		"TestRedisPlan", "TestRedisRoundTrips", "TestRedisServerRestart", "TestRedisDataLoss", "TestRedisACL",
+		"TestRedisACLWorkerDenied", "TestRedisHostileWrites"}
 	for _, name := range names {
 		if !regexp.MustCompile(`--- PASS: ` + name + ` `).MatchString(out) {
 			t.Errorf("internal/fleet/redisstore's %s did not pass", name)

@@ -190,6 +190,10 @@ type tickState struct {
 	calls     Calls
 	total     Calls
 	ep        episodes
+	// badMembers are the members the store could not read at the last
+	// read, each named once in the journal while it stays so.
+	badMembers map[string]bool
+	sightings  fleet.Sightings
 }
 
 // New checks cfg and deps and returns a coordinator that has not ticked.

@@ -19,6 +19,9 @@ const (
 	PlanFresh        Kind = "plan-fresh" // a stale episode ended
 	StoreUnreachable Kind = "store-unreachable"
 	StoreRecovered   Kind = "store-recovered"
+	// MemberUnreadable: the store's entry for a member (Member) cannot
+	// be read (Err says why): it is skipped; once per episode.
+	MemberUnreadable Kind = "member-unreadable"
 )
 
 // Reason is why a leader lost its lease.
@@ -43,6 +46,7 @@ type Event struct {
 	Reason Reason
 	Phase  fleet.Phase
 	Age    time.Duration // the plan's
+	Member string        // the host id of an unreadable member's entry
 	Err    error
 	At     time.Time // host clock
 }

@@ -46,7 +46,16 @@ type fakeStore struct {
 	members map[string]fleet.Member
 	writes  []write
 	leases  []fleet.Lease // every acquisition, in order
+	// offset moves the store's clock from the shared one (a store whose
+	// clock stepped); forget makes an acquisition ignore the caller's
+	// known epoch (a store that lost its data, met by a host that knew
+	// nothing).
+	offset time.Duration
+	forget bool
 }
+
+// now is the store's clock; the caller holds mu.
+func (s *fakeStore) now() time.Time { return s.clk.Now().Add(s.offset) }
 
 func newFakeStore(clk *fakeClock) *fakeStore {
 	return &fakeStore{clk: clk, cut: map[string]bool{}, delay: map[string]time.Duration{}, members: map[string]fleet.Member{}}
@@ -69,7 +78,7 @@ func (s *fakeStore) enter(id string) error {
 func (s *fakeStore) loseLease() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.lease.Holder, s.lease.Expires = "", s.clk.Now()
+	s.lease.Holder, s.lease.Expires = "", s.now()
 }
 
 type hostStore struct {
@@ -84,7 +93,7 @@ func (h hostStore) Acquire(ctx context.Context, pool, holder string, epoch uint6
 	s := h.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.clk.Now()
+	now := s.now()
 	live := s.lease.Holder != "" && now.Before(s.lease.Expires)
 	switch {
 	case live && s.lease.Holder == holder && s.lease.Epoch == epoch:
@@ -92,6 +101,9 @@ func (h hostStore) Acquire(ctx context.Context, pool, holder string, epoch uint6
 		return s.lease, true, nil
 	case live:
 		return s.lease, false, nil
+	}
+	if s.forget {
+		epoch = 0
 	}
 	s.counter = max(s.counter, s.plan.Epoch, epoch) + 1
 	s.lease = fleet.Lease{Holder: holder, Epoch: s.counter, Expires: now.Add(ttl)}
@@ -107,7 +119,7 @@ func (h hostStore) Release(ctx context.Context, pool, holder string, epoch uint6
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lease.Holder == holder && s.lease.Epoch == epoch {
-		s.lease.Holder, s.lease.Expires = "", s.clk.Now()
+		s.lease.Holder, s.lease.Expires = "", s.now()
 	}
 	return nil
 }
@@ -118,7 +130,7 @@ func (h hostStore) Heartbeat(ctx context.Context, pool string, m fleet.Member) e
 	}
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
-	m.SeenAt = h.s.clk.Now()
+	m.SeenAt = h.s.now()
 	h.s.members[m.ID] = m
 	return nil
 }
@@ -129,7 +141,7 @@ func (h hostStore) Members(ctx context.Context, pool string) ([]fleet.Member, ti
 	}
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
-	return slices.Collect(maps.Values(h.s.members)), h.s.clk.Now(), nil
+	return slices.Collect(maps.Values(h.s.members)), h.s.now(), nil
 }
 
 func (h hostStore) WritePlan(ctx context.Context, pool, holder string, epoch uint64, p fleet.Plan) error {
@@ -139,7 +151,7 @@ func (h hostStore) WritePlan(ctx context.Context, pool, holder string, epoch uin
 	s := h.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.clk.Now()
+	now := s.now()
 	ok := s.lease.Holder == holder && s.lease.Epoch == epoch && now.Before(s.lease.Expires) && s.plan.Epoch <= epoch
 	s.writes = append(s.writes, write{At: now, Holder: holder, Epoch: epoch, Accepted: ok})
 	if !ok {
@@ -158,7 +170,7 @@ func (h hostStore) ReadPlan(ctx context.Context, pool string) (fleet.Plan, time.
 	defer h.s.mu.Unlock()
 	p := h.s.plan
 	p.Shares = maps.Clone(p.Shares)
-	return p, h.s.clk.Now(), nil
+	return p, h.s.now(), nil
 }
 
 func (h hostStore) Close() error { return nil }

@@ -17,12 +17,7 @@ func (c *Coordinator) lead(ctx context.Context, now time.Time) {
 	if st.needPrev && !c.readPrev(ctx, now) {
 		return
 	}
-	var ms []fleet.Member
-	var storeNow time.Time
-	err := c.call(ctx, func(ctx context.Context) (err error) {
-		ms, storeNow, err = c.store.Members(ctx, c.cfg.Pool)
-		return err
-	})
+	ms, storeNow, err := c.members(ctx, now)
 	if err != nil {
 		return
 	}

@@ -107,7 +107,7 @@ func (c *Coordinator) lease(ctx context.Context, now time.Time) {
 		return
 	}
 	st.lease = l
-	c.view.NoteEpoch(l.Epoch)
+	c.view.NoteLease(l.Epoch, now, c.cfg.TTL)
 	switch {
 	case held && st.leading && l.Epoch == st.epoch:
 		st.renewedAt = now
@@ -136,10 +136,7 @@ func (c *Coordinator) readPrev(ctx context.Context, now time.Time) bool {
 	st := &c.st
 	var p fleet.Plan
 	var storeNow time.Time
-	err := c.call(ctx, func(ctx context.Context) (err error) {
-		p, storeNow, err = c.store.ReadPlan(ctx, c.cfg.Pool)
-		return err
-	})
+	err := c.readPlan(ctx, &p, &storeNow)
 	if err != nil {
 		return false
 	}
@@ -171,11 +168,7 @@ func (c *Coordinator) observe(p fleet.Plan, storeNow, now time.Time) {
 func (c *Coordinator) follow(ctx context.Context, now time.Time) {
 	var p fleet.Plan
 	var storeNow time.Time
-	err := c.call(ctx, func(ctx context.Context) (err error) {
-		p, storeNow, err = c.store.ReadPlan(ctx, c.cfg.Pool)
-		return err
-	})
-	if err != nil {
+	if err := c.readPlan(ctx, &p, &storeNow); err != nil {
 		return
 	}
 	c.st.skew = storeNow.Sub(now)
@@ -185,15 +178,59 @@ func (c *Coordinator) follow(ctx context.Context, now time.Time) {
 	}
 }
 
-// countHosts counts the live members, for the fallback's share of
-// min_workers before any plan (one more call a tick, only then).
-func (c *Coordinator) countHosts(ctx context.Context) {
+// readPlan reads the plan into p and the store's clock into storeNow. A
+// plan the store holds but that cannot be used (fleet.ErrBadPlan: another
+// version's, a garbage epoch, a hostile write) is no failure of the store:
+// it reads as no plan, ignored with the reason, so that a new leader
+// starts afresh and overwrites it, and a follower holds what it has.
+func (c *Coordinator) readPlan(ctx context.Context, p *fleet.Plan, storeNow *time.Time) error {
+	var bad error
+	err := c.call(ctx, func(ctx context.Context) (err error) {
+		*p, *storeNow, err = c.store.ReadPlan(ctx, c.cfg.Pool)
+		if errors.Is(err, fleet.ErrBadPlan) {
+			bad, err = err, nil
+		}
+		return err
+	})
+	if bad != nil {
+		*p = fleet.Plan{}
+		c.st.ignored = bad.Error()
+	}
+	return err
+}
+
+// members reads the pool's members, and judges them: a heartbeat dated in
+// the store's future counts from when it was first read, and an entry the
+// store could not read is named in the journal, once while it stays so.
+func (c *Coordinator) members(ctx context.Context, now time.Time) ([]fleet.Member, time.Time, error) {
 	var ms []fleet.Member
 	var storeNow time.Time
 	err := c.call(ctx, func(ctx context.Context) (err error) {
 		ms, storeNow, err = c.store.Members(ctx, c.cfg.Pool)
 		return err
 	})
+	if err != nil {
+		return nil, storeNow, err
+	}
+	st := &c.st
+	bad := map[string]bool{}
+	for _, m := range ms {
+		if m.Invalid == "" {
+			continue
+		}
+		bad[m.ID] = true
+		if !st.badMembers[m.ID] {
+			c.deps.Events.Event(Event{Kind: MemberUnreadable, Pool: c.cfg.Pool, Member: m.ID, Err: errors.New(m.Invalid), At: now})
+		}
+	}
+	st.badMembers = bad
+	return st.sightings.Judge(ms, storeNow), storeNow, nil
+}
+
+// countHosts counts the live members, for the fallback's share of
+// min_workers before any plan (one more call a tick, only then).
+func (c *Coordinator) countHosts(ctx context.Context) {
+	ms, storeNow, err := c.members(ctx, c.deps.Now())
 	if err == nil {
 		c.st.hosts = len(fleet.LiveMembers(ms, storeNow, fleet.GoneAfter(c.cfg.Interval)))
 	}

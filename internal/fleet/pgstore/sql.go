@@ -1,6 +1,10 @@
 package pgstore
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/flexiq/flexiq-scaled/internal/fleet"
+)
 
 // statements are the store's SQL, one statement per method, built once
 // for the tables' names. Parameters are typed by casts, since pgx sends
@@ -11,25 +15,38 @@ type statements struct {
 
 func buildStatements(n names) statements {
 	return statements{
-		// $1 pool, $2 holder, $3 epoch the caller holds (0: none), $4 ttl
-		// in ms. The WHERE of DO UPDATE is the whole rule: the row is
-		// expired (or released), or holder AND epoch match. A renewal keeps
-		// the epoch; anything else is an acquisition, epoch + 1. The first
-		// row of the pool has epoch 1. When DO UPDATE does not happen, the
-		// second SELECT returns the lease as it stands (in the statement's
-		// snapshot), held = false.
-		acquire: fmt.Sprintf(`WITH won AS (
+		// $1 pool, $2 holder, $3 epoch the caller holds or knows (0:
+		// none), $4 ttl in ms. The WHERE of DO UPDATE is the whole rule:
+		// the row is expired (or released), or holder AND epoch match, or
+		// the row is garbage (issue 27: an epoch outside 1 to 2^53, or an
+		// expiry beyond ten ttls and a minute, as in the Redis store),
+		// which is taken over rather than obeyed. A renewal keeps the epoch; anything else is an
+		// acquisition, above the row's epoch (as it stands when locked),
+		// the caller's and the stored plan's, those that are epochs (so
+		// that a lost row, or a lost table, starts again above what the
+		// fleet knows), back to 1 past 2^53. When DO UPDATE does not
+		// happen, the second SELECT returns the lease as it stands (in the
+		// statement's snapshot), held = false.
+		acquire: fmt.Sprintf(`WITH known AS (
+  SELECT GREATEST(
+    CASE WHEN $3::bigint BETWEEN 1 AND %[3]d THEN $3::bigint ELSE 0 END,
+    COALESCE((SELECT epoch FROM %[2]s WHERE pool = $1::text AND epoch BETWEEN 1 AND %[3]d), 0)) AS e),
+won AS (
   INSERT INTO %[1]s AS l (pool, holder, epoch, expires_at)
-  VALUES ($1::text, $2::text, 1, now() + $4::bigint * interval '1 millisecond')
+  SELECT $1::text, $2::text, CASE WHEN e >= %[3]d THEN 1 ELSE e + 1 END, now() + $4::bigint * interval '1 millisecond' FROM known
   ON CONFLICT (pool) DO UPDATE
     SET holder = excluded.holder,
-        epoch = CASE WHEN l.holder = excluded.holder AND l.epoch = $3::bigint THEN l.epoch ELSE l.epoch + 1 END,
+        epoch = CASE
+          WHEN l.holder = excluded.holder AND l.epoch = $3::bigint AND l.epoch BETWEEN 1 AND %[3]d THEN l.epoch
+          WHEN GREATEST(CASE WHEN l.epoch BETWEEN 1 AND %[3]d THEN l.epoch ELSE 0 END, (SELECT e FROM known)) >= %[3]d THEN 1
+          ELSE GREATEST(CASE WHEN l.epoch BETWEEN 1 AND %[3]d THEN l.epoch ELSE 0 END, (SELECT e FROM known)) + 1 END,
         expires_at = excluded.expires_at
     WHERE l.expires_at <= now() OR (l.holder = excluded.holder AND l.epoch = $3::bigint)
+      OR NOT (l.epoch BETWEEN 1 AND %[3]d) OR l.expires_at > now() + (10 * $4::bigint + 60000) * interval '1 millisecond'
   RETURNING holder, epoch, expires_at)
 SELECT holder, epoch, expires_at, true FROM won
 UNION ALL
-SELECT holder, epoch, expires_at, false FROM %[1]s WHERE pool = $1::text AND NOT EXISTS (SELECT FROM won)`, n.lease),
+SELECT holder, epoch, expires_at, false FROM %[1]s WHERE pool = $1::text AND NOT EXISTS (SELECT FROM won)`, n.lease, n.plan, fleet.MaxEpoch),
 
 		// $1 pool, $2 holder, $3 epoch. The row stays (its epoch must
 		// never go back); it is emptied and expired, and the followers
@@ -59,8 +76,10 @@ ORDER BY m.host`, n.member),
 		// state (hex: text parameters carry any bytes). The lease is checked, and its row locked FOR SHARE, in
 		// the statement that writes: an acquisition by another host waits
 		// for this to commit, or this sees its new epoch and writes
-		// nothing. A plan of a higher epoch is never overwritten. No row
-		// returned: fenced.
+		// nothing. Whatever plan is stored is overwritten: under the live
+		// lease of this epoch, a plan of a later one is no leader's (a
+		// later lease would have a later epoch), it is a hostile or
+		// corrupt write. No row returned: fenced.
 		writePlan: fmt.Sprintf(`WITH lease AS (
   SELECT FROM %[1]s
   WHERE pool = $1::text AND holder = $2::text AND epoch = $3::bigint AND expires_at > now()
@@ -70,11 +89,11 @@ SELECT $1::text, $3::bigint, $4::integer, $5::jsonb, decode($6::text, 'hex'), no
 ON CONFLICT (pool) DO UPDATE
   SET epoch = excluded.epoch, target = excluded.target, shares = excluded.shares,
       state = excluded.state, written_at = excluded.written_at
-  WHERE p.epoch <= excluded.epoch
 RETURNING written_at`, n.lease, n.plan),
 
-		// $1 pool. The LEFT JOIN returns now() even without a plan.
-		readPlan: fmt.Sprintf(`SELECT c.now, p.epoch, p.target, p.shares::text, encode(p.state, 'hex'), p.written_at
-FROM (SELECT now() AS now) c LEFT JOIN %s p ON p.pool = $1::text`, n.plan),
+		// $1 pool. The LEFT JOINs return now() even without a plan; the
+		// lease's epoch (the row keeps it on release) bounds the plan's.
+		readPlan: fmt.Sprintf(`SELECT c.now, p.epoch, p.target, p.shares::text, encode(p.state, 'hex'), p.written_at, l.epoch
+FROM (SELECT now() AS now) c LEFT JOIN %s p ON p.pool = $1::text LEFT JOIN %s l ON l.pool = $1::text`, n.plan, n.lease),
 	}
 }

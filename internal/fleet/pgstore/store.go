@@ -28,6 +28,9 @@ func (s *Store) Acquire(ctx context.Context, pool, holder string, epoch uint64, 
 	if ms < 1 {
 		return fleet.Lease{}, false, fmt.Errorf("fleet store: Acquire with a TTL of %s", ttl)
 	}
+	if !fleet.ValidEpoch(epoch) {
+		epoch = 0 // garbage the caller saw: it knows no epoch
+	}
 	e, err := epochArg(epoch)
 	if err != nil {
 		return fleet.Lease{}, false, err
@@ -135,29 +138,40 @@ func (s *Store) WritePlan(ctx context.Context, pool, holder string, epoch uint64
 func (s *Store) ReadPlan(ctx context.Context, pool string) (fleet.Plan, time.Time, error) {
 	var plan fleet.Plan
 	var now time.Time
+	var bad error // the plan is there, but unusable
 	err := s.do(ctx, "reading the plan of", pool, func(ctx context.Context, p *pgxpool.Pool) error {
-		var epoch *int64
+		var epoch, bound *int64
 		var target *int32
 		var shares, state *string
 		var at *time.Time
-		if err := p.QueryRow(ctx, s.sql.readPlan, pool).Scan(&now, &epoch, &target, &shares, &state, &at); err != nil {
+		if err := p.QueryRow(ctx, s.sql.readPlan, pool).Scan(&now, &epoch, &target, &shares, &state, &at, &bound); err != nil {
 			return err
 		}
+		plan = fleet.Plan{}
 		if epoch == nil {
-			plan = fleet.Plan{}
 			return nil
 		}
 		var err error
-		plan, err = decodePlan(*epoch, *target, *shares, state, *at)
-		return err
+		if plan, err = decodePlan(*epoch, *target, *shares, state, *at); err != nil {
+			bad = err
+		} else if bound != nil && fleet.ValidEpoch(uint64(*bound)) && plan.Epoch > uint64(*bound) {
+			bad = fmt.Errorf("its epoch %d is above the lease's %d: no leader wrote it", plan.Epoch, *bound)
+		}
+		return nil
 	})
 	if err != nil {
 		return fleet.Plan{}, time.Time{}, err
+	}
+	if bad != nil {
+		return fleet.Plan{}, now, fmt.Errorf("%w (pool %q): %w", fleet.ErrBadPlan, pool, bad)
 	}
 	return plan, now, nil
 }
 
 func decodePlan(epoch int64, target int32, shares string, state *string, at time.Time) (fleet.Plan, error) {
+	if epoch < 0 || !fleet.ValidEpoch(uint64(epoch)) {
+		return fleet.Plan{}, fmt.Errorf("the stored plan's epoch %d is not an epoch (1 to 2^53)", epoch)
+	}
 	p := fleet.Plan{Epoch: uint64(epoch), Target: int(target), At: at}
 	if err := json.Unmarshal([]byte(shares), &p.Shares); err != nil {
 		return fleet.Plan{}, fmt.Errorf("the stored plan's shares: %w", err)

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -60,8 +61,8 @@ func encodePlan(p fleet.Plan) (string, error) {
 // decodePlan builds the plan from the hash's fields.
 func decodePlan(epoch, atMS, body string) (fleet.Plan, error) {
 	e, err := strconv.ParseUint(epoch, 10, 64)
-	if err != nil {
-		return fleet.Plan{}, fmt.Errorf("plan: epoch %.32q is not a number", epoch)
+	if err != nil || !fleet.ValidEpoch(e) {
+		return fleet.Plan{}, fmt.Errorf("plan: epoch %.32q is not an epoch (1 to 2^53)", epoch)
 	}
 	at, err := strconv.ParseInt(atMS, 10, 64)
 	if err != nil {
@@ -200,8 +201,8 @@ func decodeMembers(v any) ([]fleet.Member, time.Time, error) {
 		id, _ := replyString(seen[i])
 		score, _ := replyString(seen[i+1])
 		ms, err := strconv.ParseFloat(score, 64)
-		if err != nil {
-			return nil, time.Time{}, fmt.Errorf("member %.64q: seen %.32q", id, score)
+		if err != nil || ms < 0 || ms > math.MaxInt64/2 {
+			ms = 0 // unreadable: seen never, so not live
 		}
 		at[id] = int64(ms)
 	}
@@ -211,7 +212,10 @@ func decodeMembers(v any) ([]fleet.Member, time.Time, error) {
 		body, _ := replyString(hash[i+1])
 		m, err := decodeMember(id, body, at[id])
 		if err != nil {
-			return nil, time.Time{}, err
+			// One entry this daemon cannot read (a newer version's, a
+			// corrupt or hostile write) must not hide the others: it
+			// is reported, and skipped by the planner.
+			m = fleet.Member{ID: id, Invalid: err.Error()}
 		}
 		members = append(members, m)
 	}
@@ -219,22 +223,32 @@ func decodeMembers(v any) ([]fleet.Member, time.Time, error) {
 }
 
 // decodeReadPlan reads readPlanScript's reply: Epoch 0 when there is no
-// plan.
+// plan; fleet.ErrBadPlan (with the server's clock) when the stored plan
+// does not decode or is above the lease's epoch.
 func decodeReadPlan(v any) (fleet.Plan, time.Time, error) {
-	r, err := replySlice(v, 4)
+	r, err := replySlice(v, 5)
 	if err != nil {
 		return fleet.Plan{}, time.Time{}, err
 	}
-	now, err := replyInt(r[0])
+	n, err := replyInt(r[0])
 	if err != nil {
 		return fleet.Plan{}, time.Time{}, err
 	}
+	now := msTime(n)
 	epoch, ok1 := replyString(r[1])
 	at, ok2 := replyString(r[2])
 	body, ok3 := replyString(r[3])
 	if !ok1 && !ok2 && !ok3 {
-		return fleet.Plan{}, msTime(now), nil
+		return fleet.Plan{}, now, nil
 	}
 	p, err := decodePlan(epoch, at, body)
-	return p, msTime(now), err
+	if err != nil {
+		return fleet.Plan{}, now, fmt.Errorf("%w: %w", fleet.ErrBadPlan, err)
+	}
+	if b, ok := replyString(r[4]); ok {
+		if bound, err := strconv.ParseUint(b, 10, 64); err == nil && p.Epoch > bound {
+			return fleet.Plan{}, now, fmt.Errorf("%w: its epoch %d is above the lease's %d: no leader wrote it", fleet.ErrBadPlan, p.Epoch, bound)
+		}
+	}
+	return p, now, nil
 }

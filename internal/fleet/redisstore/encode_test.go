@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -105,9 +106,25 @@ func TestDecodeReplies(t *testing.T) {
 		}
 	}
 
-	p, pnow, err := decodeReadPlan([]any{int64(77), nil, nil, nil})
+	p, pnow, err := decodeReadPlan([]any{int64(77), nil, nil, nil, nil})
 	if err != nil || p.Epoch != 0 || !pnow.Equal(time.UnixMilli(77)) {
 		t.Errorf("no plan: %+v %v %v", p, pnow, err)
+	}
+	// Plans no leader wrote (issue 27): above the lease's epoch, a
+	// garbage epoch, another encoding. ErrBadPlan, with the server's clock.
+	body := `{"v":1,"target":3,"shares":{"a":3}}`
+	for _, bad := range [][]any{
+		{int64(77), "9", "70", body, "8"},
+		{int64(77), "9223372036854775807", "70", body, nil},
+		{int64(77), "99999999999999999999999", "70", body, nil},
+		{int64(77), "9", "70", `{"v":2}`, "9"},
+	} {
+		if p, pnow, err := decodeReadPlan(bad); !errors.Is(err, fleet.ErrBadPlan) || p.Epoch != 0 || !pnow.Equal(time.UnixMilli(77)) {
+			t.Errorf("decodeReadPlan(%v) = %+v %v %v, want ErrBadPlan", bad, p, pnow, err)
+		}
+	}
+	if p, _, err := decodeReadPlan([]any{int64(77), "8", "70", body, "8"}); err != nil || p.Epoch != 8 {
+		t.Errorf("a plan of the lease's epoch: %+v %v", p, err)
 	}
 
 	members := []any{int64(5000),
@@ -118,8 +135,10 @@ func TestDecodeReplies(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(ms, want) || !mnow.Equal(time.UnixMilli(5000)) {
 		t.Errorf("decodeMembers = %+v %v %v", ms, mnow, err)
 	}
-	if _, _, err := decodeMembers([]any{int64(1), []any{"a", "{"}, []any{}}); err == nil {
-		t.Error("a broken member was accepted")
+	// A member this daemon cannot read is reported, not fatal to the rest.
+	ms, _, err = decodeMembers([]any{int64(1), []any{"a", "{", "b", `{"v":2}`, "c", `{"v":1,"capacity":1}`}, []any{"c", "1"}})
+	if err != nil || len(ms) != 3 || ms[0].Invalid == "" || ms[1].Invalid == "" || ms[2].Invalid != "" || ms[2].Capacity != 1 {
+		t.Errorf("decodeMembers with broken members = %+v %v, want a and b invalid, c read", ms, err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/fleet"
+	"github.com/redis/go-redis/v9"
 )
 
 // systemctl runs systemctl inside the sandbox (this test binary runs
@@ -140,8 +141,7 @@ func TestRedisACL(t *testing.T) {
 	_, raw := server(t, pool)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	perms := strings.Fields("+eval +subscribe +ping +get +set +del +incr +pexpire +pttl +hget +hset +hmget +hdel +hgetall" +
-		" +zadd +zrange +zrangebyscore +zrem +time +publish ~flexiq-scaled:fleet:* &flexiq-scaled:fleet:*")
+	perms := strings.Fields(DaemonACL)
 	setUser := func(perms ...string) {
 		args := []any{"ACL", "SETUSER", user, "reset", "on", ">s3cret"}
 		for _, p := range perms {
@@ -192,5 +192,53 @@ func TestRedisACL(t *testing.T) {
 	_, _, err = s.ReadPlan(ctx, pool)
 	if err == nil || !strings.Contains(err.Error(), "NOPERM") {
 		t.Errorf("read plan without the key pattern: %v, want NOPERM", err)
+	}
+}
+
+// The workers' user of the same Redis, as docs/fleet.md has it (its
+// queue's keys and channels, every command but the dangerous ones), can
+// use its queue but can neither read nor write the fleet's keys, by a
+// command or a script, nor publish a release (issue 27, item 3).
+func TestRedisACLWorkerDenied(t *testing.T) {
+	const pool, user = "t_aclw", "flexiq_worker_test"
+	_, raw := server(t, pool)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	args := []any{"ACL", "SETUSER", user, "reset", "on", ">w0rker"}
+	for _, p := range strings.Fields(WorkerACLExample) {
+		args = append(args, p)
+	}
+	if err := raw.Do(ctx, args...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Do(context.Background(), "ACL", "DELUSER", user) })
+	opts := *raw.Options()
+	opts.Username, opts.Password = user, "w0rker"
+	w := redis.NewClient(&opts)
+	defer w.Close()
+	if err := w.LPush(ctx, "bull:mail:wait", "job-1").Err(); err != nil {
+		t.Fatalf("the worker's own queue: %v", err)
+	}
+	w.Del(ctx, "bull:mail:wait")
+	k, _ := poolKeys(pool)
+	for name, cmd := range map[string]*redis.Cmd{
+		"GET lease":      w.Do(ctx, "GET", k.lease),
+		"SET lease":      w.Do(ctx, "SET", k.lease, "evil:9223372036854775807"),
+		"HSET plan":      w.Do(ctx, "HSET", k.plan, "epoch", "1"),
+		"HSET members":   w.Do(ctx, "HSET", k.members, "evil", `{"v":2}`),
+		"ZADD seen":      w.Do(ctx, "ZADD", k.seen, "1e15", "evil"),
+		"DEL epoch":      w.Do(ctx, "DEL", k.epoch),
+		"EVAL on a key":  w.Do(ctx, "EVAL", "return redis.call('SET', KEYS[1], 'x')", 1, k.lease),
+		"EVAL, key hid":  w.Do(ctx, "EVAL", "return redis.call('SET', ARGV[1], 'x')", 0, k.lease),
+		"PUBLISH":        w.Do(ctx, "PUBLISH", k.released, "1"),
+		"FLUSHALL":       w.Do(ctx, "FLUSHALL"),
+		"CONFIG SET":     w.Do(ctx, "CONFIG", "SET", "appendonly", "no"),
+		"KEYS (listing)": w.Do(ctx, "KEYS", "flexiq-scaled:*"),
+	} {
+		// A script's own redis.call is refused by its message, not a
+		// NOPERM code.
+		if err := cmd.Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") && !strings.Contains(err.Error(), "can't access") {
+			t.Errorf("%s as the workers' user: %v, want NOPERM", name, err)
+		}
 	}
 }

@@ -27,13 +27,17 @@
 // A server with ACLs needs, for the fleet's user (scripts' commands are
 // checked too; PING is the subscription's health check; tested):
 //
-//	+eval +subscribe +ping +get +set +del +incr +pexpire +pttl +hget +hset +hmget +hdel +hgetall
+//	+evalsha +eval +subscribe +ping +get +set +del +pexpire +pttl +hget +hset +hmget +hdel +hgetall
 //	+zadd +zrange +zrangebyscore +zrem +time +publish ~flexiq-scaled:fleet:* &flexiq-scaled:fleet:*
+//
+// and the workers' users of the same Redis none of those keys (-@all on
+// them is implied by a key pattern that leaves them out, e.g.
+// %R~bull:* %W~bull:*): docs/fleet.md has the ACL SETUSER lines.
 //
 // # Round trips
 //
-// Every method is one EVAL of one script (scripts.go), atomic on the
-// server, with every time from the server's TIME: a follower's tick is 2
+// Every method is one EVALSHA of one script (scripts.go; EVAL once more
+// after NOSCRIPT), atomic on the server, with every time from the server's TIME: a follower's tick is 2
 // commands (Heartbeat, ReadPlan), a leader's 4 (Acquire, Heartbeat,
 // Members, WritePlan), whatever the fleet's size; RoundTrips counts them.
 // A new connection adds go-redis's HELLO, once (tested by MONITOR).
@@ -95,6 +99,21 @@ import (
 // Prefix begins every key and channel of the fleet's.
 const Prefix = "flexiq-scaled:fleet:"
 
+// DaemonACL is what the daemons' Redis user needs (ACL SETUSER rules):
+// the commands its scripts run and the fleet's keys and channels, nothing
+// else (docs/fleet.md; TestRedisACL). A user that also reads the queue
+// (a BullMQ source on the same connection) needs the source's rules too.
+const DaemonACL = "+evalsha +eval +subscribe +ping +get +set +del +pexpire +pttl +hget +hset +hmget +hdel +hgetall" +
+	" +zadd +zrange +zrangebyscore +zrem +time +publish ~flexiq-scaled:fleet:* &flexiq-scaled:fleet:*"
+
+// WorkerACLExample is a workers' user that cannot touch the fleet (issue
+// 27): its queues' keys and channels only (Redis has no key pattern that
+// excludes, so never ~* or allkeys), and no dangerous command (FLUSHALL,
+// CONFIG, KEYS, DEBUG...). A BullMQ queue "mail" under the default
+// prefix "bull"; TestRedisACLWorkerDenied checks it is refused every key
+// and channel of the fleet.
+const WorkerACLExample = "~bull:* &bull:* +@all -@dangerous"
+
 // DefaultMemberRetention is how long a silent member stays listed: long
 // past the planner's "gone" (about 3 heartbeats), so that status can show
 // a host that left.
@@ -148,14 +167,14 @@ func (s *Store) client() (*redis.Client, error) {
 	return c, nil
 }
 
-// eval runs one script, and names the pool, what failed and the server
-// when it fails.
-func (s *Store) eval(ctx context.Context, op, pool, script string, keys []string, args ...any) (any, error) {
+// eval runs one script (EVALSHA, EVAL after NOSCRIPT), and names the
+// pool, what failed and the server when it fails.
+func (s *Store) eval(ctx context.Context, op, pool string, script *redis.Script, keys []string, args ...any) (any, error) {
 	c, err := s.client()
 	if err != nil {
 		return nil, fmt.Errorf("fleet pool %s: %s: %w", pool, op, err)
 	}
-	v, err := c.Eval(ctx, script, keys, args...).Result()
+	v, err := script.Run(ctx, c, keys, args...).Result()
 	if err != nil {
 		return nil, fmt.Errorf("fleet pool %s: %s: %w", pool, op, s.rc.Fail(err))
 	}
@@ -179,7 +198,7 @@ func (s *Store) Acquire(ctx context.Context, pool, holder string, epoch uint64, 
 	if holder == "" {
 		return fleet.Lease{}, false, fmt.Errorf("fleet pool %s: acquire: no holder id", pool)
 	}
-	v, err := s.eval(ctx, "acquire", pool, acquireScript, []string{k.lease, k.epoch, k.plan}, holder, strconv.FormatUint(epoch, 10), ms)
+	v, err := s.eval(ctx, "acquire", pool, acquireLua, []string{k.lease, k.epoch, k.plan}, holder, strconv.FormatUint(epoch, 10), ms)
 	if err != nil {
 		return fleet.Lease{}, false, err
 	}
@@ -197,7 +216,7 @@ func (s *Store) Release(ctx context.Context, pool, holder string, epoch uint64) 
 	if err != nil {
 		return err
 	}
-	_, err = s.eval(ctx, "release", pool, releaseScript, []string{k.lease}, holder, strconv.FormatUint(epoch, 10), k.released)
+	_, err = s.eval(ctx, "release", pool, releaseLua, []string{k.lease}, holder, strconv.FormatUint(epoch, 10), k.released)
 	return err
 }
 
@@ -212,7 +231,7 @@ func (s *Store) Heartbeat(ctx context.Context, pool string, m fleet.Member) erro
 	if err != nil {
 		return fmt.Errorf("fleet pool %s: heartbeat: %w", pool, err)
 	}
-	_, err = s.eval(ctx, "heartbeat", pool, heartbeatScript, []string{k.members, k.seen}, m.ID, body, s.retention.Milliseconds())
+	_, err = s.eval(ctx, "heartbeat", pool, heartbeatLua, []string{k.members, k.seen}, m.ID, body, s.retention.Milliseconds())
 	return err
 }
 
@@ -222,7 +241,7 @@ func (s *Store) Members(ctx context.Context, pool string) ([]fleet.Member, time.
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	v, err := s.eval(ctx, "members", pool, membersScript, []string{k.members, k.seen})
+	v, err := s.eval(ctx, "members", pool, membersLua, []string{k.members, k.seen})
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -244,7 +263,7 @@ func (s *Store) WritePlan(ctx context.Context, pool, holder string, epoch uint64
 	if err != nil {
 		return fmt.Errorf("fleet pool %s: plan: %w", pool, err)
 	}
-	v, err := s.eval(ctx, "write plan", pool, writePlanScript, []string{k.lease, k.plan}, holder, strconv.FormatUint(epoch, 10), body)
+	v, err := s.eval(ctx, "write plan", pool, writePlanLua, []string{k.lease, k.plan}, holder, strconv.FormatUint(epoch, 10), body)
 	if err != nil {
 		return err
 	}
@@ -260,13 +279,13 @@ func (s *Store) ReadPlan(ctx context.Context, pool string) (fleet.Plan, time.Tim
 	if err != nil {
 		return fleet.Plan{}, time.Time{}, err
 	}
-	v, err := s.eval(ctx, "read plan", pool, readPlanScript, []string{k.plan})
+	v, err := s.eval(ctx, "read plan", pool, readPlanLua, []string{k.plan, k.lease, k.epoch})
 	if err != nil {
 		return fleet.Plan{}, time.Time{}, err
 	}
 	p, now, err := decodeReadPlan(v)
 	if err != nil {
-		return fleet.Plan{}, time.Time{}, fmt.Errorf("fleet pool %s: read plan: %w", pool, err)
+		return fleet.Plan{}, now, fmt.Errorf("fleet pool %s: read plan: %w", pool, err)
 	}
 	return p, now, nil
 }
