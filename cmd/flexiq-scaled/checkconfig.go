@@ -20,7 +20,10 @@ systemd will look for it (an absolute path, or a name in systemd's fixed
 search path) and executable; that no source path leads into a directory the
 daemon's sandbox hides; that each password_file and url_file exists, is a
 regular file and not a symbolic link, is owned by root and gives group and
-others no access; and, when run as root, that only root can write the file.
+others no access; that each service template is a regular file, not a link,
+writable by root only (when run as root), renders a sample within 4 MiB and 2
+seconds, and writes no other pool's output; and, when run as root, that only
+root can write the file.
 
 Warnings go to stderr as "warning: FILE: KEY: MESSAGE". Problems go to stderr
 one per line as "FILE: KEY: MESSAGE", and the exit status is 1. A valid file

@@ -25,3 +25,31 @@ func TestWriteReplacesWholeAndLeavesNoTemp(t *testing.T) {
 		t.Error("no error for a missing directory")
 	}
 }
+
+// A symbolic link planted at the destination is replaced, never written
+// through (rename(2) replaces the link itself), and the temporary file is
+// created with O_EXCL under a random name (os.CreateTemp), so a link
+// planted under a temporary name is not followed either: the write fails
+// or picks another name. Issue 27, item 6: the discovery files are written
+// this way into directories others may see.
+func TestWriteModeDoesNotFollowLinks(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	if err := os.WriteFile(target, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "out.conf")
+	if err := os.Symlink(target, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteMode(path, []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "keep" {
+		t.Errorf("the link's target was written: %q", b)
+	}
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o644 {
+		t.Errorf("%s: %v, %v; want a regular file of mode 0644", path, fi, err)
+	}
+}

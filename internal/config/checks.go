@@ -9,9 +9,10 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/flexiq/flexiq-scaled/internal/safefile"
 )
 
 // These checks depend on the machine rather than on the file, so Load leaves
@@ -180,13 +181,7 @@ func checkFileSafety(path string, euid int) error {
 	if err != nil {
 		return fmt.Errorf("check config file safety: %w", err)
 	}
-	var faults []string
-	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
-		faults = append(faults, fmt.Sprintf("is writable by group or others (mode %04o)", perm))
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 {
-		faults = append(faults, fmt.Sprintf("is owned by uid %d, not root", st.Uid))
-	}
+	faults := safefile.WriteFaults(fi, euid)
 	if len(faults) == 0 {
 		return nil
 	}

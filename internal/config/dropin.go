@@ -10,9 +10,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/flexiq/flexiq-scaled/internal/safefile"
 )
 
 // Drop-ins: configuration management tools (Ansible, Puppet, Salt, a
@@ -92,17 +93,15 @@ func ReadDropIn(path string) ([]byte, error) {
 	if err := CheckDropInFile(path); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, _, err := safefile.Open(path)
 	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, fmt.Errorf("read config drop-in %s: it is a symbolic link; drop-ins must be regular files", path)
+		var nr *safefile.NotRegularError
+		if errors.As(err, &nr) {
+			return nil, fmt.Errorf("read config drop-in %s: it is %s; drop-ins must be regular files", path, nr.What())
 		}
 		return nil, fmt.Errorf("read config drop-in: %w", err)
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("read config drop-in %s: not a regular file; drop-ins must be regular files", path)
-	}
 	data, err := io.ReadAll(f)
 	if err != nil {
 		return nil, fmt.Errorf("read config drop-in: %w", err)

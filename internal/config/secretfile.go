@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"syscall"
+
+	"github.com/flexiq/flexiq-scaled/internal/safefile"
 )
 
 // maxSecretFile bounds what a credential file may hold: a URL or a password
@@ -33,21 +35,19 @@ func OpenSecretFile(path string) (*os.File, error) {
 }
 
 func openSecretFile(path string, euid int) (*os.File, error) {
-	// O_NONBLOCK: a FIFO put in the file's place must not hang the
-	// daemon's load; it is refused as not a regular file below.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	// safefile.Open: a FIFO put in the file's place must not hang the
+	// daemon's load, and a link is not followed.
+	f, fi, err := safefile.Open(path)
 	if err != nil {
+		var nr *safefile.NotRegularError
 		switch {
-		case errors.Is(err, syscall.ELOOP):
+		case errors.As(err, &nr) && nr.Type&fs.ModeSymlink != 0:
 			return nil, fmt.Errorf("credential file %s is a symbolic link: name the file itself (links are not followed)", path)
+		case errors.As(err, &nr):
+			return nil, fmt.Errorf("credential file %s is not a regular file (%s)", path, nr.Type)
 		case errors.Is(err, fs.ErrNotExist):
 			return nil, fmt.Errorf("credential file %s does not exist: %s", path, deployFirst)
 		}
-		return nil, fmt.Errorf("credential file %s: %w", path, err)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
 		return nil, fmt.Errorf("credential file %s: %w", path, err)
 	}
 	if err := judgeSecretFile(path, fi, euid); err != nil {

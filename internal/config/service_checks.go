@@ -77,32 +77,76 @@ func (l *loader) portOverlaps(c *Config) {
 	}
 }
 
-// outputClashes refuses two pools that would write one file: a template's
-// destination that is another template's, or another pool's discovery
-// file. Within a pool, templates() has refused it already.
+// output is one file a service pool writes: a template's destination, or
+// one of its discovery files (template < 0).
+type output struct {
+	pool     *Pool
+	template int
+	path     string
+}
+
+// key is the key that decides the output's path.
+func (o output) key() string {
+	if o.template < 0 {
+		return poolKey(o.pool, "service", "discovery_dir")
+	}
+	return fmt.Sprintf("%s[%d].destination", poolKey(o.pool, "service", "template"), o.template)
+}
+
+// outputClashes refuses two outputs with one path: each write would undo
+// the other, and a template over a pool's discovery file would be read
+// back, by a restarted daemon, as that pool's ready replicas. Every output
+// is compared with every other, whatever order the pools are read in
+// (issue 27, item 6: a pool's template was compared only with the pools
+// before it). The problem is reported on the template, the output its
+// owner can move; of two templates, on the later. Discovery files never
+// clash with each other: pool names hold no dot. Within a pool, templates()
+// has refused two templates with one destination already.
 func (l *loader) outputClashes(c *Config) {
-	owner := map[string]*Pool{}
+	byPath := map[string][]output{}
+	var outputs []output
 	for _, p := range sortedPools(c) {
 		s := p.Service
 		if s == nil {
 			continue
 		}
-		l.file = c.FileOf(p.Name)
-		own := []string{filepath.Join(s.DiscoveryDir, p.Name+".json"), filepath.Join(s.DiscoveryDir, p.Name+".file_sd.json")}
+		// The file_sd path is reserved even without a metrics_port, which
+		// a reload may add.
+		for _, f := range []string{p.Name + ".json", p.Name + ".file_sd.json"} {
+			outputs = append(outputs, output{p, -1, filepath.Join(s.DiscoveryDir, f)})
+		}
 		for i, t := range s.Templates {
-			dest := t.Spec.Destination
-			k := fmt.Sprintf("%s[%d].destination", poolKey(p, "service", "template"), i)
-			if o, ok := owner[dest]; ok {
-				l.add(k, "%s is also written for pool %s (in %s): each would overwrite the other", dest, o.Name, c.FileOf(o.Name))
-			} else if slices.Contains(own, dest) {
-				l.add(k, "%s is this pool's own discovery file", dest)
+			outputs = append(outputs, output{p, i, t.Spec.Destination})
+		}
+	}
+	for _, o := range outputs {
+		byPath[o.path] = append(byPath[o.path], o)
+	}
+	for _, o := range outputs {
+		if o.template < 0 {
+			continue
+		}
+		l.file = c.FileOf(o.pool.Name)
+		// Of two templates, the earlier is not reported: one problem a pair.
+		for _, other := range byPath[o.path] {
+			if other == o {
+				break
+			}
+			if other.template >= 0 && other.pool != o.pool {
+				l.add(o.key(), "%s is also written for pool %s (%s, in %s): each would overwrite the other",
+					o.path, other.pool.Name, other.key(), c.FileOf(other.pool.Name))
 			}
 		}
-		for _, f := range own {
-			owner[f] = p
-		}
-		for _, t := range s.Templates {
-			owner[t.Spec.Destination] = p
+		for _, other := range byPath[o.path] {
+			switch {
+			case other.template >= 0:
+			case other.pool == o.pool:
+				l.add(o.key(), "%s is this pool's own discovery file", o.path)
+			default:
+				l.add(o.key(), "%s is also written for pool %s (its discovery file, %s, in %s): each would overwrite the other, "+
+					"and a restarted daemon would read this template's output as pool %s's ready replicas",
+					o.path, other.pool.Name, other.key(), c.FileOf(other.pool.Name), other.pool.Name)
+			}
 		}
 	}
 }

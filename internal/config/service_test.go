@@ -390,3 +390,41 @@ func TestDiffServiceCoversEveryField(t *testing.T) {
 		t.Errorf("walked only %v", paths)
 	}
 }
+
+// Issue 27, item 6: a template is read as config.toml is judged (a file
+// anyone but root can write is refused when the daemon runs as root), and
+// rendered under the same caps as at publish, so that a bad one is refused
+// at load, naming the file, the key and what is wrong.
+func TestServiceTemplateBounds(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("ownership is only judged when the daemon runs as root")
+	}
+	dir := t.TempDir()
+	write := func(name, text string, mode os.FileMode, uid int) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct{ name, src, want string }{
+		{"owned by nobody, mode 0666", write("nobody.tmpl", "x\n", 0o666, 65534), "owned by uid 65534, not root"},
+		{"range over a number", write("range.tmpl", "{{range 30000000}}0123456789{{end}}", 0o644, 0), "template does not parse: " + dir + "/range.tmpl:1: range over the number 30000000"},
+		{"over 4 MiB", write("big.tmpl", "{{$n := 30000000}}{{range $n}}0123456789{{end}}", 0o644, 0), "renders over 4 MiB"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeConfig(t, svc("[[pools.email.service.template]]\nsource = \""+tc.src+"\"\ndestination = \"/etc/up.conf\"\n"))
+			_, err := Load(path)
+			want := path + ": pools.email.service.template[0].source: "
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), tc.src) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want %q naming %s and %q", err, want, tc.src, tc.want)
+			}
+		})
+	}
+}

@@ -11,11 +11,8 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -104,29 +101,11 @@ func isProbe(svc *config.Service) bool {
 }
 
 // readDiscoveryUnits reads the units that DIR/POOL.json lists, as the last
-// daemon wrote it; none when it cannot be read.
+// daemon wrote it; none when it cannot be read (discovery.ListedUnits: a
+// FIFO or a link there is no list).
 func readDiscoveryUnits(cfg *config.Pool) map[string]bool {
-	dir := cfg.Service.DiscoveryDir
-	if dir == "" {
-		dir = discovery.DefaultDir
-	}
-	b, err := os.ReadFile(filepath.Join(dir, cfg.Name+".json"))
-	if err != nil {
-		return nil
-	}
-	var f struct {
-		Replicas []struct {
-			Unit string `json:"unit"`
-		} `json:"replicas"`
-	}
-	if json.Unmarshal(b, &f) != nil {
-		return nil
-	}
-	out := map[string]bool{}
-	for _, r := range f.Replicas {
-		out[r.Unit] = true
-	}
-	return out
+	listed, _ := discovery.ListedUnits(cfg.Service.DiscoveryDir, cfg.Name)
+	return listed
 }
 
 // close stops the prober; the pool's loop has ended.

@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/flexiq/flexiq-scaled/internal/atomicfile"
+	"github.com/flexiq/flexiq-scaled/internal/safefile"
 )
 
 // Options configure a pool's Publisher.
@@ -211,13 +213,12 @@ func (p *Publisher) publishOne(o output, s Set) (bool, error) {
 	}
 	old, known := p.last[o.path]
 	if !known {
-		old, err = os.ReadFile(o.path)
-		switch {
-		case err == nil:
-			p.last[o.path] = old
-			known = true
-		case !errors.Is(err, fs.ErrNotExist):
+		old, known, err = readExisting(o.path)
+		if err != nil {
 			return false, err
+		}
+		if known {
+			p.last[o.path] = old
 		}
 	}
 	if known && bytes.Equal(old, data) {
@@ -231,6 +232,52 @@ func (p *Publisher) publishOne(o output, s Set) (bool, error) {
 	}
 	p.last[o.path] = data
 	return true, nil
+}
+
+// readExisting reads what is at a destination before the first write to it
+// (safefile.Read): known is false when there is nothing, or more than any
+// output can hold, which therefore differs from it and is replaced. A
+// destination that is not a regular file (a FIFO, which would block the
+// pool's loop; a link, which is not followed; a directory) is an error
+// naming it, and it is left in place rather than replaced.
+func readExisting(path string) (data []byte, known bool, err error) {
+	data, _, err = safefile.Read(path, MaxOutput)
+	var tooLarge *safefile.TooLargeError
+	switch {
+	case err == nil:
+		return data, true, nil
+	case errors.Is(err, fs.ErrNotExist), errors.As(err, &tooLarge):
+		return nil, false, nil
+	}
+	var notRegular *safefile.NotRegularError
+	if errors.As(err, &notRegular) {
+		return nil, false, fmt.Errorf("%w: left in place, the daemon only replaces a regular file (remove it)", err)
+	}
+	return nil, false, err
+}
+
+// ListedUnits reads the units that DIR/POOL.json lists, as the last
+// daemon wrote it, through the same checks as readExisting: at start a
+// pool adopts the replicas it lists as ready, so a link to another file
+// is not followed and a FIFO does not block the pool. A file that is not
+// there or not a discovery file of pool lists none, without an error.
+func ListedUnits(dir, pool string) (map[string]bool, error) {
+	if dir == "" {
+		dir = DefaultDir
+	}
+	b, known, err := readExisting(filepath.Join(dir, pool+".json"))
+	if err != nil || !known {
+		return nil, err
+	}
+	var f jsonFile
+	if json.Unmarshal(b, &f) != nil || f.Pool != pool {
+		return nil, nil
+	}
+	out := map[string]bool{}
+	for _, r := range f.Replicas {
+		out[r.Unit] = true
+	}
+	return out, nil
 }
 
 // makeDir creates dir readable by all when it is missing: the daemon runs

@@ -1,14 +1,15 @@
 package discovery
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"text/template"
+
+	"github.com/flexiq/flexiq-scaled/internal/safefile"
 )
 
 // TemplateSpec is one user template as config gives it: the template file,
@@ -53,6 +54,10 @@ type Template struct {
 	Spec TemplateSpec
 	tmpl *template.Template
 	text string
+	// abandoned is set once an execution outlived RenderTimeout: it may
+	// still be running, and running the template again would only add
+	// another (render.go, execute).
+	abandoned atomic.Bool
 }
 
 // Text is the template's source as it was read at load: a reload compares
@@ -119,25 +124,45 @@ func templateError(file string, err error) *TemplateError {
 }
 
 // ParseTemplate parses text as the template file name; an error is a
-// *TemplateError naming name and the line.
+// *TemplateError naming name and the line. A range over a number is
+// refused here (checkTree): it is the one loop whose length the template
+// alone decides, and so the one that can run for any time without the
+// replicas to show for it.
 func ParseTemplate(name, text string) (*template.Template, error) {
 	t, err := template.New(name).Funcs(Funcs).Option("missingkey=error").Parse(text)
 	if err != nil {
 		return nil, templateError(name, err)
 	}
+	if err := checkTree(t); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
 
+// MaxSource bounds a template file: a proxy's configuration template is a
+// few KiB, and a file that is not one must not cost the daemon memory.
+const MaxSource = 1 << 20
+
 // LoadTemplate validates spec (key names it in errors), reads and parses
-// its source. A parse error is a *TemplateError naming the file and line;
-// config load and reload report it and keep the old config.
+// its source. The source is read as config.toml is judged (internal/
+// safefile): the file itself, not a link, a regular file (a FIFO does not
+// block the load), at most MaxSource bytes, and when the daemon runs as
+// root, writable by root only, since the daemon writes what it renders,
+// as root, to the destination. A parse error is a *TemplateError naming
+// the file and line; config load and reload report it and keep the old
+// config.
 func LoadTemplate(key string, spec TemplateSpec) (*Template, error) {
 	if err := spec.Validate(key); err != nil {
 		return nil, err
 	}
-	text, err := os.ReadFile(spec.Source)
+	text, fi, err := safefile.Read(spec.Source, MaxSource)
 	if err != nil {
 		return nil, fmt.Errorf("%s.source: %w", key, err)
+	}
+	if faults := safefile.WriteFaults(fi, os.Geteuid()); len(faults) > 0 {
+		return nil, fmt.Errorf("%s.source: refusing template %s: it %s, and the daemon renders it as root into %s; "+
+			"make it root-owned and not group- or world-writable (chown root: %s; chmod go-w %s)",
+			key, spec.Source, strings.Join(faults, " and "), spec.Destination, spec.Source, spec.Source)
 	}
 	t, err := ParseTemplate(spec.Source, string(text))
 	if err != nil {
@@ -149,22 +174,19 @@ func LoadTemplate(key string, spec TemplateSpec) (*Template, error) {
 	return &Template{Spec: spec, tmpl: t, text: string(text)}, nil
 }
 
-// Check executes the template on sample, discarding the output, to catch
-// at load what parsing cannot: a field that does not exist, a port the
-// pool does not declare. Config builds sample from the pool's declared
-// ports (one replica is enough). The error is a *TemplateError.
+// Check executes the template on sample, under the same bounds as Render
+// (MaxOutput, RenderTimeout), discarding the output, to catch at load what
+// parsing cannot: a field that does not exist, a port the pool does not
+// declare, a template that renders too much or too long. Config builds
+// sample from the pool's declared ports (one replica is enough). The error
+// is a *TemplateError.
 func (t *Template) Check(sample Set) error {
-	if err := t.tmpl.Execute(io.Discard, sample); err != nil {
-		return templateError(t.Spec.Source, err)
-	}
-	return nil
+	_, err := t.execute(sample)
+	return err
 }
 
-// Render executes the template on s; an error is a *TemplateError.
+// Render executes the template on s, within MaxOutput bytes and
+// RenderTimeout; an error is a *TemplateError.
 func (t *Template) Render(s Set) ([]byte, error) {
-	var b bytes.Buffer
-	if err := t.tmpl.Execute(&b, s); err != nil {
-		return nil, templateError(t.Spec.Source, err)
-	}
-	return b.Bytes(), nil
+	return t.execute(s)
 }
