@@ -7,8 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -70,23 +72,44 @@ func HTTPURL(address string, port int, path string) string {
 
 // HTTPCheck GETs rawURL with client (NewHTTPClient): a 2xx or 3xx status
 // passes. At most MaxBody bytes of the body are read.
+//
+// The attempt's context bounds all of its I/O: net/http ties the dial, the
+// request and the response (body included) to it, and, for what net/http
+// hands over (a 101 Switching Protocols gives the caller the raw
+// connection, which no deadline of net/http covers), every connection the
+// attempt took is closed when its context ends. A 1xx answer is a failure:
+// 101 is the only one net/http returns (it reads past 100 and 103 to the
+// final answer), and a replica that switches its health path to another
+// protocol has not said it is ready.
 func HTTPCheck(client *http.Client, rawURL string) (Check, error) {
 	if _, err := url.ParseRequestURI(rawURL); err != nil {
 		return nil, fmt.Errorf("http probe: %w", err)
 	}
 	return func(ctx context.Context) error {
+		ctx, guard := guardConns(ctx)
+		defer guard.release()
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 		if err != nil {
 			return fmt.Errorf("http probe %s: %w", rawURL, err)
 		}
 		req.Header.Set("User-Agent", userAgent)
 		resp, err := client.Do(req)
+		if err != nil && ctx.Err() != nil {
+			// Whichever closed the connection first, the transport or
+			// the guard, the timeout is why.
+			return fmt.Errorf("http probe %s: no answer within the timeout: %w", rawURL, ctx.Err())
+		}
 		if err != nil {
 			return fmt.Errorf("http probe: %w", err)
 		}
+		if resp.StatusCode < 200 {
+			// Unread: a 101's body is the connection itself.
+			resp.Body.Close()
+			return fmt.Errorf("http probe %s: status %d: an informational answer, not a final one", rawURL, resp.StatusCode)
+		}
 		_, rerr := io.CopyN(io.Discard, resp.Body, MaxBody)
 		resp.Body.Close()
-		if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+		if resp.StatusCode >= 400 {
 			return fmt.Errorf("http probe %s: status %d", rawURL, resp.StatusCode)
 		}
 		if rerr != nil && !errors.Is(rerr, io.EOF) && ctx.Err() != nil {
@@ -96,6 +119,40 @@ func HTTPCheck(client *http.Client, rawURL string) (Check, error) {
 		}
 		return nil
 	}, nil
+}
+
+// connGuard closes the connections an attempt took once its context ends,
+// unless the attempt has returned first (release): after that a
+// kept-alive connection is the transport's again, and the next attempt's.
+type connGuard struct {
+	mu       sync.Mutex
+	released bool
+	stops    []func() bool
+}
+
+// guardConns returns ctx with a trace that puts every connection a request
+// gets (a new one, or a kept-alive one reused) under the guard.
+func guardConns(ctx context.Context) (context.Context, *connGuard) {
+	g := &connGuard{}
+	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		c := info.Conn
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if !g.released {
+			g.stops = append(g.stops, context.AfterFunc(ctx, func() { c.Close() }))
+		}
+	}}
+	return httptrace.WithClientTrace(ctx, trace), g
+}
+
+func (g *connGuard) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.released = true
+	for _, stop := range g.stops {
+		stop()
+	}
+	g.stops = nil
 }
 
 // TCPCheck passes when a TCP connection to address:port opens.

@@ -60,6 +60,11 @@ type Transition struct {
 // target has at most one attempt at a time. Transitions arrive, in order
 // per target, on Transitions(); the Prober never calls into its caller, so
 // the pool's loop can own every pool state and read the channel.
+//
+// Nothing a replica does can hold the Prober: an attempt fails at its
+// timeout even if its check has not returned (a check that ignored its
+// context ends in the background, and its target's attempts fail until it
+// has: one check per target at most), and Close waits for no attempt.
 type Prober struct {
 	clock   Clock
 	quantum time.Duration
@@ -67,8 +72,16 @@ type Prober struct {
 	wake    chan struct{}
 	ctx     context.Context
 	stop    context.CancelFunc
-	wg      sync.WaitGroup
+	wg      sync.WaitGroup // the scheduler
 	once    sync.Once
+
+	// attempts counts the attempts and their checks still running, which
+	// Close does not wait for; tests do.
+	attempts sync.WaitGroup
+	// sending is held (read) by an attempt while it sends, and by Close
+	// (write) to close out once no attempt can send any more.
+	sending sync.RWMutex
+	closed  bool
 
 	mu      sync.Mutex
 	targets map[string]*target
@@ -86,6 +99,7 @@ type target struct {
 	next     time.Time
 	phased   bool // next has been moved by the ID's jitter
 	inflight bool
+	checking bool // its check runs, maybe past the attempt that began it
 	removed  bool
 	lastErr  error
 }
@@ -201,13 +215,22 @@ func (p *Prober) Len() int {
 	return len(p.targets)
 }
 
-// Close stops the scheduler, cancels the attempts in flight, waits for
-// them and closes Transitions.
+// Close stops the scheduler, cancels the attempts in flight and closes
+// Transitions. It waits for no attempt: a reload or a pool's stop that
+// closes the Prober must not wait on a replica. The cancelled attempts
+// end in the background, each within its check's own bound (the checks
+// of this package close their connections when their context ends), and
+// send nothing.
 func (p *Prober) Close() {
 	p.once.Do(func() {
 		p.stop()
-		p.wg.Wait()
+		p.wg.Wait() // the scheduler, which returns at once
+		// An attempt that is sending sees the cancelled context and
+		// lets go of the lock.
+		p.sending.Lock()
+		p.closed = true
 		close(p.out)
+		p.sending.Unlock()
 	})
 }
 
@@ -280,7 +303,7 @@ func (p *Prober) dispatchDue() (time.Time, bool) {
 		heap.Fix(&p.due, 0)
 		if !t.inflight && p.ctx.Err() == nil {
 			t.inflight = true
-			p.wg.Add(1)
+			p.attempts.Add(1)
 			go p.attempt(t)
 		}
 	}
@@ -288,10 +311,8 @@ func (p *Prober) dispatchDue() (time.Time, bool) {
 }
 
 func (p *Prober) attempt(t *target) {
-	defer p.wg.Done()
-	ctx, cancel := context.WithTimeout(p.ctx, t.Spec.Timeout)
-	err := safeCheck(ctx, t.Check)
-	cancel()
+	defer p.attempts.Done()
+	err := p.check(t)
 	p.mu.Lock()
 	if t.removed || p.ctx.Err() != nil {
 		// Dropped; while closing, a cancelled attempt says nothing about
@@ -312,12 +333,59 @@ func (p *Prober) attempt(t *target) {
 	p.mu.Unlock()
 	if changed {
 		// Outside the lock, so a slow reader holds back only this target.
-		select {
-		case p.out <- tr:
-		case <-p.ctx.Done():
+		p.sending.RLock()
+		if !p.closed {
+			select {
+			case p.out <- tr:
+			case <-p.ctx.Done():
+			}
 		}
+		p.sending.RUnlock()
 	}
 	p.finish(t)
+}
+
+// lateAnswer is how long past its timeout an attempt waits for its check's
+// own error (a check that honours its context returns at once, and says
+// more than "timed out") before it fails without it.
+const lateAnswer = 50 * time.Millisecond
+
+// check runs t's check, bounded by its timeout whatever the check does: a
+// check still running then is left to end in the background, and until it
+// has, t's attempts fail without starting another.
+func (p *Prober) check(t *target) error {
+	p.mu.Lock()
+	if t.checking {
+		p.mu.Unlock()
+		return fmt.Errorf("the previous attempt's check has still not returned (timeout %v)", t.Spec.Timeout)
+	}
+	t.checking = true
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(p.ctx, t.Spec.Timeout)
+	result := make(chan error, 1)
+	p.attempts.Add(1)
+	go func() {
+		defer p.attempts.Done()
+		err := safeCheck(ctx, t.Check)
+		cancel()
+		p.mu.Lock()
+		t.checking = false
+		p.mu.Unlock()
+		result <- err
+	}()
+	select {
+	case err := <-result:
+		return err
+	case <-ctx.Done():
+	}
+	late := time.NewTimer(lateAnswer)
+	defer late.Stop()
+	select {
+	case err := <-result:
+		return err
+	case <-late.C:
+		return fmt.Errorf("no answer within the timeout (%v); the check goes on in the background", t.Spec.Timeout)
+	}
 }
 
 // finish lets t's next attempt start once this one is wholly done (its

@@ -225,7 +225,8 @@ func TestProberRemoveStopsProbing(t *testing.T) {
 			t.Fatalf("attempt on %q after its removal", id)
 		}
 	}
-	r.p.Close() // waits for every attempt started, so a stray one has counted
+	r.p.Close()
+	r.p.attempts.Wait() // every attempt started has ended, so a stray one has counted
 	if a.n() != before || b.n() != 5 {
 		t.Errorf("calls: a %d (want %d), b %d (want 5)", a.n(), before, b.n())
 	}
