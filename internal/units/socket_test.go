@@ -1,7 +1,10 @@
 package units_test
 
 import (
+	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -79,4 +82,52 @@ func TestSocketWorker(t *testing.T) {
 	// The slot starts again once the port is free: no leftover blocks it.
 	removeUnit(t, sb, "squat18432.service")
 	start(t, ctx, m, sb, s2)
+}
+
+// A real server on the passed socket: Debian's gunicorn (scripts/deps.sh
+// installs it) serves a WSGI app on the port that flexiq-POOL@SLOT.socket
+// bound, and binds nothing itself. Without --bind: gunicorn reads
+// LISTEN_FDS itself, and 20.1 given --bind fd://3 as well takes fd 3
+// twice, closes it after the first, and dies of EBADF on the second.
+func TestSocketWorkerGunicorn(t *testing.T) {
+	sb, ctx := sandbox.Get(t), testContext(t, 60*time.Second)
+	m := newManager(t, sb)
+	dir, err := filepath.Abs("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("/usr/bin/gunicorn"); err != nil {
+		t.Fatalf("gunicorn is not installed (scripts/deps.sh installs it): %v", err)
+	}
+	s := sleeper("gsock", 1)
+	s.Exec = []string{"/usr/bin/gunicorn", "--workers", "1", "--chdir", dir, "hello_wsgi:app"}
+	s.Socket = &units.SocketSpec{Name: "http", Address: "127.0.0.1", Port: 18441}
+	t.Cleanup(func() { removeUnit(t, sb, units.SocketName("gsock", 1)) })
+	unit := start(t, ctx, m, sb, s)
+	var out string
+	t.Cleanup(func() {
+		if t.Failed() {
+			j, _ := sb.Exec(context.Background(), "journalctl", "--no-pager", "-n", "40", "-u", unit)
+			t.Logf("curl: %v %s\njournal:\n%s", err, out, j)
+		}
+	})
+	waitFor(t, ctx, "gunicorn to answer on the passed socket", func() bool {
+		out, err = sb.Exec(ctx, "curl", "-sS", "--max-time", "2", "http://127.0.0.1:18441/")
+		return err == nil
+	})
+	if out != "hello from slot 1\n" {
+		t.Errorf("gunicorn answered %q", out)
+	}
+	// gunicorn's processes and systemd hold the port, nobody else.
+	holders, _ := sb.Exec(ctx, "ss", "-Hltnp", "sport = :18441")
+	if !strings.Contains(holders, `"gunicorn`) || !strings.Contains(holders, `("systemd",pid=1,`) {
+		t.Errorf("port 18441 held by %q", holders)
+	}
+	if _, err := m.StopWorker(ctx, unit); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the port to close", func() bool {
+		out, _ := sb.Exec(ctx, "ss", "-Hltn", "sport = :18441")
+		return strings.TrimSpace(out) == ""
+	})
 }
