@@ -131,3 +131,32 @@ func TestSocketWorkerGunicorn(t *testing.T) {
 		return strings.TrimSpace(out) == ""
 	})
 }
+
+// The drain: StopWorker stops the socket before the service, so the port
+// refuses connections as soon as the worker closes its copy on the drain
+// signal, while the worker is still finishing its work (here 3 s), rather
+// than staying open in systemd's hands until the service is down.
+func TestSocketStopClosesPortFirst(t *testing.T) {
+	sb, ctx := sandbox.Get(t), testContext(t, 60*time.Second)
+	m := newManager(t, sb)
+	s := sleeper("dsock", 1)
+	// On SIGTERM: close the listening socket, then finish for 3 s.
+	s.Exec = []string{"/bin/sh", "-c", `trap 'exec 3<&-; sleep 3; exit 0' TERM; while :; do sleep 0.1; done`}
+	s.Socket = &units.SocketSpec{Name: "http", Address: "127.0.0.1", Port: 18451}
+	t.Cleanup(func() { removeUnit(t, sb, units.SocketName("dsock", 1)) })
+	unit := start(t, ctx, m, sb, s)
+	if _, err := m.StopWorker(ctx, unit); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	waitFor(t, ctx, "the port to close", func() bool {
+		out, _ := sb.Exec(ctx, "ss", "-Hltn", "sport = :18451")
+		return strings.TrimSpace(out) == ""
+	})
+	closed := time.Since(t0)
+	if st := show(t, ctx, sb, unit, "ActiveState")["ActiveState"]; st != "deactivating" {
+		t.Errorf("the port closed %v after the stop, with the worker %s: want it still draining", closed, st)
+	} else {
+		t.Logf("port closed %v after StopWorker, the worker still draining", closed.Round(time.Millisecond))
+	}
+}
