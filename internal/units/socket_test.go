@@ -101,6 +101,8 @@ func TestSocketWorkerGunicorn(t *testing.T) {
 	}
 	s := sleeper("gsock", 1)
 	s.Exec = []string{"/usr/bin/gunicorn", "--workers", "1", "--chdir", dir, "hello_wsgi:app"}
+	// No __pycache__ in the checkout.
+	s.Environment = map[string]string{"PYTHONDONTWRITEBYTECODE": "1"}
 	s.Socket = &units.SocketSpec{Name: "http", Address: "127.0.0.1", Port: 18441}
 	t.Cleanup(func() { removeUnit(t, sb, units.SocketName("gsock", 1)) })
 	unit := start(t, ctx, m, sb, s)
