@@ -147,6 +147,12 @@ func keyFile(t TableDoc, key, val string) (text, fullKey string) {
 			"pools.email.behavior.scale_up." + key
 	case "pools.NAME.service":
 		return pool("") + "[pools.email.service]\n" + set, "pools.email.service." + key
+	case "pools.NAME.service.ports.NAME":
+		anchor := "port = \"auto\"\n"
+		if key == "port" {
+			anchor = ""
+		}
+		return pool("") + "[pools.email.service.ports.http]\n" + anchor + set, "pools.email.service.ports.http." + key
 	case "pools.NAME.service.readiness":
 		base := "[pools.email.service.ports]\nhttp = \"auto\"\n[pools.email.service.readiness]\n"
 		if t.Title == probeTimingKeys.Title {

@@ -17,6 +17,7 @@ func Reference() []TableDoc {
 		limitsKeys,
 		serviceKeys,
 		servicePortsKeys,
+		servicePortKeys,
 		readinessKeys,
 		probeTimingKeys,
 		templateKeys,

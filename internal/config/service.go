@@ -67,6 +67,11 @@ type Port struct {
 	// per rank). Else slot N, rank R gets Base + (N-1)*GroupSize + R, so a
 	// pool's fixed range is [Base, Base + max_workers*GroupSize - 1].
 	Base int
+	// Socket: systemd binds the port, in a socket unit started with the
+	// replica, and passes it to the replica (LISTEN_FDS, LISTEN_FDNAMES =
+	// Name); the replica binds nothing itself. At most one port per pool,
+	// and only with GroupSize 1.
+	Socket bool
 }
 
 // EnvName is the variable that carries the port to each replica.

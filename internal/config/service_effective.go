@@ -42,11 +42,14 @@ func (s *Service) effective() *effectiveService {
 	if len(s.Ports) > 0 {
 		e.Ports = map[string]any{}
 		for _, p := range s.Ports {
-			if p.Base == 0 {
-				e.Ports[p.Name] = "auto"
-			} else {
-				e.Ports[p.Name] = p.Base
+			var v any = "auto"
+			if p.Base > 0 {
+				v = p.Base
 			}
+			if p.Socket {
+				v = map[string]any{"port": v, "socket": true}
+			}
+			e.Ports[p.Name] = v
 		}
 	}
 	if pr := s.Readiness.Probe; pr.Kind != "" {

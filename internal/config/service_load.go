@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,20 +21,6 @@ import (
 // are in service.go, the keys' docs in servicedoc.go. The tables under it
 // are read as raw values, like the rules, and their keys checked against
 // their TableDocs, so that a key is taken only if it is documented.
-
-// portNameRE: a port's name becomes FLEXIQ_PORT_<NAME> and a template's
-// .Port "name", so it is kept to what both spell without escaping.
-var portNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
-
-// FixedRange is the ports a fixed port takes over the pool's life: slot N,
-// rank R gets Base + (N-1)*groupSize + R, so maxWorkers groups take
-// [Base, Base + maxWorkers*groupSize - 1]. An "auto" port has none (0, 0).
-func (p Port) FixedRange(maxWorkers, groupSize int) (first, last int) {
-	if p.Base == 0 {
-		return 0, 0
-	}
-	return p.Base, p.Base + maxWorkers*max(groupSize, 1) - 1
-}
 
 // service fills p.Service from [pools.NAME.service]; a pool without the
 // table is a pool of queue workers and keeps Service nil.
@@ -145,63 +130,6 @@ func (l *loader) boolean(key string, v value, dst *bool) bool {
 	}
 	*dst = b
 	return true
-}
-
-// ports fills s.Ports, sorted by name, from [pools.NAME.service.ports].
-func (l *loader) ports(p *Pool, s *Service, raw value, k func(...string) string) {
-	if !raw.set() {
-		return
-	}
-	m, ok := raw.raw.(map[string]any)
-	if !ok {
-		l.wrongType(k("ports"), "a table of ports, as in [pools.NAME.service.ports]", raw)
-		return
-	}
-	for _, name := range slices.Sorted(maps.Keys(m)) {
-		pk := k("ports", name)
-		if !portNameRE.MatchString(name) {
-			l.add(pk, "a port's name must match [a-z][a-z0-9_]{0,31}: it becomes %s%s", PortEnvPrefix, upperASCII(name))
-			continue
-		}
-		port := Port{Name: name}
-		switch v := m[name].(type) {
-		case string:
-			if v != "auto" {
-				l.add(pk, "must be \"auto\" or a base port number (1 to 65535), not %q", v)
-				continue
-			}
-		case int64:
-			if v < 1 || v > 65535 {
-				l.add(pk, "%d is not a port number (1 to 65535)", v)
-				continue
-			}
-			port.Base = int(v)
-			if first, last := port.FixedRange(p.MaxWorkers, s.GroupSize); last > 65535 {
-				l.add(pk, "the fixed range %d-%d (max_workers %d × group_size %d) ends past 65535: lower the base or max_workers",
-					first, last, p.MaxWorkers, s.GroupSize)
-				continue
-			}
-		default:
-			l.wrongType(pk, "\"auto\" or an integer (a base port)", value{m[name]})
-			continue
-		}
-		s.Ports = append(s.Ports, port)
-	}
-}
-
-func portNames(s *Service) []string {
-	names := make([]string, len(s.Ports))
-	for i, p := range s.Ports {
-		names[i] = p.Name
-	}
-	return names
-}
-
-func describePorts(s *Service) string {
-	if len(s.Ports) == 0 {
-		return "none"
-	}
-	return strings.Join(portNames(s), ", ")
 }
 
 // reservedServiceEnv: the variables a service pool's replicas get from the

@@ -77,12 +77,26 @@ var serviceKeys = TableDoc{
 
 var servicePortsKeys = TableDoc{
 	Name: "pools.NAME.service.ports",
-	Doc: "One key per port, its name the key: `http = 8001` or `metrics = \"auto\"`.\n" +
+	Doc: "One key per port, its name the key: `http = 8001`, `metrics = \"auto\"`, or a\n" +
+		"table for a port that systemd binds: `http = { port = 8001, socket = true }`.\n" +
 		"A name matches `[a-z][a-z0-9_]{0,31}`; the replica sees the port as\n" +
 		"`FLEXIQ_PORT_<NAME>`, upper-cased.",
 	Keys: []KeyDoc{
-		{Name: "NAME", Type: "string or integer", Limits: "`\"auto\"`, or a base from 1 to 65535 whose fixed range ends at 65535 at most",
+		{Name: "NAME", Type: "string, integer or table", Limits: "`\"auto\"`, or a base from 1 to 65535 whose fixed range ends at 65535 at most; or a [table](#poolsnameserviceportsname) with `port` and `socket`",
 			Doc: "`\"auto\"`: the daemon picks a free port for each replica (and each rank) at its start. A number is a base: slot N, rank R gets `base + (N-1) × group_size + R`, so the pool's fixed range is `base` to `base + max_workers × group_size - 1`. Two fixed ranges that overlap, in one pool or in two, are refused, naming both. A replica keeps its ports for its life, across daemon restarts."},
+	},
+}
+
+var servicePortKeys = TableDoc{
+	Name: "pools.NAME.service.ports.NAME",
+	Doc: "A port written as a table, `http = { port = \"auto\", socket = true }` or\n" +
+		"`[pools.web.service.ports.http]`: the port itself, and whether systemd binds\n" +
+		"it for the replica ([socket activation](services.md#ports-that-systemd-binds)).",
+	Keys: []KeyDoc{
+		{Name: "port", Type: "string or integer", Required: true, Limits: "as a port's `NAME` above: `\"auto\"` or a base",
+			Doc: "The port, as the plain form writes it."},
+		{Name: "socket", Type: "boolean", Default: "false", Limits: "`true` for one port per pool at most, and only with `group_size = 1`",
+			Doc: "systemd binds the port (as root: a port below 1024 works for any `user`) in a socket unit `flexiq-POOL@SLOT.socket` started in one transaction with the replica's service, and passes it to the replica as file descriptor 3 (`LISTEN_FDS=1`, `LISTEN_FDNAMES=NAME`); the replica binds nothing and must take the passed socket (`FLEXIQ_PORT_<NAME>` still names the port). No other program can take the port between its pick and the replica's start, and it survives a restart of the daemon. A replica's stop closes systemd's copy first, so the port refuses connections as soon as the replica closes its own."},
 	},
 }
 

@@ -52,7 +52,8 @@ const freePortTries = 20
 // empty): it listens on port 0 and closes at once. The replica binds it
 // later, so another program may take it meanwhile: the replica then fails
 // to bind, which is a failed start with backoff, and the next start picks
-// again.
+// again. A port with socket = true closes that window at the unit's
+// creation: systemd binds it in the same call that starts the replica.
 func freePort(address string, taken map[int]bool) (int, error) {
 	if address == "" {
 		address = config.DefaultServiceAddress
@@ -162,7 +163,20 @@ func specFor(c *config.Pool, slot int, revision string, ports map[string]int) un
 		}
 		s.Environment = env
 	}
+	s.Socket = socketSpec(c.Service, ports)
 	return s
+}
+
+// socketSpec is the port of ports that systemd binds for the replica
+// (socket = true), nil if none: the port keeps its FLEXIQ_PORT_<NAME>, from
+// which a restarted daemon reads it back as any other.
+func socketSpec(svc *config.Service, ports map[string]int) *units.SocketSpec {
+	for _, p := range svc.Ports {
+		if port, ok := ports[p.Name]; ok && p.Socket {
+			return &units.SocketSpec{Name: p.Name, Address: svc.Address, Port: port}
+		}
+	}
+	return nil
 }
 
 // revisionSpec is the definition a revision names. A service's ports go
@@ -182,6 +196,11 @@ func revisionSpec(c *config.Pool) units.WorkerSpec {
 		env[p.EnvName()] = "auto"
 		if p.Base > 0 {
 			env[p.EnvName()] = "base " + strconv.Itoa(p.Base)
+		}
+		if p.Socket {
+			// A port that becomes systemd's, or the replica's again,
+			// is a new definition: the replicas roll.
+			env[p.EnvName()] += " socket"
 		}
 	}
 	s.Environment = env

@@ -175,6 +175,12 @@ func (m *Manager) startTransientGroup(ctx context.Context, units []string, main 
 		if rerr := m.ResetFailed(ctx, units[0]); rerr != nil && dbusErrorName(rerr) != errNoSuchUnit {
 			return fmt.Errorf("starting %s: %w (and %v)", units[0], err, rerr)
 		}
+		for _, u := range units[1:] {
+			if !isRankUnit(u) {
+				// A worker's failed socket: ResetFailed resets only ranks.
+				_ = m.resetFailed(ctx, u)
+			}
+		}
 		if try > 0 {
 			select {
 			case <-ctx.Done():
@@ -188,6 +194,11 @@ func (m *Manager) startTransientGroup(ctx context.Context, units []string, main 
 		return fmt.Errorf("%w: %s: %s: %v", ErrUnitExists, units[0], m.groupStates(ctx, units), err)
 	}
 	return err
+}
+
+func isRankUnit(name string) bool {
+	_, _, _, ok := ParseRankUnitName(name)
+	return ok
 }
 
 // settleGroup reads the ranks' states until none has a job left.

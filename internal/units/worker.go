@@ -63,6 +63,9 @@ type WorkerSpec struct {
 	// the start job (a model may load for minutes): it returns once the job
 	// is queued, and the listing tells activating from active.
 	NotifyReady bool
+	// Socket, if set, is a port that systemd binds for the worker and
+	// passes to it (socket.go). Not for a gang group.
+	Socket *SocketSpec
 }
 
 // RankSpec is what differs between the ranks of a gang group.
@@ -165,6 +168,7 @@ func (s WorkerSpec) RankProperties(rank int) ([]sddbus.Property, error) {
 	props = append(props, s.optionalProperties()...)
 	props = append(props, s.groupProperties(rank)...)
 	props = append(props, s.readinessProperties()...)
+	props = append(props, s.socketServiceProperties()...)
 	return append(props, hardened...), nil
 }
 
@@ -261,6 +265,9 @@ func prop(name string, v any) sddbus.Property {
 func (m *Manager) StartWorker(ctx context.Context, s WorkerSpec) error {
 	if s.isGroup() {
 		return m.startGroup(ctx, s)
+	}
+	if s.Socket != nil {
+		return m.startSocketed(ctx, s)
 	}
 	unit := UnitName(s.Pool, s.Slot)
 	props, err := s.Properties()
@@ -363,11 +370,18 @@ func (m *Manager) unitState(ctx context.Context, unit string) (string, error) {
 // is lost before the job ends, nothing arrives: callers bound their wait
 // and re-list.
 //
+// A worker with a socket (WorkerSpec.Socket) has its socket stopped first
+// and at once, so that the port refuses connections as soon as the worker
+// closes its copy (socket.go).
+//
 // Stopping rank 0 of a gang group stops every rank (BindsTo=), each with
 // its own stop signal and timeout, in parallel; the job result is rank
 // 0's. If rank 0 is gone already (Worker.Missing), its ranks are stopped
 // instead, and the channel receives once all their jobs have ended.
 func (m *Manager) StopWorker(ctx context.Context, unit string) (<-chan string, error) {
+	// An error is moot: BindsTo= stops the socket once the service is
+	// down; only the early close is lost.
+	_ = m.stopSocket(ctx, unit)
 	result := make(chan string, 1)
 	err := m.call(ctx, "stopping "+unit, func(c *conn) error {
 		_, err := c.StopUnitContext(ctx, unit, "replace", result)
@@ -444,6 +458,8 @@ func (s WorkerSpec) validate() error {
 		return fmt.Errorf("negative stop timeout %v", s.StopTimeout)
 	case !validRevision(s.Revision):
 		return fmt.Errorf("invalid revision %q: no white space or control characters, at most %d bytes", s.Revision, maxRevision)
+	case s.Socket != nil && s.isGroup():
+		return errors.New("a socket for a gang group: one socket unit per worker, and a group is several")
 	}
 	return nil
 }

@@ -16,7 +16,10 @@
 //
 // It listens on 127.0.0.1:$FLEXIQ_PORT_HTTP (or -listen; without either an
 // ephemeral port) and prints "listening on ADDR". A failed bind exits 1,
-// which the daemon must count as a failed start. When ready it sends
+// which the daemon must count as a failed start. Started by systemd with a
+// socket passed (LISTEN_FDS, a pool's port with socket = true), it serves
+// the one named "http" (-fd-name) instead, and binds nothing itself;
+// passed sockets but none of that name exit 1. When ready it sends
 // READY=1 if NOTIFY_SOCKET is set, for the Type=notify readiness path. On
 // SIGTERM or SIGINT it shuts down gracefully: the listener closes at once
 // (new connections are refused), requests in hand finish, and it exits 0
@@ -35,6 +38,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/coreos/go-systemd/v22/activation"
 )
 
 // exitUsage is the status of a bad flag, as in test/worker.
@@ -47,6 +52,27 @@ type config struct {
 	failHealthAfter time.Duration
 	latency, jitter time.Duration
 	drainTimeout    time.Duration
+	fdName          string
+}
+
+// listen is the socket systemd passed under c.fdName, if it passed any,
+// else a socket of our own on c.listen.
+func listen(c config) (net.Listener, error) {
+	if os.Getenv("LISTEN_FDS") == "" {
+		return net.Listen("tcp", c.listen)
+	}
+	passed, err := activation.ListenersWithNames()
+	if err != nil {
+		return nil, fmt.Errorf("sockets passed by systemd: %w", err)
+	}
+	if ls := passed[c.fdName]; len(ls) == 1 {
+		return ls[0], nil
+	}
+	names := make([]string, 0, len(passed))
+	for n, ls := range passed {
+		names = append(names, fmt.Sprintf("%s (%d)", n, len(ls)))
+	}
+	return nil, fmt.Errorf("systemd passed no single listening socket named %q (LISTEN_FDNAMES: %v)", c.fdName, names)
 }
 
 func main() {
@@ -67,6 +93,7 @@ func runMain() int {
 	flag.DurationVar(&c.latency, "latency", 0, "time each request takes")
 	flag.DurationVar(&c.jitter, "jitter", 0, "extra random time per request, up to this")
 	flag.DurationVar(&c.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, wait this long for requests in hand")
+	flag.StringVar(&c.fdName, "fd-name", "http", "with sockets passed by systemd (LISTEN_FDS), serve the one of this FileDescriptorName=")
 	flag.Parse()
 
 	pool, slot := os.Getenv("FLEXIQ_SCALED_POOL"), os.Getenv("FLEXIQ_SCALED_SLOT")
@@ -78,7 +105,7 @@ func runMain() int {
 		return exitUsage
 	}
 
-	ln, err := net.Listen("tcp", c.listen)
+	ln, err := listen(c)
 	if err != nil {
 		logger.Printf("listen: %v", err)
 		return 1
