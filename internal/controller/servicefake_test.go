@@ -124,6 +124,13 @@ func (f *fakeOwners) listen(cgroup string, port int, uid uint32, pids ...int) {
 // replica makes unit listen on port, as its own listener.
 func (f *fakeOwners) replica(unit string, port int) { f.listen("/flexiq.slice/"+unit, port, 998) }
 
+// running makes unit's cgroup, as systemd does for a running unit.
+func (f *fakeOwners) running(unit string) {
+	if err := os.MkdirAll(filepath.Join(f.root, "/flexiq.slice/"+unit), 0o755); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 // closePort ends every listener on port.
 func (f *fakeOwners) closePort(port int) {
 	f.mu.Lock()
