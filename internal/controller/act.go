@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
@@ -74,6 +75,10 @@ func (ws *workers) startWorkers(ctx context.Context, now time.Time, n int, why s
 	taken := map[int]bool{}
 	for attempt := 0; attempt < 2 && n > 0; attempt++ {
 		slots := ws.fleet.freeSlots(now, n, taken)
+		for held := ws.heldSlots(now, slots); len(held) > 0; held = ws.heldSlots(now, slots) {
+			maps.Copy(taken, held)
+			slots = ws.fleet.freeSlots(now, n, taken)
+		}
 		if len(slots) == 0 {
 			break
 		}

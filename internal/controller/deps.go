@@ -27,6 +27,9 @@ type Units interface {
 	UnitStates(ctx context.Context, names []string) (map[string]string, error)
 	// KillMain sends a signal to a unit's main process (the quiet phase).
 	KillMain(ctx context.Context, unit string, signal int) error
+	// ControlGroup reads a running unit's cgroup path, whose listeners a
+	// replica's ports may have (portguard.go), before a listing says it.
+	ControlGroup(ctx context.Context, unit string) (string, error)
 }
 
 var _ Units = (*units.Manager)(nil)

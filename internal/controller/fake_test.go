@@ -351,3 +351,8 @@ func (r *rig) lines(subs ...string) []string {
 	}
 	return out
 }
+
+// ControlGroup is where systemd would put the unit.
+func (f *fakeSystemd) ControlGroup(ctx context.Context, unit string) (string, error) {
+	return "/flexiq.slice/" + unit, nil
+}

@@ -36,9 +36,14 @@ type worker struct {
 
 	// A service replica's (service.go): its ports, kept for its life, and
 	// its readiness.
-	ports         map[string]int
-	rankPorts     []map[string]int // a gang group's ranks 1 … N-1 (gang.go)
-	rd            readiness
+	ports     map[string]int
+	rankPorts []map[string]int // a gang group's ranks 1 … N-1 (gang.go)
+	rd        readiness
+	// claim is what its probe (or systemd) last said; rd is ready only
+	// while its ports are its own too (portguard.go).
+	claim         readiness
+	cgroup        string    // its unit's ControlGroup, once known
+	rankCgroups   []string  // a gang group's ranks 1 … N-1's
 	readyFrom     time.Time // ready_timeout_sec counts from here
 	notReadySince time.Time
 	everReady     bool // it has been in discovery: it leaves through a drain

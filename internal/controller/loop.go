@@ -112,6 +112,11 @@ func (p *Pool) Run(ctx context.Context) {
 			p.workers.commandsFinished(ctx, p.clock(), d)
 			p.serviceChanged(ctx)
 			continue
+		case <-p.workers.svc.guardC():
+			if p.workers.guardRound(p.clock()) {
+				p.serviceChanged(ctx)
+			}
+			continue
 		case <-p.workers.svc.relistC():
 			p.workers.checkNotify(ctx)
 			p.serviceChanged(ctx)

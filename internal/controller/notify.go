@@ -65,7 +65,7 @@ func (ws *workers) checkNotify(ctx context.Context) {
 		byUnit := indexByUnit(listed)
 		for _, w := range ws.fleet.liveWorkers() {
 			if lw, ok := byUnit.get(w.unit); ok && (w.invocation == "" || w.invocation == lw.InvocationID) && lw.ActiveState == "active" {
-				ws.setReadiness(w, repReady, nil)
+				ws.setReadiness(w, repReady, nil, time.Time{})
 			}
 		}
 	}

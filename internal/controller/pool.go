@@ -55,6 +55,7 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	fleetmode "github.com/flexiq/flexiq-scaled/internal/fleet"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
+	"github.com/flexiq/flexiq-scaled/internal/portowner"
 	"github.com/flexiq/flexiq-scaled/internal/probe"
 	"github.com/flexiq/flexiq-scaled/internal/source"
 	"github.com/flexiq/flexiq-scaled/internal/units"
@@ -109,6 +110,10 @@ type Options struct {
 	// NewProber makes a service pool's readiness prober; nil is probe.New.
 	// Tests inject one they drive.
 	NewProber func(probe.Clock) ReadinessProber
+	// PortOwners reads the listening sockets of the host, whose owners a
+	// service replica's ports are checked against (portguard.go); nil is
+	// portowner.Dump. Tests inject a table of their own.
+	PortOwners func() (*portowner.Table, error)
 	// OpenFleetStore opens a fleet pool's coordination store (issue 20);
 	// nil is the real Redis or PostgreSQL store the URL names. Tests
 	// inject a fake.

@@ -10,6 +10,7 @@ package controller
 // machinery). All of it is the workers', owned by the pool's loop.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -67,6 +68,7 @@ type service struct {
 	// due.
 	relist      chan struct{}
 	relistArmed bool
+	guard       *portGuard // portguard.go; nil for a pool without ports
 }
 
 // newService prepares the service side of a pool whose cfg.Service is set.
@@ -89,6 +91,9 @@ func newService(cfg *config.Pool, clock Clock, opts Options) (*service, error) {
 	}
 	s.pubs = newPublishing(pub)
 	s.listed = readDiscoveryUnits(cfg)
+	if len(cfg.Service.Ports) > 0 {
+		s.guard = newPortGuard(clock, opts.PortOwners)
+	}
 	return s, nil
 }
 
@@ -110,9 +115,13 @@ func readDiscoveryUnits(cfg *config.Pool) map[string]bool {
 
 // close stops the prober; the pool's loop has ended.
 func (s *service) close() {
-	if s != nil && s.prober != nil {
+	if s == nil {
+		return
+	}
+	if s.prober != nil {
 		s.prober.Close()
 	}
+	s.guard.stop()
 }
 
 // transitions is the prober's channel, nil without one.
@@ -134,7 +143,7 @@ func (ws *workers) replicaStarted(now time.Time, w *worker) {
 	w.rd, w.readyFrom = repStarting, now
 	if ws.cfg.Service.Readiness.Kind == config.ReadyActive || ws.cfg.Service.Readiness.Kind == "" {
 		// Type=exec: the start job is done once the command runs.
-		ws.setReadiness(w, repReady, nil)
+		ws.setReadiness(w, repReady, nil, now)
 	}
 	ws.track(w, probe.Unknown)
 }
@@ -212,12 +221,12 @@ func (ws *workers) replicasReconciled(now time.Time, listed []units.Worker, r re
 			// Ready as it was: no journal entry, no probe's "not ready"
 			// for a replica that served all along.
 			initial = probe.Ready
-			w.rd, w.everReady = repReady, true
+			w.rd, w.claim, w.everReady = repReady, repReady, true
 		}
 		ws.track(w, initial)
 	}
 	for _, rs := range r.restarted {
-		rs.worker.rd, rs.worker.readyFrom = repStarting, now
+		rs.worker.rd, rs.worker.claim, rs.worker.readyFrom = repStarting, repStarting, now
 		ws.track(rs.worker, probe.Unknown)
 	}
 	for _, c := range r.crashed {
@@ -225,6 +234,16 @@ func (ws *workers) replicasReconciled(now time.Time, listed []units.Worker, r re
 	}
 	for _, s := range r.stopping {
 		ws.untrack(s.worker)
+	}
+	for _, w := range ws.fleet.liveWorkers() {
+		if lw, ok := byUnit.get(w.unit); ok {
+			w.cgroup = cmp.Or(lw.ControlGroup, w.cgroup)
+			for i, r := range lw.Ranks {
+				if i < len(w.rankCgroups) && r.ControlGroup != "" {
+					w.rankCgroups[i] = r.ControlGroup
+				}
+			}
+		}
 	}
 	// Only the first listing may vouch for what the last daemon published.
 	ws.svc.listed = nil
@@ -238,10 +257,12 @@ func (ws *workers) replicasReconciled(now time.Time, listed []units.Worker, r re
 		}
 		switch {
 		case lw.ActiveState == "active" || lw.ActiveState == "reloading":
-			ws.setReadiness(w, repReady, nil)
+			ws.setReadiness(w, repReady, nil, now)
 		case w.rd == repReady:
-			ws.setReadiness(w, repUnready, nil)
+			ws.setReadiness(w, repUnready, nil, now)
 			w.notReadySince = now
+		default:
+			w.claim = w.rd // not active: no longer says it is ready
 		}
 	}
 }
@@ -257,17 +278,36 @@ func (ws *workers) onTransition(t probe.Transition) {
 	}
 	switch t.To {
 	case probe.Ready:
-		ws.setReadiness(w, repReady, nil)
+		ws.setReadiness(w, repReady, nil, t.At)
 	case probe.NotReady:
 		w.notReadySince = t.NotReadySince
-		ws.setReadiness(w, repUnready, t.Err)
+		ws.setReadiness(w, repUnready, t.Err, t.At)
 	default:
-		w.rd = repStarting
+		w.rd, w.claim = repStarting, repStarting
 	}
 }
 
-// setReadiness records w's readiness and says a change in the journal.
-func (ws *workers) setReadiness(w *worker, rd readiness, why error) {
+// setReadiness records what w's readiness (its probe, or systemd) says,
+// at: a replica that says it is ready is ready only if the listeners on
+// its ports are its own (portguard.go), read at or after at; else it
+// stays out of discovery, or leaves it.
+func (ws *workers) setReadiness(w *worker, rd readiness, why error, at time.Time) {
+	w.claim = rd
+	if rd == repReady && ws.svc.guard != nil {
+		v := ws.checkPorts(w, at)
+		ws.noteHeld(w, v)
+		if v != nil {
+			rd, why = w.rd, v
+			if w.rd == repReady {
+				rd, w.notReadySince = repUnready, at
+			}
+		}
+	}
+	ws.applyReadiness(w, rd, why)
+}
+
+// applyReadiness records w's readiness and says a change in the journal.
+func (ws *workers) applyReadiness(w *worker, rd readiness, why error) {
 	if w.rd == rd {
 		return
 	}
@@ -383,7 +423,7 @@ func (ws *workers) reconfigure(clock Clock, opts Options, cfg *config.Pool) erro
 		// The running replicas are taken as ready, unprobed: a change of
 		// the readiness kind reaches them through the rollout.
 		for _, w := range ws.fleet.liveWorkers() {
-			w.probeID, w.rd, w.everReady = "", repReady, true
+			w.probeID, w.rd, w.claim, w.everReady = "", repReady, repReady, true
 		}
 		return nil
 	case old.DiscoveryDir != cfg.Service.DiscoveryDir || old.MetricsPort != cfg.Service.MetricsPort ||

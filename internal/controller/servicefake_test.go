@@ -3,16 +3,21 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/discovery"
+	"github.com/flexiq/flexiq-scaled/internal/portowner"
 	"github.com/flexiq/flexiq-scaled/internal/probe"
 )
 
@@ -73,6 +78,66 @@ func (f *fakeProber) send(t *testing.T, unit string, to probe.State, at time.Tim
 	f.ch <- tr
 }
 
+// fakeOwners is the host's listeners as a pool's port guard sees them: a
+// cgroup tree of plain directories, whose inode numbers stand for cgroup
+// ids (as in portowner's own tests), and the listeners a test declares.
+// Nothing listens until a test says so.
+type fakeOwners struct {
+	t     *testing.T
+	root  string
+	mu    sync.Mutex
+	ls    []portowner.Listener
+	dumps int
+}
+
+func newFakeOwners(t *testing.T) *fakeOwners { return &fakeOwners{t: t, root: t.TempDir()} }
+
+func (f *fakeOwners) dump() (*portowner.Table, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dumps++
+	return portowner.NewTable(f.root, slices.Clone(f.ls)), nil
+}
+
+// listen adds a listener on port, created in cgroup (made if need be)
+// by uid; pids are the cgroup's processes.
+func (f *fakeOwners) listen(cgroup string, port int, uid uint32, pids ...int) {
+	f.t.Helper()
+	dir := filepath.Join(f.root, cgroup)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		f.t.Fatal(err)
+	}
+	var procs strings.Builder
+	for _, p := range pids {
+		fmt.Fprintln(&procs, p)
+	}
+	os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(procs.String()), 0o644)
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		f.t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ls = append(f.ls, portowner.Listener{Port: port, Addr: netip.MustParseAddr("127.0.0.1"), UID: uid, Inode: uint64(1000 + len(f.ls)), CgroupID: st.Ino})
+}
+
+// replica makes unit listen on port, as its own listener.
+func (f *fakeOwners) replica(unit string, port int) { f.listen("/flexiq.slice/"+unit, port, 998) }
+
+// running makes unit's cgroup, as systemd does for a running unit.
+func (f *fakeOwners) running(unit string) {
+	if err := os.MkdirAll(filepath.Join(f.root, "/flexiq.slice/"+unit), 0o755); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// closePort ends every listener on port.
+func (f *fakeOwners) closePort(port int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ls = slices.DeleteFunc(f.ls, func(l portowner.Listener) bool { return l.Port == port })
+}
+
 // fakeRunner runs after-change commands: it records each, with the
 // discovery JSON file as it was when the command ran, and may hold them.
 type fakeRunner struct {
@@ -115,6 +180,7 @@ type serviceRig struct {
 	*rig
 	prober *fakeProber
 	runner *fakeRunner
+	owners *fakeOwners
 	disc   string // the discovery directory
 }
 
@@ -143,11 +209,12 @@ func newServiceRig(t *testing.T, kind string, base int) *serviceRig {
 	if isProbe(cfg.Service) {
 		cfg.Service.Readiness.Probe = probe.Spec{Kind: probe.Kind(kind), Path: "/health", Port: "http", Command: []string{"/bin/true"}}.WithDefaults()
 	}
-	sr := &serviceRig{prober: newFakeProber(), runner: &fakeRunner{file: filepath.Join(disc, "web.json")}, disc: disc}
+	sr := &serviceRig{prober: newFakeProber(), runner: &fakeRunner{file: filepath.Join(disc, "web.json")}, owners: newFakeOwners(t), disc: disc}
 	r := &rig{t: t, sd: newFakeSystemd(), src: &fakeSource{}, clock: &fakeClock{now: monoTime(1000 * time.Hour)}, log: &syncBuffer{}, cfg: cfg, dir: t.TempDir()}
 	r.tweak = func(o *Options) {
 		o.Commands = sr.runner
 		o.NewProber = func(probe.Clock) ReadinessProber { return sr.prober }
+		o.PortOwners = sr.owners.dump
 	}
 	r.pool = r.newPool()
 	sr.rig = r

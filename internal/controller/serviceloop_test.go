@@ -89,10 +89,13 @@ func TestServiceProbeThroughTheLoop(t *testing.T) {
 		}
 	}()
 	sr := newServiceRig(t, config.ReadyTCP, l.Addr().(*net.TCPAddr).Port)
-	sr.tweak = func(o *Options) { o.Commands = sr.runner } // probe.New
+	sr.tweak = func(o *Options) { o.Commands = sr.runner; o.PortOwners = sr.owners.dump } // probe.New
 	sr.pool = sr.newPool()
 	defer sr.pool.Close()
 	sr.start(sr.pool)
+	// The test's listener is the replica's, as its cgroup would say once
+	// it has started (before, a listener on its fixed port is another's).
+	sr.owners.replica(units.UnitName("web", 1), l.Addr().(*net.TCPAddr).Port)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -110,7 +113,7 @@ func TestServiceProbeThroughTheLoop(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s never entered discovery (status %+v); the file:\n%s", u, v.Workers, b)
+			t.Fatalf("%s never entered discovery (status %+v); the file:\n%s\n%s", u, v.Workers, b, sr.log)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -72,6 +72,7 @@ func (ws *workers) reconcile(ctx context.Context, now time.Time, listed []units.
 	r := ws.fleet.reconcile(now, listed)
 	ws.apply(ctx, now, r)
 	ws.replicasReconciled(now, listed, r)
+	ws.guardRound(now)
 	return r
 }
 

@@ -12,4 +12,10 @@ const (
 	// DiscoveryCommand: a discovery after-change command ran (info, with
 	// its output), or failed (warning; retried at the next change).
 	DiscoveryCommand Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b27"
+	// PortHeld: a listener that is not the replica's was found on one of
+	// its ports (issue 27: a local user binding it first), or a port of a
+	// fixed-port slot is held before its start (warning, once per
+	// episode); an info entry when the port is free or the replica's
+	// again.
+	PortHeld Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b28"
 )

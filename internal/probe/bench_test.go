@@ -15,6 +15,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/portowner"
+	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
 // The replicas run in a child process (this test binary again), so that
@@ -87,11 +90,54 @@ func cpuTime() time.Duration {
 // the scheduler's and the attempts' own share of the cost.
 func BenchmarkProbe200(b *testing.B) {
 	ports := startReplicas(b, 200)
-	b.Run("http", func(b *testing.B) { benchProber(b, ports, true) })
-	b.Run("noop", func(b *testing.B) { benchProber(b, ports, false) })
+	b.Run("http", func(b *testing.B) { benchProber(b, ports, true, false) })
+	// With issue 27's listener check as the pool runs it: one sock_diag
+	// dump per second and each replica's ports judged against its cgroup
+	// (here the replica process's, the one cgroup it runs in).
+	b.Run("http+owner", func(b *testing.B) { benchProber(b, ports, true, true) })
+	b.Run("noop", func(b *testing.B) { benchProber(b, ports, false, false) })
 }
 
-func benchProber(b *testing.B, ports []int, useHTTP bool) {
+// ownerRounds runs the pool's port check every period until stop: a dump,
+// then every port judged against cgroup.
+func ownerRounds(b *testing.B, ports []int, period time.Duration, stop <-chan struct{}) {
+	root := units.Cgroup2Root()
+	cg := ownCgroup()
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		tbl, err := portowner.Dump(root)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		for _, p := range ports {
+			if foreign, err := tbl.Held(cg, []int{p}); err != nil || len(foreign) > 0 {
+				b.Errorf("port %d: %v %v", p, foreign, err)
+				return
+			}
+		}
+	}
+}
+
+// ownCgroup is this process's cgroup2 path, which the replica process,
+// its child, shares.
+func ownCgroup() string {
+	data, _ := os.ReadFile("/proc/self/cgroup")
+	for _, l := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(l, "0::"); ok {
+			return rest
+		}
+	}
+	return "/"
+}
+
+func benchProber(b *testing.B, ports []int, useHTTP, owner bool) {
 	const period = time.Second
 	window := 3 * time.Second
 	if s := os.Getenv("FLEXIQ_PROBE_BENCH_SECONDS"); s != "" {
@@ -133,10 +179,15 @@ func benchProber(b *testing.B, ports []int, useHTTP bool) {
 			for range p.Transitions() {
 			}
 		}()
+		stop := make(chan struct{})
+		if owner {
+			go ownerRounds(b, ports, period, stop)
+		}
 		time.Sleep(2 * period) // every target has fired and connected
 		cpu0, wall0, n0 := cpuTime(), time.Now(), attempts.Load()
 		time.Sleep(window)
 		cpu, wall, n := cpuTime()-cpu0, time.Since(wall0), attempts.Load()-n0
+		close(stop)
 		p.Close()
 		if failures.Load() > 0 {
 			b.Fatalf("%d probes failed, the last: %v", failures.Load(), lastErr.Load())

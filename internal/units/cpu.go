@@ -34,6 +34,16 @@ func newCgroupReader(root string) (cgroupReader, error) {
 	return pickCgroupMounts(mounts), nil
 }
 
+// Cgroup2Root is where this process sees the cgroup2 hierarchy ("" when
+// none is mounted): the root a unit's ControlGroup is a path under.
+func Cgroup2Root() string {
+	mounts, err := procfs.GetMounts()
+	if err != nil {
+		return ""
+	}
+	return pickCgroupMounts(mounts).v2
+}
+
 // pickCgroupMounts picks the cgroup2 mount and the v1 cpuacct mount from the
 // mount table. A container may show several cgroup2 mounts; the
 // conventional places win over whatever comes first.

@@ -112,6 +112,26 @@ func (m *Manager) UnitStates(ctx context.Context, names []string) (map[string]st
 	return out, nil
 }
 
+// ControlGroup is a running unit's cgroup, relative to the cgroup2 root
+// (systemd's ControlGroup property): whose listeners a replica's ports
+// may have (internal/portowner) before a listing has said it.
+func (m *Manager) ControlGroup(ctx context.Context, unit string) (string, error) {
+	var p *sddbus.Property
+	err := m.call(ctx, "reading the control group of "+unit, func(c *conn) error {
+		var err error
+		p, err = c.GetUnitTypePropertyContext(ctx, unit, "Service", "ControlGroup")
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	cg, _ := p.Value.Value().(string)
+	if cg == "" {
+		return "", fmt.Errorf("%s has no control group (not running)", unit)
+	}
+	return cg, nil
+}
+
 // KillMain sends signal to the main process of unit only (who=main), as
 // the quiet phase of a two-phase drain does: the worker's own children are
 // its business, and the unit stays active.

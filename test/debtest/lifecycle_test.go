@@ -25,8 +25,11 @@ const (
 	// daemon's unit may have. Measured with Debian 12's systemd 252: 8.0
 	// before the unit was hardened, 1.3 hardened with no network at all,
 	// 2.1 since network sources (IPv4 and IPv6 sockets, no private network)
-	// need the network; any further loosening fails the test.
-	maxExposure = 2.1
+	// need the network; AF_NETLINK for sock_diag (issue 27: who listens on
+	// a replica's port) adds 0.1 (2.3 -> 2.4 with systemd-analyze security
+	// --offline=true, before and after); any further loosening fails the
+	// test.
+	maxExposure = 2.2
 )
 
 // MESSAGE_ID of a scaling decision (internal/eventlog).
