@@ -44,6 +44,7 @@ type worker struct {
 	claim         readiness
 	cgroup        string    // its unit's ControlGroup, once known
 	rankCgroups   []string  // a gang group's ranks 1 … N-1's
+	socketCgroup  string    // its socket unit's ControlGroup, once known (socket = true ports)
 	readyFrom     time.Time // ready_timeout_sec counts from here
 	notReadySince time.Time
 	everReady     bool // it has been in discovery: it leaves through a drain

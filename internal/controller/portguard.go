@@ -130,20 +130,33 @@ func (ws *workers) checkPorts(w *worker, notBefore time.Time) *portVerdict {
 	if err != nil {
 		return &portVerdict{unit: w.unit, err: err, unknown: true}
 	}
-	check := func(unit string, ports map[string]int, cg *string) *portVerdict {
+	controlGroup := func(unit string, cg *string) error {
+		if *cg != "" {
+			return nil
+		}
+		rctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		defer cancel()
+		var err error
+		*cg, err = ws.units.ControlGroup(rctx, unit)
+		return err
+	}
+	check := func(unit string, ports map[string]int, socketPorts []int, cg, socketCg *string) *portVerdict {
 		list := portList(ports)
 		if !slices.ContainsFunc(list, func(p int) bool { return len(tbl.Listeners(p)) > 0 }) {
 			return nil // nothing listens there yet: nobody to judge
 		}
-		if *cg == "" {
-			rctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-			*cg, err = ws.units.ControlGroup(rctx, unit)
-			cancel()
-			if err != nil {
-				return &portVerdict{unit: unit, err: err, unknown: true}
-			}
+		if err := controlGroup(unit, cg); err != nil {
+			return &portVerdict{unit: unit, err: err, unknown: true}
 		}
-		foreign, err := tbl.Held(*cg, list)
+		sock := portowner.Socket{Ports: socketPorts}
+		if len(socketPorts) > 0 {
+			// Without it (no cgroup realised for the socket, where
+			// the kernel has no cgroup BPF) PID 1's own cgroup is
+			// still recognised; nothing else is accepted for it.
+			_ = controlGroup(units.SocketName(ws.name, w.slot), socketCg)
+			sock.Cgroup = *socketCg
+		}
+		foreign, err := tbl.HeldBesides(*cg, list, sock)
 		if err != nil {
 			return &portVerdict{unit: unit, err: err, unknown: true}
 		}
@@ -152,14 +165,15 @@ func (ws *workers) checkPorts(w *worker, notBefore time.Time) *portVerdict {
 		}
 		return nil
 	}
-	if v := check(w.unit, w.ports, &w.cgroup); v != nil {
+	// Only rank 0 has socket ports: a gang group's ranks bind their own.
+	if v := check(w.unit, w.ports, ws.socketPorts(w), &w.cgroup, &w.socketCgroup); v != nil {
 		return v
 	}
 	for len(w.rankCgroups) < len(w.rankPorts) {
 		w.rankCgroups = append(w.rankCgroups, "")
 	}
 	for i, rp := range w.rankPorts {
-		if v := check(units.RankUnitName(ws.name, w.slot, i+1), rp, &w.rankCgroups[i]); v != nil {
+		if v := check(units.RankUnitName(ws.name, w.slot, i+1), rp, nil, &w.rankCgroups[i], nil); v != nil {
 			return v
 		}
 	}
@@ -296,6 +310,18 @@ func (ws *workers) heldEnded(port int, h heldPort, how string) {
 	}
 	ws.log.Event(eventlog.PortHeld, eventlog.Info, ws.workerFields(h.slot, h.unit, eventlog.Fields{"FLEXIQ_PORT": fmt.Sprint(port)}),
 		"port %d of %s %s", port, who, how)
+}
+
+// socketPorts are w's ports that its socket unit binds (socket = true):
+// PID 1 listens there for it.
+func (ws *workers) socketPorts(w *worker) []int {
+	var out []int
+	for _, p := range ws.cfg.Service.Ports {
+		if port, ok := w.ports[p.Name]; ok && p.Socket {
+			out = append(out, port)
+		}
+	}
+	return out
 }
 
 // isAutoPort says whether port is one of w's "auto" ports.

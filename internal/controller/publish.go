@@ -104,11 +104,17 @@ func (ws *workers) publishReady(ctx context.Context, now time.Time) {
 	}
 	ws.armNotify()
 	ps := &ws.svc.pubs
+	set, key := ws.readySet()
 	if ps.busy {
-		ps.dirty = true
+		// Only a set other than the one whose commands run is due
+		// again: marking every call would rerun a failing command
+		// (retried at the next change) as fast as it fails, one
+		// transient unit after another, while nothing changed.
+		if key != ps.key {
+			ps.dirty = true
+		}
 		return
 	}
-	set, key := ws.readySet()
 	if !ps.dirty && key == ps.key && ps.pubGen > 0 {
 		// The files are as published and their commands done: a replica
 		// that left meanwhile (one that had already left as unready) is in

@@ -71,6 +71,36 @@ func TestServiceCommandFailureRetried(t *testing.T) {
 	}
 }
 
+// A failing after-change command is retried at the next change of the
+// ready set, not at every publish that finds the same set: calls that come
+// while it runs (probe results, ticks, the loop's own) must not rerun it
+// as fast as it fails, one transient unit after another.
+func TestServiceFailingCommandWaitsForAChange(t *testing.T) {
+	sr := newServiceRig(t, config.ReadyActive, 0)
+	sr.runner.fail = context.DeadlineExceeded
+	sr.runner.hold = make(chan struct{})
+	sr.start(sr.pool) // publishes slot 1: its command waits
+	for deadline := time.Now().Add(10 * time.Second); sr.runner.runs() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the after-change command never ran")
+		}
+	}
+	publishTimes := func(n int) {
+		for range n {
+			sr.pool.do(func() { sr.pool.workers.publishReady(context.Background(), sr.clock.now) })
+		}
+	}
+	publishTimes(5) // the same set, while the command runs
+	close(sr.runner.hold)
+	sr.settle()
+	publishTimes(5) // the same set, after it failed
+	sr.settle()
+	if n := sr.runner.runs(); n != 1 {
+		t.Fatalf("the failing command ran %d times with the set unchanged, want once; journal:\n%s", n, sr.log)
+	}
+	// A change still reruns it: TestServiceCommandFailureRetried.
+}
+
 // The real prober, in the pool's loop: a replica whose port accepts
 // connections enters discovery without a tick.
 func TestServiceProbeThroughTheLoop(t *testing.T) {

@@ -15,6 +15,9 @@
 //   - its cgroup id is the unit's cgroup or one below it (on cgroup2 a
 //     cgroup's id is its directory's inode number): the common case, one
 //     stat(2) per unit and no /proc access;
+//   - else, on a port of the unit's socket unit (HeldBesides), it was
+//     created by uid 0 in that socket unit's cgroup or in init.scope:
+//     systemd bound it, and no other process can create a socket there;
 //   - else, its inode is held open by a process of the unit (cgroup.procs,
 //     then /proc/PID/fd links "socket:[INODE]"): a socket created by
 //     someone else and handed to the replica, as systemd does for a

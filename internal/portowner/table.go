@@ -52,6 +52,29 @@ func (t *Table) Listeners(port int) []Listener { return t.byPort[port] }
 // listens. An error says the unit could not be read (its cgroup is gone,
 // say) while something listens: whose it is cannot be told.
 func (t *Table) Held(cgroup string, ports []int) ([]Listener, error) {
+	return t.HeldBesides(cgroup, ports, Socket{})
+}
+
+// managerCgroup is where PID 1 runs, relative to the cgroup2 mount.
+const managerCgroup = "init.scope"
+
+// Socket is a unit's socket unit: systemd binds its ports and hands them
+// to the unit.
+type Socket struct {
+	Cgroup string // the socket unit's ControlGroup
+	Ports  []int
+}
+
+// HeldBesides is Held where a listener on one of sock's ports may also be
+// the unit's socket unit's. systemd creates a socket unit's IP sockets in
+// a helper forked into the socket unit's cgroup (so that its BPF firewall
+// applies), or in PID 1 itself (init.scope) where the kernel has no
+// cgroup BPF; either way as uid 0. Only PID 1 places processes in either
+// cgroup, and a second listener on the port with SO_REUSEPORT would need
+// uid 0 as well, so the socket's cgroup alone names it, whatever user the
+// replica runs as, without reading its descriptors (which would need
+// CAP_SYS_PTRACE).
+func (t *Table) HeldBesides(cgroup string, ports []int, sock Socket) ([]Listener, error) {
 	var seen []Listener
 	for _, p := range ports {
 		seen = append(seen, t.byPort[p]...)
@@ -64,11 +87,25 @@ func (t *Table) Held(cgroup string, ports []int) ([]Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the cgroup of %s: %w", cgroup, err)
 	}
+	var bySystemd map[uint64]bool
+	if len(sock.Ports) > 0 {
+		// A cgroup not found matches no listener; the descriptor rule
+		// below still applies.
+		bySystemd = map[uint64]bool{}
+		for _, cg := range []string{sock.Cgroup, managerCgroup} {
+			if id, err := inodeOf(filepath.Join(t.root, cg)); err == nil && cg != "" {
+				bySystemd[id] = true
+			}
+		}
+	}
 	var facts *unitFacts
 	var foreign []Listener
 	for _, l := range seen {
 		if l.CgroupID != 0 && l.CgroupID == id {
 			continue // the common case: created in the unit's own cgroup
+		}
+		if l.CgroupID != 0 && bySystemd[l.CgroupID] && l.UID == 0 && slices.Contains(sock.Ports, l.Port) {
+			continue // bound by systemd for the unit's socket unit
 		}
 		if facts == nil {
 			f, err := readUnit(dir)

@@ -79,29 +79,47 @@ func TestHeld(t *testing.T) {
 	const web1, web2, squat = "/flexiq.slice/flexiq-web@1.service", "/flexiq.slice/flexiq-web@2.service", "/system.slice/run-squat.service"
 	// No processes: the cgroup rule alone decides (the descriptor rule
 	// would need real ones; TestDump has them).
-	root, ids := fakeCgroups(t, map[string][]int{web1: nil, web2: nil, squat: nil})
+	const web1Socket = "/system.slice/system-flexiq\\x2dweb.slice/flexiq-web@1.socket"
+	root, ids := fakeCgroups(t, map[string][]int{web1: nil, web2: nil, squat: nil, "/init.scope": nil, web1Socket: nil})
 	lo := netip.MustParseAddr("127.0.0.1")
 	tbl := NewTable(root, []Listener{
 		{Port: 8001, Addr: lo, CgroupID: ids[web1], UID: 998, Inode: 11},
 		{Port: 8002, Addr: lo, CgroupID: ids[squat], UID: 65534, Inode: 12},
 		{Port: 8003, Addr: lo, CgroupID: ids[web2], UID: 998, Inode: 13},
 		{Port: 8003, Addr: netip.IPv6Loopback(), CgroupID: ids[squat], UID: 65534, Inode: 14},
+		// Bound by systemd for a socket unit, in PID 1 and in the socket
+		// unit's cgroup; and made there by another uid, which systemd
+		// never does.
+		{Port: 8004, Addr: lo, CgroupID: ids["/init.scope"], UID: 0, Inode: 15},
+		{Port: 8005, Addr: lo, CgroupID: ids["/init.scope"], UID: 65534, Inode: 16},
+		{Port: 8006, Addr: lo, CgroupID: ids[web1Socket], UID: 0, Inode: 17},
 	})
 	cases := []struct {
 		name    string
 		cgroup  string
 		ports   []int
+		sockets []int    // ports of the unit's socket unit
 		foreign []uint64 // their inodes
 	}{
-		{"its own listener", web1, []int{8001}, nil},
-		{"nothing listens yet", web1, []int{9999}, nil},
-		{"a squatter on its port", web1, []int{8001, 8002}, []uint64{12}},
-		{"another replica's port is foreign too", web1, []int{8003}, []uint64{13, 14}},
-		{"its listener, and a squatter on another address of the port", web2, []int{8003}, []uint64{14}},
+		{"its own listener", web1, []int{8001}, nil, nil},
+		{"nothing listens yet", web1, []int{9999}, nil, nil},
+		{"a squatter on its port", web1, []int{8001, 8002}, nil, []uint64{12}},
+		{"another replica's port is foreign too", web1, []int{8003}, nil, []uint64{13, 14}},
+		{"its listener, and a squatter on another address of the port", web2, []int{8003}, nil, []uint64{14}},
+		{"PID 1's listener on its socket port", web1, []int{8004}, []int{8004}, nil},
+		{"PID 1's listener on a port that is not a socket port", web1, []int{8004}, nil, []uint64{15}},
+		{"a socket port is no licence for a squatter", web1, []int{8002}, []int{8002}, []uint64{12}},
+		{"init.scope's cgroup but not uid 0", web1, []int{8005}, []int{8005}, []uint64{16}},
+		{"its socket unit's listener", web1, []int{8006}, []int{8006}, nil},
+		{"another unit's socket unit's listener", web2, []int{8006}, []int{8006}, []uint64{17}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := tbl.Held(c.cgroup, c.ports)
+			sock := Socket{Ports: c.sockets}
+			if c.cgroup == web1 {
+				sock.Cgroup = web1Socket
+			}
+			got, err := tbl.HeldBesides(c.cgroup, c.ports, sock)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 )
@@ -112,14 +113,19 @@ func (m *Manager) UnitStates(ctx context.Context, names []string) (map[string]st
 	return out, nil
 }
 
-// ControlGroup is a running unit's cgroup, relative to the cgroup2 root
-// (systemd's ControlGroup property): whose listeners a replica's ports
-// may have (internal/portowner) before a listing has said it.
+// ControlGroup is a running service's or socket's cgroup, relative to the
+// cgroup2 root (systemd's ControlGroup property): whose listeners a
+// replica's ports may have (internal/portowner) before a listing has said
+// it.
 func (m *Manager) ControlGroup(ctx context.Context, unit string) (string, error) {
+	iface := "Service"
+	if strings.HasSuffix(unit, ".socket") {
+		iface = "Socket"
+	}
 	var p *sddbus.Property
 	err := m.call(ctx, "reading the control group of "+unit, func(c *conn) error {
 		var err error
-		p, err = c.GetUnitTypePropertyContext(ctx, unit, "Service", "ControlGroup")
+		p, err = c.GetUnitTypePropertyContext(ctx, unit, iface, "ControlGroup")
 		return err
 	})
 	if err != nil {

@@ -95,6 +95,10 @@ func (s WorkerSpec) socketProperties() ([]sddbus.Property, error) {
 		prop("Listen", []listenEntry{{"Stream", addr}}),
 		prop("FileDescriptorName", s.Socket.Name),
 		prop("BindsTo", []string{UnitName(s.Pool, s.Slot)}),
+		// With its pool, not in system.slice: systemd binds the port
+		// in a helper forked into the socket's cgroup, which is then
+		// where the listener's cgroup id points (internal/portowner).
+		prop("Slice", SliceName(s.Pool)),
 	}, nil
 }
 

@@ -143,10 +143,17 @@ func TestSocketStopClosesPortFirst(t *testing.T) {
 	m := newManager(t, sb)
 	s := sleeper("dsock", 1)
 	// On SIGTERM: close the listening socket, then finish for 3 s.
-	s.Exec = []string{"/bin/sh", "-c", `trap 'exec 3<&-; sleep 3; exit 0' TERM; while :; do sleep 0.1; done`}
+	// The marker says the trap is set: a SIGTERM before it would end the
+	// shell at once (a flake seen in CI's neighbour runs).
+	s.Exec = []string{"/bin/sh", "-c", `trap 'exec 3<&-; sleep 3; exit 0' TERM; touch /run/dsock-trapped; while :; do sleep 0.1; done`}
 	s.Socket = &units.SocketSpec{Name: "http", Address: "127.0.0.1", Port: 18451}
 	t.Cleanup(func() { removeUnit(t, sb, units.SocketName("dsock", 1)) })
+	sb.Exec(ctx, "rm", "-f", "/run/dsock-trapped")
 	unit := start(t, ctx, m, sb, s)
+	waitFor(t, ctx, "the worker's trap", func() bool {
+		_, err := sb.Exec(ctx, "test", "-e", "/run/dsock-trapped")
+		return err == nil
+	})
 	if _, err := m.StopWorker(ctx, unit); err != nil {
 		t.Fatal(err)
 	}

@@ -92,8 +92,8 @@ func TestUnitNetworkExposure(t *testing.T) {
 	e.sh("rm " + dropIn + " && systemctl daemon-reload")
 	after := e.exposure()
 	t.Logf("systemd-analyze security %s: %s without the network, %s as shipped", daemonUnit, before, after)
-	if before != "1.3" || after != "2.1" {
-		t.Errorf("exposure %s before, %s after; the unit's comments and docs/sources/README.md say 1.3 and 2.1", before, after)
+	if before != "1.3" || after != "2.2" {
+		t.Errorf("exposure %s before, %s after; the unit's comments and docs/sources/README.md say 1.3 and 2.2", before, after)
 	}
 	if p := e.unitProp(daemonUnit, "PrivateNetwork"); p != "no" {
 		t.Errorf("PrivateNetwork=%s as shipped", p)

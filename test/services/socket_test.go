@@ -53,10 +53,10 @@ func TestSocketActivatedPool(t *testing.T) {
 	before := e.waitDiscovered("web", 3, 30*time.Second)
 	for _, r := range before {
 		sock := strings.TrimSuffix(r.Unit, ".service") + ".socket"
-		st := e.sh("systemctl show -p ActiveState -p Listen -p FileDescriptorName " + sock)
+		st := e.sh("systemctl show -p ActiveState -p Listen -p FileDescriptorName -p Slice " + sock)
 		want := fmt.Sprintf("Listen=127.0.0.1:%d (Stream)", r.Ports["http"])
-		if !strings.Contains(st, "ActiveState=active") || !strings.Contains(st, want) || !strings.Contains(st, "FileDescriptorName=http") {
-			t.Errorf("%s: %s, want active, %s, FileDescriptorName=http", sock, st, want)
+		if !strings.Contains(st, "ActiveState=active") || !strings.Contains(st, want) || !strings.Contains(st, "FileDescriptorName=http") || !strings.Contains(st, "Slice=flexiq-web.slice") {
+			t.Errorf("%s: %s, want active, %s, FileDescriptorName=http, Slice=flexiq-web.slice", sock, st, want)
 		}
 		// The port is held by systemd and by the replica's own process
 		// (at fd 3 as passed, or at the dup that Go's net.FileListener
