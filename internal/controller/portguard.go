@@ -69,6 +69,19 @@ func newPortGuard(clock Clock, dump func() (*portowner.Table, error)) *portGuard
 	return &portGuard{dump: dump, clock: clock, ticker: time.NewTicker(guardPeriod), held: map[int]heldPort{}, avoid: map[int]time.Time{}}
 }
 
+// guardPorts keeps s's guard in step with cfg's ports: a pool given its
+// first port by a reload has its listeners checked from then on, one
+// that lost its last has nothing to check.
+func (s *service) guardPorts(cfg *config.Pool, clock Clock, dump func() (*portowner.Table, error)) {
+	switch has := len(cfg.Service.Ports) > 0; {
+	case has && s.guard == nil:
+		s.guard = newPortGuard(clock, dump)
+	case !has && s.guard != nil:
+		s.guard.stop()
+		s.guard = nil
+	}
+}
+
 func (g *portGuard) stop() {
 	if g != nil {
 		g.ticker.Stop()

@@ -91,9 +91,7 @@ func newService(cfg *config.Pool, clock Clock, opts Options) (*service, error) {
 	}
 	s.pubs = newPublishing(pub)
 	s.listed = readDiscoveryUnits(cfg)
-	if len(cfg.Service.Ports) > 0 {
-		s.guard = newPortGuard(clock, opts.PortOwners)
-	}
+	s.guardPorts(cfg, clock, opts.PortOwners)
 	return s, nil
 }
 
@@ -434,6 +432,7 @@ func (ws *workers) reconfigure(clock Clock, opts Options, cfg *config.Pool) erro
 		}
 		ws.svc.pubs.pub, ws.svc.pubs.dirty = pub, true
 	}
+	ws.svc.guardPorts(cfg, clock, opts.PortOwners)
 	return nil
 }
 

@@ -101,6 +101,45 @@ func TestServiceFailingCommandWaitsForAChange(t *testing.T) {
 	// A change still reruns it: TestServiceCommandFailureRetried.
 }
 
+// A reload that gives a pool its first port guards its listeners from
+// then on (a squatter on the new port must not be published), and one
+// that takes its last port away stops the checks.
+func TestReloadAddingPortsGuardsThem(t *testing.T) {
+	sr := newServiceRig(t, config.ReadyActive, 0)
+	ports := sr.cfg.Service.Ports
+	svc := *sr.cfg.Service
+	svc.Ports, svc.MetricsPort = nil, ""
+	sr.cfg.Service = &svc
+	sr.pool.Close()
+	sr.pool = sr.newPool()
+	defer sr.pool.Close()
+	sr.start(sr.pool)
+	guarded := func() (g bool) {
+		sr.pool.do(func() { g = sr.pool.workers.svc.guard != nil })
+		return g
+	}
+	if guarded() {
+		t.Fatal("a pool with no ports has a port guard")
+	}
+	update := func(ports []config.Port) {
+		cfg := *sr.cfg
+		s := *cfg.Service
+		s.Ports = ports
+		cfg.Service = &s
+		if err := sr.pool.Update(&cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	update(ports)
+	if !guarded() {
+		t.Error("a reload added a port and nothing guards it")
+	}
+	update(nil)
+	if guarded() {
+		t.Error("a reload removed the last port and the guard stays")
+	}
+}
+
 // The real prober, in the pool's loop: a replica whose port accepts
 // connections enters discovery without a tick.
 func TestServiceProbeThroughTheLoop(t *testing.T) {
