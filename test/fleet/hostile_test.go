@@ -16,9 +16,9 @@ import (
 // running fleet, on both stores at once; after each, the fleet has a
 // leader whose plans every host applies again within TTL + a tick, and
 // the fleet's total never drops below its target meanwhile (no host over
-// its capacity: the recorder checks that all along). The huge epoch is in
-// the store tests and internal/fleet/coord: the recorder here holds the
-// store's epochs to never decrease.
+// its capacity: the recorder checks that all along). The recorder holds
+// the store's epochs to never decrease, those above 2^53 aside: the huge
+// epoch's garbage, which the daemons take as absent.
 func (c *cluster) hostileWriter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -36,6 +36,21 @@ func (c *cluster) hostileWriter(t *testing.T) {
 		redis func() error
 		pg    func() error
 	}{
+		// 2^63-1 overflowed the Lua arithmetic and held every host off
+		// the lease for good, even once deleted (PostgreSQL: the
+		// daemons' highest epoch seen).
+		{"huge_epoch", func() error {
+			const huge = "9223372036854775807"
+			if err := redisDo("SET", rk+"epoch", huge); err != nil {
+				return err
+			}
+			if err := redisDo("HSET", rk+"plan", "epoch", huge); err != nil {
+				return err
+			}
+			return redisDo("SET", rk+"lease", "evil#x:"+huge, "PX", "60000")
+		}, func() error {
+			return pgDo("UPDATE flexiq_fleet_lease SET holder = 'evil#x', epoch = 9223372036854775807, expires_at = now() + interval '1 minute' WHERE pool = 'river'")
+		}},
 		{"future_plan", func() error {
 			at, err := c.stores.redis.Time(ctx).Result()
 			if err != nil {

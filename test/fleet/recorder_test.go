@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
+	"github.com/flexiq/flexiq-scaled/internal/fleet"
 )
 
 // The recorder samples the fleet all through the run: every host's status
@@ -263,9 +264,11 @@ func (r *recorder) addStore(pool string, s stamped) {
 }
 
 // monotonic checks that a non-zero epoch never goes back (zero: not known
-// yet, e.g. a daemon just restarted, or no lease held).
+// yet, e.g. a daemon just restarted, or no lease held). One above
+// fleet.MaxEpoch is a hostile writer's garbage, which the daemons take as
+// absent: it is skipped, and what follows it is held to the last real one.
 func (r *recorder) monotonic(at time.Time, what string, v uint64) {
-	if v == 0 {
+	if v == 0 || v > fleet.MaxEpoch {
 		return
 	}
 	if last := r.lastEpoch[what]; v < last {
