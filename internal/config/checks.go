@@ -121,6 +121,7 @@ func checkUsers(c *Config, lookup lookupFunc) (problems, warnings []Problem) {
 				warnings = append(warnings, pr)
 			}
 		}
+		problems, warnings = checkProbeUser(c, p, lookupOnce, problems, warnings)
 		// Group unset: the workers take the user's primary group, which
 		// may be root's although the user is not.
 		if p.Group == "" && p.User != "" && userAccount.found && userAccount.known &&
@@ -213,6 +214,11 @@ func Warnings(c *Config) []string {
 		if p.Group != "" && isRootSpelling(p.Group) {
 			add(poolKey(p, "group"), "workers run with group root (gid 0)")
 		}
+		if u := p.probeUser(); isRootSpelling(u) {
+			if w := rootProbeWarning(p, u, true); w != "" {
+				add(poolKey(p, "service", "readiness", "user"), "%s", w)
+			}
+		}
 		if p.DrainTimeout == 0 {
 			add(poolKey(p, "drain_timeout_sec"), "0 means no stop timeout: systemd never kills a worker that does not drain")
 		}
@@ -272,6 +278,10 @@ func SecretWarnings(c *Config) []Problem {
 // file is kept, for systemd to refuse loudly.
 func (c *Config) ForUserManager() {
 	for _, p := range c.Pools {
+		if p.Service != nil && !p.UserExplicit && p.Service.Readiness.User == p.User {
+			// The command probe's user was the default user.
+			p.Service.Readiness.User = ""
+		}
 		if !p.UserExplicit {
 			p.User, p.Group = "", ""
 		}

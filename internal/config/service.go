@@ -106,6 +106,33 @@ type Readiness struct {
 	// Probe is the probe for ReadyHTTP, ReadyTCP and ReadyCommand, with
 	// its defaults filled in (probe.Spec.WithDefaults).
 	Probe probe.Spec
+	// User is who a ReadyCommand probe runs as: readiness.user as
+	// written, else the pool's user; "" for other kinds, and for a pool
+	// without a user (a user manager's). Pool.ProbeAccount says what its
+	// unit gets.
+	User string
+}
+
+// ProbeAccount is the user and group a command readiness probe's unit runs
+// as (User= and Group=, as the workers' units get them): the pool's user
+// and group, unless readiness.user names another user, whose primary group
+// the probe then takes. "" and "" run it as the daemon does (root): a
+// readiness.user of root's ("root", "0"), a pool without a user, or a
+// readiness that is not a command probe.
+func (p *Pool) ProbeAccount() (user, group string) {
+	if p.Service == nil || p.Service.Readiness.Kind != ReadyCommand {
+		return "", ""
+	}
+	switch u := p.Service.Readiness.User; {
+	case u == "":
+		return "", ""
+	case u == p.User:
+		return p.User, p.Group
+	case isRootSpelling(u):
+		return "", ""
+	default:
+		return u, ""
+	}
 }
 
 // IsService says whether the pool's workers are a service's replicas.

@@ -61,6 +61,9 @@ func (s *Service) effective() *effectiveService {
 			r["port"] = pr.Port
 		case ReadyCommand:
 			r["command"] = pr.Command
+			if s.Readiness.User != "" {
+				r["user"] = s.Readiness.User
+			}
 		}
 		r["initial_delay_sec"] = pr.InitialDelay.Seconds()
 		r["period_sec"] = pr.Period.Seconds()

@@ -50,6 +50,10 @@ func (l *loader) service(p *Pool, raw value, key func(...string) string) {
 		s.MetricsPort = ""
 	}
 	l.serviceReadiness(s, m["readiness"], k)
+	if s.Readiness.Kind == ReadyCommand && s.Readiness.User == "" {
+		// Unset: the probe runs as the workers do.
+		s.Readiness.User = p.User
+	}
 	l.templates(p, s, m["template"], k)
 	for _, name := range slices.Sorted(maps.Keys(p.Environment)) {
 		if reservedServiceEnv(name) {
@@ -145,7 +149,7 @@ var probeKeys = map[string][]string{
 	ReadyNotify:  nil,
 	ReadyHTTP:    append([]string{"path", "port"}, probeTimingKeys.Names()...),
 	ReadyTCP:     append([]string{"port"}, probeTimingKeys.Names()...),
-	ReadyCommand: append([]string{"command"}, probeTimingKeys.Names()...),
+	ReadyCommand: append([]string{"command", "user"}, probeTimingKeys.Names()...),
 }
 
 // serviceReadiness fills s.Readiness from [pools.NAME.service.readiness].
@@ -187,6 +191,10 @@ func (l *loader) serviceReadiness(s *Service, raw value, k func(...string) strin
 		return
 	}
 	l.strings(rk+".command", m["command"], &spec.Command)
+	var user string
+	if l.str(rk+".user", m["user"], &user) {
+		l.accountName(rk+".user", user)
+	}
 	if !l.probeTiming(&spec, m, rk) {
 		return
 	}
@@ -197,7 +205,7 @@ func (l *loader) serviceReadiness(s *Service, raw value, k func(...string) strin
 		l.add(k, "%s", msg)
 		return
 	}
-	s.Readiness = Readiness{Kind: kind, Probe: spec}
+	s.Readiness = Readiness{Kind: kind, Probe: spec, User: user}
 }
 
 // probeTiming reads the timing keys. probe.Spec takes a zero as "the

@@ -112,7 +112,9 @@ var readinessKeys = TableDoc{
 		{Name: "port", Type: "string", Limits: "a port declared in `[pools.NAME.service.ports]`; required for `\"http\"` and `\"tcp\"`, only for them",
 			Doc: "The port the probe connects to, by name."},
 		{Name: "command", Type: "array of strings", Limits: "the command (first element) an absolute path; required for `\"command\"`, only for it",
-			Doc: "The probe's command line, without a shell: exit status 0 passes."},
+			Doc: "The probe's command line, without a shell: exit status 0 passes. It runs in a transient unit of its own with the daemon's sandbox, as `user` below, with the replica's `FLEXIQ_PORT_<NAME>` variables."},
+		{Name: "user", Type: "string", Default: "the pool's `user`", Limits: "a user name or uid that exists (looked up through NSS, as the pool's `user`); only for `\"command\"`",
+			Doc: "The user the command probe runs as (`User=` of its unit). Unset, it runs as the workers do, with the pool's `user` and `group`; another user runs it in that user's primary group. `\"root\"` (or `\"0\"`) runs it as the daemon does, as root, which draws a warning when the workers run as another user. Under `run --user`, without a `user` in the pool, it runs as the daemon's own user."},
 	},
 }
 

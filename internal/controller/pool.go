@@ -107,6 +107,12 @@ type Options struct {
 	// (units.Manager.CommandRunner). nil runs them as the daemon's
 	// children (source.ProcessGroupRunner).
 	Commands source.CommandRunner
+	// ProbeCommands runs a service pool's command readiness probes as
+	// user and group (config.Pool.ProbeAccount); the daemon's is its
+	// Commands runner As them (units.CommandRunner.As). It is asked only
+	// for a probe that does not run as the daemon; nil fails such a
+	// probe rather than run it as root.
+	ProbeCommands func(user, group string) source.CommandRunner
 	// NewProber makes a service pool's readiness prober; nil is probe.New.
 	// Tests inject one they drive.
 	NewProber func(probe.Clock) ReadinessProber

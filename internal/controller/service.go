@@ -59,7 +59,8 @@ type service struct {
 	byProbe map[string]*worker
 	client  *http.Client
 	run     source.CommandRunner
-	pubs    publishing // publish.go
+	runAs   func(user, group string) source.CommandRunner // Options.ProbeCommands
+	pubs    publishing                                    // publish.go
 	// listed are the units the discovery file listed when the pool began:
 	// adopted ones among them start ready, so that a restart of the
 	// daemon takes none out of discovery.
@@ -73,7 +74,7 @@ type service struct {
 
 // newService prepares the service side of a pool whose cfg.Service is set.
 func newService(cfg *config.Pool, clock Clock, opts Options) (*service, error) {
-	s := &service{byProbe: map[string]*worker{}, run: opts.Commands, relist: make(chan struct{}, 1)}
+	s := &service{byProbe: map[string]*worker{}, run: opts.Commands, runAs: opts.ProbeCommands, relist: make(chan struct{}, 1)}
 	if s.run == nil {
 		s.run = source.ProcessGroupRunner{}
 	}
@@ -161,10 +162,14 @@ func (ws *workers) track(w *worker, initial probe.State) {
 	for k, v := range portEnv(ws.cfg.Service, w.ports) {
 		env = append(env, k+"="+v)
 	}
+	run, err := s.probeRunner(ws.cfg)
 	exec := func(ctx context.Context, argv []string) error {
-		return s.run.RunCommand(ctx, argv, env, discard{}, discard{})
+		return run.RunCommand(ctx, argv, env, discard{}, discard{})
 	}
-	check, err := spec.Check(serviceAddress(ws.cfg.Service), w.ports, s.client, exec)
+	var check probe.Check
+	if err == nil {
+		check, err = spec.Check(serviceAddress(ws.cfg.Service), w.ports, s.client, exec)
+	}
 	if err != nil {
 		ws.log.Event(eventlog.ReplicaReadiness, eventlog.Err, ws.workerFields(w.slot, w.unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
 			"cannot probe %s: %v", w.unit, err)
@@ -178,6 +183,20 @@ func (ws *workers) track(w *worker, initial probe.State) {
 		return
 	}
 	s.byProbe[w.probeID] = w
+}
+
+// probeRunner runs cfg's command probes: as the pool's probe user and
+// group (config.Pool.ProbeAccount, the workers' unless readiness.user
+// says otherwise), or as the daemon when that is none.
+func (s *service) probeRunner(cfg *config.Pool) (source.CommandRunner, error) {
+	user, group := cfg.ProbeAccount()
+	switch {
+	case user == "" && group == "":
+		return s.run, nil
+	case s.runAs == nil:
+		return nil, fmt.Errorf("no runner can run the command probe as user %q", user)
+	}
+	return s.runAs(user, group), nil
 }
 
 // untrack stops probing w.

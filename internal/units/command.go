@@ -46,11 +46,26 @@ const (
 type CommandRunner struct {
 	m    *Manager
 	pool string
+	// user and group are User= and Group= of the units; "" leaves them
+	// out (accountProperties).
+	user, group string
 }
 
-// CommandRunner returns a runner whose units are named after pool.
+// CommandRunner returns a runner whose units are named after pool and run
+// as the daemon does (root).
 func (m *Manager) CommandRunner(pool string) *CommandRunner {
 	return &CommandRunner{m: m, pool: pool}
+}
+
+// As returns a runner like r whose commands run as user and group (User=
+// and Group=, as the pool's workers get them): a service pool's command
+// readiness probes run as the pool's user (issue 27). "" for either leaves
+// it to systemd: as the daemon without a user, in the user's primary group
+// without a group.
+func (r *CommandRunner) As(user, group string) *CommandRunner {
+	c := *r
+	c.user, c.group = user, group
+	return &c
 }
 
 // commandUnitName is a fresh unit name for one run of pool's command.
@@ -89,7 +104,7 @@ func (r *CommandRunner) RunCommand(ctx context.Context, argv, env []string, stdo
 	if d, ok := ctx.Deadline(); ok {
 		runtimeMax = time.Until(d) + commandRuntimeMax
 	}
-	props := commandProperties(r.pool, argv, env, outW, errW, runtimeMax)
+	props := r.properties(argv, env, outW, errW, runtimeMax)
 	result := make(chan string, 1)
 	err = r.m.call(ctx, "starting "+unit, func(c *conn) error {
 		_, err := c.StartTransientUnitContext(ctx, unit, "fail", props, result)
@@ -134,14 +149,14 @@ func (r *CommandRunner) RunCommand(ctx context.Context, argv, env []string, stdo
 	return r.result(sctx, unit)
 }
 
-// commandProperties are the transient unit's. It runs as the daemon does:
-// as root, with the daemon's own sandbox (systemd/flexiq-scaled.service),
+// properties are the transient unit's. It runs as the daemon does, as
+// root unless the runner is As another user, with the daemon's own sandbox (systemd/flexiq-scaled.service),
 // which a command run as the daemon's child had inherited, so that it sees
 // and may do what it did before; the difference is that /tmp, /var/tmp,
 // /dev and IPC are the unit's own, not shared with the daemon.
-func commandProperties(pool string, argv, env []string, stdout, stderr *os.File, runtimeMax time.Duration) []sddbus.Property {
-	return []sddbus.Property{
-		sddbus.PropDescription("flexiq-scaled: command source of pool " + pool),
+func (r *CommandRunner) properties(argv, env []string, stdout, stderr *os.File, runtimeMax time.Duration) []sddbus.Property {
+	props := []sddbus.Property{
+		sddbus.PropDescription("flexiq-scaled: command source of pool " + r.pool),
 		sddbus.PropType("exec"),
 		// false: a failure is the unit's failure (go-systemd's
 		// "uncleanIsFailure" is D-Bus's IgnoreFailure).
@@ -189,6 +204,7 @@ func commandProperties(pool string, argv, env []string, stdout, stderr *os.File,
 		prop("CapabilityBoundingSet", uint64(1<<0|1<<1)), // CAP_CHOWN, CAP_DAC_OVERRIDE
 		prop("UMask", uint32(0o077)),
 	}
+	return append(props, accountProperties(r.user, r.group)...)
 }
 
 // literalArgv escapes "$" as "$$": systemd expands $VAR and ${VAR} in

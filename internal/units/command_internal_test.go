@@ -50,7 +50,7 @@ func TestCommandProperties(t *testing.T) {
 	defer r.Close()
 	defer w.Close()
 	props := map[string]any{}
-	for _, p := range commandProperties("email", []string{"/q"}, []string{"A=1", "INVOCATION_ID=x"}, w, w, time.Minute) {
+	for _, p := range (&CommandRunner{pool: "email"}).properties([]string{"/q"}, []string{"A=1", "INVOCATION_ID=x"}, w, w, time.Minute) {
 		if p.Name != "SystemCallFilter" {
 			props[p.Name] = p.Value.Value()
 		}
@@ -71,5 +71,50 @@ func TestCommandProperties(t *testing.T) {
 		t.Errorf("unit name %q", name)
 	} else if _, _, ok := ParseUnitName(name); ok {
 		t.Errorf("%s parses as a worker's unit name", name)
+	}
+}
+
+// A runner As a user sets User= and Group= on the command's unit, as a
+// worker's get them; the daemon's own runner sets neither and so runs as
+// root (issue 27: command probes ran as root whatever the pool's user).
+func TestCommandPropertiesUser(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	daemons := &CommandRunner{pool: "web"}
+	for _, tt := range []struct {
+		name              string
+		run               *CommandRunner
+		wantUser, wantGrp any // nil: the property is left out
+	}{
+		{"the daemon's", daemons, nil, nil},
+		{"the pool's user, its primary group", daemons.As("nobody", ""), "nobody", nil},
+		{"the pool's user and group", daemons.As("app", "staff"), "app", "staff"},
+		{"as the daemon again", daemons.As("app", "staff").As("", ""), nil, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			props := map[string]any{}
+			n := map[string]int{}
+			for _, p := range tt.run.properties([]string{"/q"}, nil, w, w, time.Minute) {
+				props[p.Name] = p.Value.Value()
+				n[p.Name]++
+			}
+			if props["User"] != tt.wantUser || props["Group"] != tt.wantGrp {
+				t.Errorf("User=%#v Group=%#v, want %#v and %#v", props["User"], props["Group"], tt.wantUser, tt.wantGrp)
+			}
+			if n["User"] > 1 || n["Group"] > 1 {
+				t.Errorf("User= set %d times, Group= %d times", n["User"], n["Group"])
+			}
+			// The sandbox stays whoever runs the command.
+			if props["NoNewPrivileges"] != true || props["ProtectSystem"] != "full" {
+				t.Errorf("the daemon's sandbox is gone: %#v", props)
+			}
+		})
+	}
+	if daemons.user != "" || daemons.group != "" {
+		t.Errorf("As changed the runner it was called on: %+v", daemons)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,38 @@ func TestRunCommand(t *testing.T) {
 	if err := run.RunCommand(ctx, []string{"/nonexistent/q"}, nil, &bytes.Buffer{}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("missing command: %v", err)
 	}
+}
+
+// A runner As a user runs its commands as that user, in its primary group
+// or the one given; the daemon's own runner runs them as root (issue 27:
+// a service pool's command probes run as the pool's user).
+func TestRunCommandAs(t *testing.T) {
+	t.Parallel()
+	sb := sandbox.Get(t)
+	ctx := testContext(t, time.Minute)
+	run := newManager(t, sb).CommandRunner("cmdas")
+	for _, tt := range []struct {
+		name string
+		run  interface {
+			RunCommand(context.Context, []string, []string, io.Writer, io.Writer) error
+		}
+		want string
+	}{
+		{"the daemon's", run, "0 0\n"},
+		{"nobody", run.As("nobody", ""), "65534 65534\n"},
+		{"nobody in group daemon", run.As("nobody", "daemon"), "65534 1\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if err := tt.run.RunCommand(ctx, []string{"/bin/sh", "-c", `echo "$(id -u) $(id -g)"`}, []string{"PATH=/usr/bin:/bin"}, &stdout, &stderr); err != nil {
+				t.Fatalf("RunCommand: %v (stderr %q)", err, stderr.String())
+			}
+			if stdout.String() != tt.want {
+				t.Errorf("ran as %q, want %q", stdout.String(), tt.want)
+			}
+		})
+	}
+	noCommandLeft(t, ctx, sb, "cmdas", "no such mark")
 }
 
 // A command that starts a setsid child and hangs past its timeout is

@@ -172,15 +172,24 @@ func (s WorkerSpec) RankProperties(rank int) ([]sddbus.Property, error) {
 	return append(props, hardened...), nil
 }
 
+// accountProperties are User= and Group=, each only when set: a unit
+// without them runs as its service manager does (root, or a user manager's
+// own user), and one without Group= in the user's primary group. Workers
+// and command probes (CommandRunner.As) run as their pool's user so.
+func accountProperties(user, group string) []sddbus.Property {
+	var props []sddbus.Property
+	if user != "" {
+		props = append(props, prop("User", user))
+	}
+	if group != "" {
+		props = append(props, prop("Group", group))
+	}
+	return props
+}
+
 // optionalProperties are the properties set only when the spec asks.
 func (s WorkerSpec) optionalProperties() []sddbus.Property {
-	var props []sddbus.Property
-	if s.User != "" {
-		props = append(props, prop("User", s.User))
-	}
-	if s.Group != "" {
-		props = append(props, prop("Group", s.Group))
-	}
+	props := accountProperties(s.User, s.Group)
 	if s.WorkingDirectory != "" {
 		props = append(props, prop("WorkingDirectory", s.WorkingDirectory))
 	}
