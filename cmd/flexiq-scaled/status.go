@@ -221,6 +221,9 @@ func printStatus(w io.Writer, pools []api.View, now time.Time) {
 		} else {
 			fmt.Fprintf(w, "   Workers: %d live, %d draining; target %d (min %d, max %d)\n", wc.Live, wc.Draining, wc.Target, wc.Min, wc.Max)
 		}
+		if wc.Starting > 0 || wc.Stopping > 0 {
+			fmt.Fprintf(w, "    Acting: starting %d, stopping %d (asked of systemd, not answered yet)\n", wc.Starting, wc.Stopping)
+		}
 		if wc.Ready != nil && wc.NotReady != nil {
 			fmt.Fprintf(w, "  Replicas: %d ready, %d not ready\n", *wc.Ready, *wc.NotReady)
 		}

@@ -165,9 +165,14 @@ type Pool struct {
 	degraded degradedState // degraded.go
 	pub      published     // what the next snapshot shows (snapshot.go)
 
+	// acting runs the starts and stops off the loop (jobs.go); inLoop is
+	// set while the loop (Run) owns the pool.
+	acting   *runner
+	inLoop   bool
 	wake     chan struct{}
 	watch    watchState   // the source's wake-up (wake.go)
-	reading  *pendingRead // the tick waiting for its source read (loop.go)
+	reading  *pendingRead // the tick waiting for its calls (loop.go)
+	parked   *parkedTick  // the tick waiting for its replacements (loop.go)
 	lastObs  lastObservation
 	snap     atomic.Pointer[snapshot]
 	progress atomic.Int64 // unix nanos (wall clock) of the last completed tick
@@ -198,6 +203,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		src:    src,
 		prom:   openPromQL(opts.NewPromQL, cfg),
 		report: newReporter(log),
+		acting: newRunner(),
 		wake:   make(chan struct{}, 1),
 	}
 	p.workers = newWorkers(p)
@@ -288,6 +294,7 @@ func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 		p.workers.drainDownTo(ctx, now, p.workers.target)
 	}
 	p.workers.startUpTo(ctx, now, p.workers.target, "min_workers")
+	p.settleOutside()
 	p.workers.publishReady(ctx, now)
 	p.saveState(now)
 	changed := p.publish(nil, nil)
@@ -335,6 +342,8 @@ func (p *Pool) update(cfg *config.Pool) error {
 	p.workers.cfg = cfg
 	p.pub.status.Max = cfg.MaxWorkers
 	p.pub.status.Mode = p.modeString(p.wallNow())
+	// Starts not yet sent were decided under the old configuration.
+	p.acting.supersede()
 	p.kick()
 	return nil
 }
@@ -346,6 +355,7 @@ func (p *Pool) Roll(reason string) {
 		p.workers.roll.nonce = fmt.Sprintf("%d", time.Now().UnixNano())
 		p.workers.roll.reason = reason
 		p.saveState(p.clock())
+		p.acting.supersede()
 		p.kick()
 	})
 }

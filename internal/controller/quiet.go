@@ -31,6 +31,8 @@ type quietUnit struct {
 	// commands it waits for before its drain period begins (publish.go);
 	// 0 once it has begun.
 	awaitGen uint64
+	// stopping: its stop is in flight (acting.go).
+	stopping bool
 }
 
 const quietVersion = 1
@@ -102,28 +104,47 @@ func (ws *workers) quietStep(ctx context.Context, now time.Time) {
 			changed = true
 			continue
 		}
-		if q.awaitGen > 0 || now.Before(q.deadline) {
+		if q.awaitGen > 0 || q.stopping || now.Before(q.deadline) {
 			continue
 		}
-		sctx, cancel := context.WithTimeout(ctx, callTimeout)
-		_, err := ws.units.StopWorker(sctx, unit)
-		cancel()
-		if err != nil {
-			// Asked again at the next tick.
-			ws.log.Event(eventlog.WorkerQuiet, eventlog.Err, ws.workerFields(q.slot, unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
-				"cannot stop %s at the end of its quiet phase: %v", unit, err)
-			continue
-		}
-		late := now.Sub(q.deadline).Round(time.Millisecond)
-		ws.log.Event(eventlog.WorkerQuiet, eventlog.Info, ws.workerFields(q.slot, unit, eventlog.Fields{"FLEXIQ_LATE_MS": fmt.Sprint(late.Milliseconds())}),
-			"%s of %s over: stopping it (%s, then SIGKILL after %s)", ws.quietName(), unit, ws.cfg.DrainSignal, ws.cfg.DrainTimeout)
-		q.timer.Stop()
-		delete(ws.quiet, unit)
-		changed = true
+		ws.quietStop(ctx, now, unit, q)
 	}
 	if changed {
 		ws.saveQuiet()
 	}
+}
+
+// quietStop emits the stop of a quiet worker whose quiet period is over;
+// it stays quiet until systemd has taken the stop, and is asked again at
+// the next tick should systemd refuse it.
+func (ws *workers) quietStop(ctx context.Context, now time.Time, unit string, q *quietUnit) {
+	q.stopping = true
+	u := ws.units
+	var err error
+	ws.jobs.submit(ctx, &job{
+		kind: jobStop,
+		call: func(ctx context.Context) {
+			sctx, cancel := context.WithTimeout(ctx, callTimeout)
+			defer cancel()
+			_, err = u.StopWorker(sctx, unit)
+		},
+		done: func(bool) {
+			q.stopping = false
+			if err != nil {
+				ws.log.Event(eventlog.WorkerQuiet, eventlog.Err, ws.workerFields(q.slot, unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
+					"cannot stop %s at the end of its quiet phase: %v", unit, err)
+				return
+			}
+			late := now.Sub(q.deadline).Round(time.Millisecond)
+			ws.log.Event(eventlog.WorkerQuiet, eventlog.Info, ws.workerFields(q.slot, unit, eventlog.Fields{"FLEXIQ_LATE_MS": fmt.Sprint(late.Milliseconds())}),
+				"%s of %s over: stopping it (%s, then SIGKILL after %s)", ws.quietName(), unit, ws.cfg.DrainSignal, ws.cfg.DrainTimeout)
+			if ws.quiet[unit] == q {
+				q.timer.Stop()
+				delete(ws.quiet, unit)
+				ws.saveQuiet()
+			}
+		},
+	})
 }
 
 // endQuiet cuts every quiet phase short: the pool is being drained
