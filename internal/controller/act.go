@@ -31,7 +31,7 @@ func (ws *workers) apply(ctx context.Context, now time.Time, r reconciled) {
 	}
 	for _, unit := range r.stops {
 		// An error only means the unit is already gone or going.
-		ws.forget(ctx, jobStop, func(ctx context.Context, u Units) error { _, err := u.StopWorker(ctx, unit); return err })
+		ws.forget(ctx, jobStop, stopUnit(unit))
 	}
 	for _, unit := range r.resets {
 		// An error only means the unit is already gone.

@@ -21,16 +21,37 @@ import (
 func (ws *workers) startJob(ctx context.Context, now time.Time, w *worker, spec units.WorkerSpec, why string, then func(*worker), attempt int) {
 	ws.fleet.starting[w.slot] = w
 	u := ws.units
+	// A replica's port guard judges its listeners by its units' cgroups:
+	// read with the start, they need no call on the loop (portguard.go).
+	var cgUnits []string
+	if ws.svc != nil && ws.svc.guard != nil {
+		cgUnits = append(cgUnits, w.unit)
+		for r := 1; r < len(spec.Ranks); r++ {
+			cgUnits = append(cgUnits, units.RankUnitName(ws.name, w.slot, r))
+		}
+	}
 	var err error
+	var cgroups []string
 	ws.jobs.submit(ctx, &job{
 		kind:         jobStart,
 		supersedable: true,
 		call: func(ctx context.Context) {
 			sctx, cancel := context.WithTimeout(ctx, startTimeout)
 			defer cancel()
-			err = u.StartWorker(sctx, spec)
+			if err = u.StartWorker(sctx, spec); err != nil {
+				return
+			}
+			for _, unit := range cgUnits {
+				cctx, cancel := context.WithTimeout(ctx, callTimeout)
+				cg, _ := u.ControlGroup(cctx, unit) // "" is read again when needed
+				cancel()
+				cgroups = append(cgroups, cg)
+			}
 		},
 		done: func(sent bool) {
+			if len(cgroups) > 0 {
+				w.cgroup, w.rankCgroups = cgroups[0], cgroups[1:]
+			}
 			if ws.startDone(now, w, why, sent, err, then) && attempt == 0 && !ws.stopping &&
 				ws.live() < ws.cfg.MaxWorkers+maxSurge(ws.cfg) {
 				ws.startIn(ctx, now, 1, why, then, 1)
@@ -91,37 +112,50 @@ func (ws *workers) startDone(now time.Time, w *worker, why string, sent bool, er
 // refuse it (unreachable for longer than a call's timeout), w is live
 // again, as it was before the stop was decided: the next tick decides anew.
 func (ws *workers) stopJob(ctx context.Context, w *worker, why string) {
-	u := ws.units
-	var err error
-	ws.jobs.submit(ctx, &job{
-		kind: jobStop,
-		call: func(ctx context.Context) {
-			sctx, cancel := context.WithTimeout(ctx, callTimeout)
-			defer cancel()
-			// The job's result is not needed; its channel is buffered,
-			// so nothing blocks on it.
-			_, err = u.StopWorker(sctx, w.unit)
-		},
-		done: func(bool) {
-			if err == nil {
-				return
-			}
-			ws.log.Event(eventlog.WorkerDraining, eventlog.Err, ws.workerFields(w.slot, w.unit, nil), "cannot stop %s (%s): %v", w.unit, why, err)
-			ws.fleet.unstop(w)
-			ws.replicaStarted(w.since, w)
-		},
+	ws.callJob(ctx, jobStop, stopUnit(w.unit), func(err error) {
+		if err == nil {
+			return
+		}
+		ws.log.Event(eventlog.WorkerDraining, eventlog.Err, ws.workerFields(w.slot, w.unit, nil), "cannot stop %s (%s): %v", w.unit, why, err)
+		ws.fleet.unstop(w)
+		ws.replicaStarted(w.since, w)
 	})
+}
+
+// stopUnit is the call of a stop job. The stop job's own result is not
+// needed; its channel is buffered, so nothing blocks on it.
+func stopUnit(unit string) func(context.Context, Units) error {
+	return func(ctx context.Context, u Units) error {
+		_, err := u.StopWorker(ctx, unit)
+		return err
+	}
+}
+
+// killMain is the call of a signal to a unit's main process.
+func killMain(unit string, sig int) func(context.Context, Units) error {
+	return func(ctx context.Context, u Units) error { return u.KillMain(ctx, unit, sig) }
 }
 
 // forget emits a call whose result nothing waits for (a reset, a stop of
 // a group's last ranks): it only must not run on the loop.
 func (ws *workers) forget(ctx context.Context, kind jobKind, call func(context.Context, Units) error) {
+	ws.callJob(ctx, kind, call, nil)
+}
+
+// callJob emits one call to systemd, bounded by a call's timeout; done,
+// when not nil, takes its error on the loop.
+func (ws *workers) callJob(ctx context.Context, kind jobKind, call func(context.Context, Units) error, done func(error)) {
 	u := ws.units
-	ws.jobs.submit(ctx, &job{kind: kind, call: func(ctx context.Context) {
+	var err error
+	j := &job{kind: kind, call: func(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
-		_ = call(cctx, u)
-	}})
+		err = call(cctx, u)
+	}}
+	if done != nil {
+		j.done = func(bool) { done(err) }
+	}
+	ws.jobs.submit(ctx, j)
 }
 
 // listing is what a tick's first call to systemd found: the pool's units,

@@ -252,10 +252,12 @@ func (p *Pool) unpark(ctx context.Context) {
 	p.ticked(p.finishTick(t.run, d, changed))
 }
 
-// abandonRead gives up the read in flight, if any: its context ends (which
-// ends a read that honours it), and its answer, should one still come, is
-// dropped with its channel. The tick it belonged to ends there.
+// abandonRead gives up the read in flight, if any, and the tick parked
+// with its read: its context ends (which ends a read that honours it), and
+// its answer, should one still come, is dropped with its channel. The tick
+// it belonged to ends there.
 func (p *Pool) abandonRead() {
+	p.parked = nil // its read is of the same source
 	if p.reading == nil {
 		return
 	}

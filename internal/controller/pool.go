@@ -9,8 +9,10 @@
 // applies between ticks; when no loop runs (at Start, in Drain, in tests
 // that drive Tick themselves) the caller owns the state for the length of
 // its call instead (loop.go). The source's reads, which may hang for as
-// long as the poll interval, run off the loop on values handed to them, so
-// that nothing an operator does waits for them. Readers (status, explain,
+// long as the poll interval, and the calls to systemd (listings, starts,
+// stops: the acting jobs of jobs.go), which may hang while PID 1 does, run
+// off the loop on values handed to them, so that nothing an operator does
+// waits for them. Readers (status, explain,
 // the metrics, STATUS=, the watchdog) read an immutable snapshot that the
 // owner publishes after each tick and each message (snapshot.go): no lock is
 // held across a D-Bus call or a source read.
@@ -22,8 +24,10 @@
 // the loop's alone.
 //
 // The files: pool.go (life cycle, the operator's operations), loop.go (the
-// owner, its messages, the read in flight), tick.go (one control cycle, in
-// three phases), read.go (the source reads off the loop), snapshot.go (what
+// owner, its messages, the calls in flight), tick.go (one control cycle, in
+// three phases), read.go (the source reads off the loop), jobs.go and
+// acting.go (the acting jobs: starts, stops, listings off the loop, their
+// results back on it), snapshot.go (what
 // readers see), drain.go (draining the whole pool); the workers: workers.go
 // (their type and what the tick calls), fleet.go (slots, backoff, victims;
 // no I/O), act.go (starting and stopping), quiet.go (the quiet phase),
