@@ -92,6 +92,8 @@ Show what each pool (or POOL) is doing, one block a pool:
   Workers:    live, draining; the target, min and max
   Groups:     the same for a gang pool (group_size of 2 or more), counted
               in groups, with the ranks of each
+  Acting:     starts and stops asked of systemd and not answered yet (only
+              while there are any)
   Replicas:   a service pool's live replicas: ready (in discovery) and not
               ready (starting, or failing their readiness probe)
   Queue:      pending, running and paused jobs, the oldest ready job's age;
