@@ -84,7 +84,16 @@ func TestHungSystemdDuringScaleUp(t *testing.T) {
 			t.Errorf("restarting the bus: %v\n%s", err, out)
 		}
 	}()
-	took = e.operate("hp", pinned, restarted)
+	// The bus is back within a second or two: the commands go on for a few
+	// more, while the daemon reconnects and its calls in flight fail or
+	// come back.
+	busy := make(chan struct{})
+	go func() {
+		<-restarted
+		time.Sleep(5 * time.Second)
+		close(busy)
+	}()
+	took = e.operate("hp", pinned, busy)
 	converged = e.converge("hp", pinned, maxW, from)
 	e.figure(append([]any{"step", "dbus-restart", "listed_at_restart", atRestart}, append(took.figures(), "converged_after", converged)...)...)
 	took.check(e, "the bus restarting", bound)
