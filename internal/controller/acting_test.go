@@ -192,3 +192,44 @@ func TestRunnerSupersedesUnsentJobs(t *testing.T) {
 		t.Errorf("sent %d, dropped %d, idle %v; want %d, 3, true", sent.Load(), dropped.Load(), r.idle(), maxCalls)
 	}
 }
+
+// A listing begun before a start's result came back judges neither that
+// worker (not listed yet: no crash) nor a slot whose start is in flight
+// (listed already: not adopted twice).
+func TestListingDuringActing(t *testing.T) {
+	now := time.Unix(1000, 0)
+	active := func(slot int) units.Worker {
+		return units.Worker{Unit: units.UnitName("p", slot), Pool: "p", Slot: slot, ActiveState: "active"}
+	}
+	for _, tc := range []struct {
+		name       string
+		listedFrom uint64 // the live worker of slot 1's
+		asOf       uint64 // the listing's number; 0 judges all
+		listed     []units.Worker
+		starting   bool // slot 2's start in flight
+		crashed    int
+		adopted    int
+	}{
+		{"started after the listing began", 5, 4, nil, false, 0, 0},
+		{"started before the listing began", 5, 5, nil, false, 1, 0},
+		{"a listing that judges all", 5, 0, nil, false, 1, 0},
+		{"listed while its start is in flight", 5, 4, []units.Worker{active(1), active(2)}, true, 0, 0},
+		{"listed, its start done meanwhile", 5, 4, []units.Worker{active(1), active(2)}, false, 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFleet()
+			f.live[1] = &worker{slot: 1, unit: units.UnitName("p", 1), since: now, listedFrom: tc.listedFrom}
+			if tc.starting {
+				f.starting[2] = &worker{slot: 2, unit: units.UnitName("p", 2)}
+			}
+			f.asOf = tc.asOf
+			r := f.reconcile(now, tc.listed)
+			if len(r.crashed) != tc.crashed || len(r.adopted) != tc.adopted {
+				t.Errorf("crashed %d, adopted %d; want %d, %d", len(r.crashed), len(r.adopted), tc.crashed, tc.adopted)
+			}
+			if tc.starting && f.live[2] != nil {
+				t.Error("a slot whose start is in flight was adopted")
+			}
+		})
+	}
+}
