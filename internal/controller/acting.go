@@ -20,6 +20,7 @@ import (
 // startJob emits the start of w, in its slot, with spec.
 func (ws *workers) startJob(ctx context.Context, now time.Time, w *worker, spec units.WorkerSpec, why string, then func(*worker), attempt int) {
 	ws.fleet.starting[w.slot] = w
+	ws.dropLogged = false
 	u := ws.units
 	// A replica's port guard judges its listeners by its units' cgroups:
 	// read with the start, they need no call on the loop (portguard.go).
@@ -69,9 +70,13 @@ func (ws *workers) startDone(now time.Time, w *worker, why string, sent bool, er
 	defer ws.recount()
 	switch {
 	case !sent:
-		// Superseded before its turn: the next tick decides again.
-		ws.log.Event(eventlog.Lifecycle, eventlog.Info, ws.workerFields(w.slot, w.unit, nil),
-			"start of %s (%s) dropped unsent: what the pool is asked for changed meanwhile", w.unit, why)
+		// Superseded before its turn: the next tick decides again. One
+		// entry for the lot, not one per start.
+		if !ws.dropLogged {
+			ws.dropLogged = true
+			ws.log.Event(eventlog.Lifecycle, eventlog.Info, ws.workerFields(w.slot, w.unit, nil),
+				"starts not sent yet (%s, from %s) dropped: what the pool is asked for changed meanwhile", why, w.unit)
+		}
 		ws.kick()
 		return false
 	case errors.Is(err, units.ErrUnitExists):

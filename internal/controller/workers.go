@@ -26,14 +26,17 @@ import (
 //
 // It is the pool's, owned by the pool's loop as the rest of its state.
 type workers struct {
-	name     string
-	units    Units
-	jobs     *runner // the calls to systemd, off the loop (jobs.go)
-	log      *eventlog.Logger
-	report   *reporter // the pool's, shared with the decision's entries
-	ledger   *capacity.Ledger
-	stateDir string // where quiet-POOL.json is kept
-	kick     func() // wakes the pool's loop when a quiet phase ends
+	name  string
+	units Units
+	jobs  *runner // the calls to systemd, off the loop (jobs.go)
+	// dropLogged: the starts dropped unsent since the last start was
+	// emitted have been logged (acting.go).
+	dropLogged bool
+	log        *eventlog.Logger
+	report     *reporter // the pool's, shared with the decision's entries
+	ledger     *capacity.Ledger
+	stateDir   string // where quiet-POOL.json is kept
+	kick       func() // wakes the pool's loop when a quiet phase ends
 
 	// cfg is the pool's configuration; a reload replaces it (Pool.update).
 	cfg   *config.Pool
