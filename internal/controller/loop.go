@@ -64,7 +64,7 @@ func (p *Pool) do(f func()) {
 		f()
 		// Outside the loop, the caller's acting is done when it returns.
 		if p.acting.settle() {
-			p.actingChanged(context.Background())
+			p.serviceChanged(context.Background())
 		}
 		p.storeSnapshot()
 	case p.own.inbox <- msg:
@@ -72,9 +72,10 @@ func (p *Pool) do(f func()) {
 	}
 }
 
-// serviceChanged publishes a service pool's ready set after one of its
-// messages (a readiness transition, the end of after-change commands),
-// and what status shows.
+// serviceChanged publishes a service pool's ready set after one of the loop's
+// messages (a readiness transition, the end of after-change commands, the
+// results of acting jobs: workers that started or failed to), and what
+// status shows.
 func (p *Pool) serviceChanged(ctx context.Context) {
 	now := p.clock()
 	p.workers.publishReady(ctx, now)
@@ -92,12 +93,6 @@ func (p *Pool) settleOutside() {
 	if !p.inLoop {
 		p.acting.settle()
 	}
-}
-
-// actingChanged publishes what the results of acting jobs changed: the
-// workers that started or failed to, and what status shows.
-func (p *Pool) actingChanged(ctx context.Context) {
-	p.serviceChanged(ctx)
 }
 
 // pendingRead is a tick waiting for its calls: the listing and the
@@ -166,7 +161,7 @@ func (p *Pool) Run(ctx context.Context) {
 			continue
 		case <-p.acting.ready:
 			if p.acting.apply() {
-				p.actingChanged(ctx)
+				p.serviceChanged(ctx)
 			}
 			p.unpark(ctx)
 			continue
@@ -223,7 +218,7 @@ func (p *Pool) endRead(ctx context.Context, c tickCalls) {
 	}
 	p.parked = &parkedTick{run: r.run, gen: r.gen, obs: c.obs}
 	if !p.acting.idle() {
-		p.actingChanged(ctx) // status shows the replacements starting
+		p.serviceChanged(ctx) // status shows the replacements starting
 	}
 	p.unpark(ctx)
 }
