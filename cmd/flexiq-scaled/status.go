@@ -92,6 +92,8 @@ Show what each pool (or POOL) is doing, one block a pool:
   Workers:    live, draining; the target, min and max
   Groups:     the same for a gang pool (group_size of 2 or more), counted
               in groups, with the ranks of each
+  Acting:     starts and stops asked of systemd and not answered yet (only
+              while there are any)
   Replicas:   a service pool's live replicas: ready (in discovery) and not
               ready (starting, or failing their readiness probe)
   Queue:      pending, running and paused jobs, the oldest ready job's age;
@@ -220,6 +222,9 @@ func printStatus(w io.Writer, pools []api.View, now time.Time) {
 				wc.Live, wc.Draining, wc.Target, wc.Min, wc.Max, wc.GroupSize)
 		} else {
 			fmt.Fprintf(w, "   Workers: %d live, %d draining; target %d (min %d, max %d)\n", wc.Live, wc.Draining, wc.Target, wc.Min, wc.Max)
+		}
+		if wc.Starting > 0 || wc.Stopping > 0 {
+			fmt.Fprintf(w, "    Acting: starting %d, stopping %d (asked of systemd, not answered yet)\n", wc.Starting, wc.Stopping)
 		}
 		if wc.Ready != nil && wc.NotReady != nil {
 			fmt.Fprintf(w, "  Replicas: %d ready, %d not ready\n", *wc.Ready, *wc.NotReady)

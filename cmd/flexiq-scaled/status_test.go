@@ -93,3 +93,23 @@ func TestPrintStatusGroups(t *testing.T) {
 		t.Errorf("a gang pool's status counts workers:\n%s", b.String())
 	}
 }
+
+// TestPrintStatusActing: the starts and stops in flight are shown while
+// there are any, and only then.
+func TestPrintStatusActing(t *testing.T) {
+	for _, tc := range []struct {
+		starting, stopping int
+		want               string
+	}{
+		{3, 1, "Acting: starting 3, stopping 1"},
+		{0, 2, "Acting: starting 0, stopping 2"},
+		{0, 0, ""},
+	} {
+		v := api.View{Pool: "work", Mode: "active", Workers: api.WorkerCounts{Live: 1, Target: 4, Max: 8, Starting: tc.starting, Stopping: tc.stopping}}
+		var b strings.Builder
+		printStatus(&b, []api.View{v}, time.Now())
+		if got := strings.Contains(b.String(), "Acting:"); got != (tc.want != "") || !strings.Contains(b.String(), tc.want) {
+			t.Errorf("starting %d, stopping %d: status\n%s\nwant %q", tc.starting, tc.stopping, b.String(), tc.want)
+		}
+	}
+}

@@ -45,6 +45,10 @@ type WorkerCounts struct {
 	// GroupSize is the ranks of a gang pool's groups, which the counts
 	// above count; 0 for a pool of single units.
 	GroupSize int `json:"group_size,omitempty"`
+	// Starting and Stopping are the starts and stops in flight: asked of
+	// systemd, its answer not back yet. Starting workers are not in Live.
+	Starting int `json:"starting,omitempty"`
+	Stopping int `json:"stopping,omitempty"`
 }
 
 // QueueView is the queue as the source last read it (the queue's own view:

@@ -2,8 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"maps"
 	"time"
 
@@ -28,23 +26,16 @@ func (ws *workers) apply(ctx context.Context, now time.Time, r reconciled) {
 	for _, s := range r.stopped {
 		ws.report.stopped(s)
 	}
+	if ws.dryRun() {
+		return // a dry-run pool touches no unit
+	}
 	for _, unit := range r.stops {
-		if ws.dryRun() {
-			break
-		}
-		sctx, cancel := context.WithTimeout(ctx, callTimeout)
 		// An error only means the unit is already gone or going.
-		_, _ = ws.units.StopWorker(sctx, unit)
-		cancel()
+		ws.forget(ctx, jobStop, stopUnit(unit))
 	}
 	for _, unit := range r.resets {
-		if ws.dryRun() {
-			break // a dry-run pool touches no unit
-		}
-		rctx, cancel := context.WithTimeout(ctx, callTimeout)
 		// An error only means the unit is already gone.
-		_ = ws.units.ResetFailed(rctx, unit)
-		cancel()
+		ws.forget(ctx, jobOther, func(ctx context.Context, u Units) error { return u.ResetFailed(ctx, unit) })
 	}
 }
 
@@ -56,135 +47,78 @@ func (ws *workers) startUpTo(ctx context.Context, now time.Time, want int, why s
 	}
 	want = min(want, ws.cfg.MaxWorkers)
 	// admit: required units, start condition, host capacity (readiness.go).
-	if n := ws.admit(ctx, now, want-len(ws.fleet.live), why); n > 0 {
-		ws.conditionPassed(ws.startWorkers(ctx, now, n, why))
+	if n := ws.admit(ctx, now, want-ws.live(), why); n > 0 {
+		ws.startWorkers(ctx, now, n, why, nil)
 		ws.recount()
 	}
 }
 
-// startWorkers starts n workers of the current definition in the lowest free
-// slots whose backoff has expired, and returns the new workers. Starts run
-// in parallel; each waits for its own start job, bounded. A slot whose unit
-// name turns out to be taken (a unit still stopping that the last listing did
-// not show) is not a failure: the pool re-lists and takes other slots.
-func (ws *workers) startWorkers(ctx context.Context, now time.Time, n int, why string) []*worker {
-	if ws.dryRun() {
-		return nil // a dry-run pool starts nothing
+// startWorkers emits the starts of n workers of the current definition, in
+// the lowest free slots whose backoff has expired: each slot is reserved
+// for its start (fleet.starting) until its result comes back to the loop
+// (startDone, acting.go). then, when not nil, runs after each start that
+// went through (a rollout stops the worker it replaces). A slot whose unit
+// name turns out to be taken (a unit still stopping that the last listing
+// did not show) is not a failure: the next tick re-lists and takes others.
+func (ws *workers) startWorkers(ctx context.Context, now time.Time, n int, why string, then func(*worker)) {
+	ws.startIn(ctx, now, n, why, then, 0)
+}
+
+// startIn is startWorkers, for its first attempt or its second (a slot
+// found taken is tried once more elsewhere).
+func (ws *workers) startIn(ctx context.Context, now time.Time, n int, why string, then func(*worker), attempt int) {
+	if ws.dryRun() || n <= 0 {
+		return // a dry-run pool starts nothing
 	}
-	var started []*worker
+	slots := ws.fleet.freeSlots(now, n, nil)
 	taken := map[int]bool{}
-	for attempt := 0; attempt < 2 && n > 0; attempt++ {
-		slots := ws.fleet.freeSlots(now, n, taken)
-		for held := ws.heldSlots(now, slots); len(held) > 0; held = ws.heldSlots(now, slots) {
-			maps.Copy(taken, held)
-			slots = ws.fleet.freeSlots(now, n, taken)
-		}
-		if len(slots) == 0 {
-			break
-		}
-		type result struct {
-			slot int
-			err  error
-		}
-		results := make(chan result, len(slots))
-		revision := ws.revision()
-		specs, ports := ws.specsFor(now, slots, revision, why)
-		for _, slot := range slots {
-			spec, ok := specs[slot]
-			if !ok {
-				results <- result{slot, errPortsFailed}
-				continue
-			}
-			go func() {
-				sctx, cancel := context.WithTimeout(ctx, startTimeout)
-				defer cancel()
-				results <- result{slot, ws.units.StartWorker(sctx, spec)}
-			}()
-		}
-		exists := false
-		for range slots {
-			r := <-results
-			unit := units.UnitName(ws.name, r.slot)
-			switch {
-			case errors.Is(r.err, units.ErrUnitExists):
-				taken[r.slot], exists = true, true
-				ws.log.Event(eventlog.Lifecycle, eventlog.Info, ws.workerFields(r.slot, unit, nil),
-					"slot %d is still taken (%v); re-listing and using another slot", r.slot, r.err)
-			case errors.Is(r.err, errPortsFailed):
-				// Reported above, its slot backing off.
-			case isConditionSkip(r.err):
-				ws.conditionSkipped(now, r.slot, unit, r.err)
-			case r.err != nil:
-				delay := ws.fleet.armBackoff(r.slot, now)
-				ws.report.startFailed(r.slot, unit, why, r.err, delay)
-			default:
-				w := &worker{slot: r.slot, unit: unit, revision: revision, since: now, ports: ports[r.slot], size: len(specs[r.slot].Ranks),
-					rankPorts: rankPortsOf(ws.cfg.Service, specs[r.slot].Ranks)}
-				ws.fleet.live[r.slot] = w
-				ws.replicaStarted(now, w)
-				started = append(started, w)
-				n--
-				ranks := ""
-				if w.size > 1 {
-					ranks = fmt.Sprintf(" with its %d ranks", w.size)
-				}
-				ws.log.Event(eventlog.WorkerStarted, eventlog.Info, ws.workerFields(r.slot, unit, nil), "started %s%s (%s)", unit, ranks, why)
-			}
-		}
-		if !exists {
-			break
-		}
-		// The listing tells what holds the taken slots: a unit still
-		// stopping becomes a draining one, a running one is adopted.
-		listed, err := ws.list(ctx)
-		if err != nil {
-			break
-		}
-		ws.reconcile(ctx, now, listed)
-		n = min(n, max(0, ws.cfg.MaxWorkers+maxSurge(ws.cfg)-len(ws.fleet.live)))
+	for held := ws.heldSlots(now, slots); len(held) > 0; held = ws.heldSlots(now, slots) {
+		maps.Copy(taken, held)
+		slots = ws.fleet.freeSlots(now, n, taken)
 	}
-	return started
+	revision := ws.revision()
+	specs, ports := ws.specsFor(now, slots, revision, why)
+	for _, slot := range slots {
+		spec, ok := specs[slot]
+		if !ok {
+			continue // reported in specsFor, its slot backing off
+		}
+		w := &worker{slot: slot, unit: units.UnitName(ws.name, slot), revision: revision, since: now, ports: ports[slot],
+			size: len(spec.Ranks), rankPorts: rankPortsOf(ws.cfg.Service, spec.Ranks)}
+		ws.startJob(ctx, now, w, spec, why, then, attempt)
+	}
 }
 
 // drainDownTo stops workers until want remain (see pickVictims). systemd
 // does the draining: the drain signal, drain_timeout_sec, SIGKILL; with a
 // quiet_signal, a quiet phase comes first (quiet.go).
 func (ws *workers) drainDownTo(ctx context.Context, now time.Time, want int) {
-	victims := pickVictims(ws.fleet.liveWorkers(), len(ws.fleet.live)-want, ws.revision())
+	// Workers still starting count: the stops come out of the live ones.
+	excess := min(ws.live()-want, len(ws.fleet.live))
+	victims := pickVictims(ws.fleet.liveWorkers(), excess, ws.revision())
 	if ws.svc != nil {
-		victims = ws.serviceVictims(len(ws.fleet.live) - want)
+		victims = ws.serviceVictims(excess)
 	}
 	for _, w := range victims {
 		ws.retire(ctx, now, w, "scale-down")
 	}
 }
 
-// stopWorker asks systemd to stop one worker; it stops counting as current
+// stopWorker asks systemd to stop one worker: it stops counting as current
 // at once, and its slot stays taken until systemd reports the unit gone,
 // however long the drain takes: the listing, not the stop job's result (which
-// a bus restart can lose), says when.
+// a bus restart can lose), says when. The stop itself is a job (acting.go):
+// should systemd refuse it, the worker is live again.
 func (ws *workers) stopWorker(ctx context.Context, w *worker, why string) bool {
 	if ws.dryRun() {
 		return false // a dry-run pool stops nothing
 	}
-	sctx, cancel := context.WithTimeout(ctx, callTimeout)
-	// The job result is not needed; the channel is buffered, so nothing
-	// blocks on it.
-	_, err := ws.units.StopWorker(sctx, w.unit)
-	cancel()
-	if err != nil {
-		ws.log.Event(eventlog.WorkerDraining, eventlog.Err, ws.workerFields(w.slot, w.unit, nil), "cannot stop %s (%s): %v", w.unit, why, err)
-		return false
-	}
 	ws.untrack(w)
 	ws.fleet.stop(w)
 	ws.report.draining(w.slot, w.unit, why)
+	ws.stopJob(ctx, w, why)
 	return true
 }
-
-// errPortsFailed marks a slot whose ports could not be assigned: its
-// failed start is reported where it happened.
-var errPortsFailed = errors.New("ports not assigned")
 
 // portsHeld are the ports this pool's replicas hold, live or draining: an
 // auto port avoids them.
@@ -194,21 +128,30 @@ func (ws *workers) portsHeld() map[int]bool {
 		return held
 	}
 	for _, w := range ws.fleet.live {
-		for _, p := range w.ports {
-			held[p] = true
-		}
-		for _, rp := range w.rankPorts {
-			for _, p := range rp {
-				held[p] = true
-			}
-		}
+		holdPorts(held, w)
 	}
 	for _, d := range ws.fleet.draining {
 		for _, p := range d.ports {
 			held[p] = true
 		}
 	}
+	// A start in flight holds its slot's ports as it holds the slot.
+	for _, w := range ws.fleet.starting {
+		holdPorts(held, w)
+	}
 	return held
+}
+
+// holdPorts adds w's ports, its ranks' too, to held.
+func holdPorts(held map[int]bool, w *worker) {
+	for _, p := range w.ports {
+		held[p] = true
+	}
+	for _, rp := range w.rankPorts {
+		for _, p := range rp {
+			held[p] = true
+		}
+	}
 }
 
 func workerSpec(c *config.Pool, slot int, revision string) units.WorkerSpec {

@@ -57,6 +57,7 @@ func (p *Pool) drainStep(ctx context.Context, why string) (done, changed bool) {
 	// the units may be the new pool's by now.
 	if err == nil && ctx.Err() == nil {
 		p.workers.stopAll(ctx, now, listed, why)
+		p.settleOutside()
 	}
 	done = err == nil && p.workers.live() == 0 && p.workers.draining() == 0 && !anyLoaded(listed)
 	return done, p.publish(nil, nil)

@@ -49,6 +49,9 @@ type worker struct {
 	notReadySince time.Time
 	everReady     bool // it has been in discovery: it leaves through a drain
 	probeID       string
+	// listedFrom is the first listing (fleet.listings) begun after its
+	// start ended: an earlier one may not show it yet.
+	listedFrom uint64
 }
 
 // drainingUnit is a unit on its way out: stopped by us, or seen deactivating
@@ -79,10 +82,21 @@ type fleet struct {
 	live     map[int]*worker
 	draining map[string]drainingUnit // by unit name
 	backoff  map[int]*slotBackoff
+	// starting are the workers whose start is in flight (acting.go), by
+	// the slot reserved for them.
+	starting map[int]*worker
+	// taken are slots whose unit a start found still there, until the
+	// next listing says what holds them.
+	taken map[int]bool
+	// listings numbers the listings begun; asOf is the one being
+	// reconciled, 0 for a listing that judges every worker (one made
+	// while no start was in flight).
+	listings, asOf uint64
 }
 
 func newFleet() *fleet {
-	return &fleet{live: map[int]*worker{}, draining: map[string]drainingUnit{}, backoff: map[int]*slotBackoff{}}
+	return &fleet{live: map[int]*worker{}, draining: map[string]drainingUnit{}, backoff: map[int]*slotBackoff{},
+		starting: map[int]*worker{}, taken: map[int]bool{}}
 }
 
 // unitState classifies a listed unit.
@@ -155,6 +169,7 @@ type reconciled struct {
 // not know.
 func (f *fleet) reconcile(now time.Time, listed []units.Worker) reconciled {
 	var r reconciled
+	clear(f.taken)
 	byUnit := indexByUnit(listed)
 	f.reconcileDraining(byUnit, &r)
 	f.reconcileLive(now, byUnit, &r)
@@ -198,6 +213,9 @@ func (f *fleet) reconcileLive(now time.Time, byUnit unitIndex, r *reconciled) {
 	for _, slot := range sortedKeys(f.live) {
 		lw := f.live[slot]
 		w, ok := byUnit.get(lw.unit)
+		if !ok && f.asOf != 0 && lw.listedFrom > f.asOf {
+			continue // started after the listing began
+		}
 		st := classify(w, ok)
 		if e, broken := brokenGroup(lw, w, st); broken {
 			f.breakGroup(now, lw, w, e, r)
@@ -250,6 +268,9 @@ func (f *fleet) adoptListed(now time.Time, listed []units.Worker, r *reconciled)
 		if lw, ok := f.live[w.Slot]; ok && lw.unit == w.Unit {
 			continue
 		}
+		if _, ok := f.starting[w.Slot]; ok {
+			continue // its start's result says what it is
+		}
 		switch classify(w, true) {
 		case stateRunning:
 			lw := &worker{slot: w.Slot, unit: w.Unit, invocation: w.InvocationID,
@@ -298,10 +319,24 @@ func (f *fleet) stop(w *worker) {
 	f.draining[w.unit] = drainingUnit{slot: w.slot, ours: true, ports: w.ports}
 }
 
+// unstop undoes stop, for a stop that systemd refused.
+func (f *fleet) unstop(w *worker) {
+	if d, ok := f.draining[w.unit]; ok && d.ours && f.live[w.slot] == nil {
+		delete(f.draining, w.unit)
+		f.live[w.slot] = w
+	}
+}
+
 // freeSlots returns the slots to start up to n workers in.
 func (f *fleet) freeSlots(now time.Time, n int, taken map[int]bool) []int {
 	busy := map[int]bool{}
 	for slot := range f.live {
+		busy[slot] = true
+	}
+	for slot := range f.starting {
+		busy[slot] = true
+	}
+	for slot := range f.taken {
 		busy[slot] = true
 	}
 	backingOff := map[int]bool{}

@@ -151,7 +151,7 @@ func TestUnitExistsTakesAnotherSlot(t *testing.T) {
 	r.sd.units["flexiq-work@3.service"] = &units.Worker{Unit: "flexiq-work@3.service", Pool: "work", Slot: 3, ActiveState: "deactivating"}
 	r.sd.mu.Unlock()
 	// Pretend the pool has not listed since: start two more directly.
-	r.pool.do(func() { r.pool.workers.startWorkers(context.Background(), r.clock.now, 2, "test") })
+	r.pool.do(func() { r.pool.workers.startWorkers(context.Background(), r.clock.now, 2, "test", nil) })
 	if n := r.sd.count("active"); n != 4 {
 		t.Errorf("%d active, want 4 (slots 1, 2, then 4 and 5 around the stopping 3)", n)
 	}

@@ -5,9 +5,25 @@ package controller
 // length of one call (Start before the loop, Drain and Close after it,
 // tests that call Tick themselves). An operation asked for while the loop
 // runs is a message on its inbox, which the loop takes between two steps
-// of a tick, never while the tick waits for its source: that read runs in
-// a goroutine of its own, on the source and the configuration it was
-// handed, and the loop goes on serving messages until its answer comes.
+// of a tick, never while the tick waits for systemd or its source: the
+// tick's calls (the listing of the pool's units, the source's reads) run
+// in a goroutine of their own, on values they were handed, and so do the
+// starts and stops the tick decides on (jobs.go). The loop goes on serving
+// messages until their answers come back to it, as messages too.
+//
+// The goroutines of a pool, then:
+//
+//	the loop (Run)      the pool's state: ticks' decisions, operations,
+//	                    the answers below, the snapshot
+//	the tick's calls    one per tick: the listing and the source's reads
+//	the acting jobs     one per start, stop or reset, at most maxCalls
+//	                    at once; a start not yet sent is dropped when the
+//	                    operator's ask changes meanwhile
+//	the service's       the prober, discovery's after-change commands
+//	                    (service.go, publish.go), answering on channels
+//
+// A tick begins only once the last one's jobs have all come back: its
+// listing then shows what they did.
 
 import (
 	"context"
@@ -46,15 +62,20 @@ func (p *Pool) do(f func()) {
 	case p.own.token <- struct{}{}:
 		defer func() { <-p.own.token }()
 		f()
+		// Outside the loop, the caller's acting is done when it returns.
+		if p.acting.settle() {
+			p.serviceChanged(context.Background())
+		}
 		p.storeSnapshot()
 	case p.own.inbox <- msg:
 		<-done
 	}
 }
 
-// serviceChanged publishes a service pool's ready set after one of its
-// messages (a readiness transition, the end of after-change commands),
-// and what status shows.
+// serviceChanged publishes a service pool's ready set after one of the loop's
+// messages (a readiness transition, the end of after-change commands, the
+// results of acting jobs: workers that started or failed to), and what
+// status shows.
 func (p *Pool) serviceChanged(ctx context.Context) {
 	now := p.clock()
 	p.workers.publishReady(ctx, now)
@@ -64,12 +85,23 @@ func (p *Pool) serviceChanged(ctx context.Context) {
 	p.notify(changed)
 }
 
-// pendingRead is a tick waiting for its source read.
+// settleOutside waits for the jobs in flight when the owner is not the
+// loop (Start, Drain, a test's Tick): there, acting is done when the step
+// that acted returns, as it was when the pool called systemd itself. In
+// the loop it does nothing: the results come back as messages.
+func (p *Pool) settleOutside() {
+	if !p.inLoop {
+		p.acting.settle()
+	}
+}
+
+// pendingRead is a tick waiting for its calls: the listing and the
+// source's reads.
 type pendingRead struct {
 	run    tickRun
 	gen    uint64 // the source's number (Pool.srcGen) when the read began
 	cancel context.CancelFunc
-	done   chan observed // buffered: a read given up never blocks
+	done   chan tickCalls // buffered: a read given up never blocks
 }
 
 // Run ticks until ctx ends. A reload that changes the interval wakes it, so
@@ -79,7 +111,11 @@ type pendingRead struct {
 // a tick waits for its source.
 func (p *Pool) Run(ctx context.Context) {
 	p.own.token <- struct{}{}
-	defer func() { <-p.own.token }()
+	p.inLoop = true
+	defer func() {
+		p.inLoop = false
+		<-p.own.token
+	}()
 	timer := time.NewTimer(p.cfg.PollInterval)
 	defer timer.Stop()
 	defer p.stopWatch()
@@ -88,13 +124,15 @@ func (p *Pool) Run(ctx context.Context) {
 		p.rewatch(ctx)
 		// While a tick waits for its source, neither the timer nor a
 		// wake-up starts another: they wait, as they did for a tick.
+		// Nor while the last tick's jobs are in flight: the next
+		// listing must show what they did.
 		var fire <-chan time.Time
 		var wake <-chan struct{}
-		var read <-chan observed
-		if p.reading == nil {
-			fire, wake = timer.C, p.wake
-		} else {
+		var read <-chan tickCalls
+		if p.reading != nil {
 			read = p.reading.done
+		} else if p.acting.idle() && p.parked == nil {
+			fire, wake = timer.C, p.wake
 		}
 		select {
 		case <-ctx.Done():
@@ -121,8 +159,14 @@ func (p *Pool) Run(ctx context.Context) {
 			p.workers.checkNotify(ctx)
 			p.serviceChanged(ctx)
 			continue
-		case obs := <-read:
-			p.endRead(ctx, obs)
+		case <-p.acting.ready:
+			if p.acting.apply() {
+				p.serviceChanged(ctx)
+			}
+			p.unpark(ctx)
+			continue
+		case c := <-read:
+			p.endRead(ctx, c)
 			timer.Reset(p.cfg.PollInterval)
 			continue
 		case <-fire:
@@ -140,9 +184,8 @@ func (p *Pool) Run(ctx context.Context) {
 	}
 }
 
-// beginRead runs the first phase of a tick and starts its source read off
-// the loop. It returns false when the tick ended there (a draining pool,
-// no unit list).
+// beginRead runs the first phase of a tick and starts its calls off the
+// loop. It returns false when the tick ended there (a draining pool).
 func (p *Pool) beginRead(ctx context.Context) bool {
 	run := p.beginTick(ctx)
 	if run.done {
@@ -150,18 +193,17 @@ func (p *Pool) beginRead(ctx context.Context) bool {
 		return false
 	}
 	rctx, cancel := context.WithCancel(ctx)
-	r := &pendingRead{run: run, gen: p.srcGen, cancel: cancel, done: make(chan observed, 1)}
-	read := p.tickReader()
+	r := &pendingRead{run: run, gen: p.srcGen, cancel: cancel, done: make(chan tickCalls, 1)}
 	go func() {
-		r.done <- read(rctx)
+		r.done <- run.calls(rctx)
 	}()
 	p.reading = r
 	p.storeSnapshot()
 	return true
 }
 
-// endRead finishes the tick whose source read has answered.
-func (p *Pool) endRead(ctx context.Context, obs observed) {
+// endRead finishes the tick whose calls have answered.
+func (p *Pool) endRead(ctx context.Context, c tickCalls) {
 	r := p.reading
 	p.reading = nil
 	r.cancel()
@@ -170,14 +212,47 @@ func (p *Pool) endRead(ctx context.Context, obs observed) {
 		// have dropped it; never act on it.
 		return
 	}
-	d, changed := p.endTick(ctx, r.run, obs)
-	p.ticked(p.finishTick(r.run, d, changed))
+	if !p.tickListed(ctx, &r.run, c.listing) {
+		p.ticked(p.finishTick(r.run, r.run.hold, false))
+		return
+	}
+	p.parked = &parkedTick{run: r.run, gen: r.gen, obs: c.obs}
+	if !p.acting.idle() {
+		p.serviceChanged(ctx) // status shows the replacements starting
+	}
+	p.unpark(ctx)
 }
 
-// abandonRead gives up the read in flight, if any: its context ends (which
-// ends a read that honours it), and its answer, should one still come, is
-// dropped with its channel. The tick it belonged to ends there.
+// parkedTick is a tick whose listing has been taken in, waiting for the
+// jobs it caused (replacements) before it decides.
+type parkedTick struct {
+	run tickRun
+	gen uint64
+	obs observed
+}
+
+// unpark ends the parked tick once no job is in flight.
+func (p *Pool) unpark(ctx context.Context) {
+	t := p.parked
+	if t == nil || !p.acting.idle() {
+		return
+	}
+	p.parked = nil
+	if t.gen != p.srcGen {
+		// Its read is of a source a reload has replaced: the reload's
+		// tick decides instead.
+		return
+	}
+	d, changed := p.endTick(ctx, &t.run, t.obs)
+	p.ticked(p.finishTick(t.run, d, changed))
+}
+
+// abandonRead gives up the read in flight, if any, and the tick parked
+// with its read: its context ends (which ends a read that honours it), and
+// its answer, should one still come, is dropped with its channel. The tick
+// it belonged to ends there.
 func (p *Pool) abandonRead() {
+	p.parked = nil // its read is of the same source
 	if p.reading == nil {
 		return
 	}

@@ -53,21 +53,24 @@ func (s *service) relistC() <-chan struct{} {
 	return s.relist
 }
 
-// checkNotify re-lists the pool and takes in the replicas that became
-// active, on the loop.
+// checkNotify re-lists the pool off the loop and takes in the replicas
+// that became active, back on it.
 func (ws *workers) checkNotify(ctx context.Context) {
 	ws.svc.relistArmed = false
 	if !ws.notifyPending() {
 		return
 	}
-	listed, err := ws.list(ctx)
-	if err == nil {
-		byUnit := indexByUnit(listed)
-		for _, w := range ws.fleet.liveWorkers() {
-			if lw, ok := byUnit.get(w.unit); ok && (w.invocation == "" || w.invocation == lw.InvocationID) && lw.ActiveState == "active" {
-				ws.setReadiness(w, repReady, nil, time.Time{})
+	pl := ws.listPlan()
+	var l listing
+	ws.jobs.submit(ctx, &job{kind: jobOther, call: func(ctx context.Context) { l = pl.list(ctx) }, done: func(bool) {
+		if l.err == nil {
+			byUnit := indexByUnit(l.workers)
+			for _, w := range ws.fleet.liveWorkers() {
+				if lw, ok := byUnit.get(w.unit); ok && (w.invocation == "" || w.invocation == lw.InvocationID) && lw.ActiveState == "active" {
+					ws.setReadiness(w, repReady, nil, time.Time{})
+				}
 			}
 		}
-	}
-	ws.armNotify()
+		ws.armNotify()
+	}})
 }

@@ -92,6 +92,9 @@ func (p *Pool) overrideTo(o api.Override) (api.Override, error) {
 	}
 	p.logOverride(old, o, "")
 	p.overrideChanged()
+	// Starts not yet sent follow the old ask: the next tick decides on
+	// this one.
+	p.acting.supersede()
 	p.kick()
 	return o, nil
 }

@@ -9,8 +9,10 @@
 // applies between ticks; when no loop runs (at Start, in Drain, in tests
 // that drive Tick themselves) the caller owns the state for the length of
 // its call instead (loop.go). The source's reads, which may hang for as
-// long as the poll interval, run off the loop on values handed to them, so
-// that nothing an operator does waits for them. Readers (status, explain,
+// long as the poll interval, and the calls to systemd (listings, starts,
+// stops: the acting jobs of jobs.go), which may hang while PID 1 does, run
+// off the loop on values handed to them, so that nothing an operator does
+// waits for them. Readers (status, explain,
 // the metrics, STATUS=, the watchdog) read an immutable snapshot that the
 // owner publishes after each tick and each message (snapshot.go): no lock is
 // held across a D-Bus call or a source read.
@@ -22,8 +24,10 @@
 // the loop's alone.
 //
 // The files: pool.go (life cycle, the operator's operations), loop.go (the
-// owner, its messages, the read in flight), tick.go (one control cycle, in
-// three phases), read.go (the source reads off the loop), snapshot.go (what
+// owner, its messages, the calls in flight), tick.go (one control cycle, in
+// three phases), read.go (the source reads off the loop), jobs.go and
+// acting.go (the acting jobs: starts, stops, listings off the loop, their
+// results back on it), snapshot.go (what
 // readers see), drain.go (draining the whole pool); the workers: workers.go
 // (their type and what the tick calls), fleet.go (slots, backoff, victims;
 // no I/O), act.go (starting and stopping), quiet.go (the quiet phase),
@@ -171,9 +175,14 @@ type Pool struct {
 	degraded degradedState // degraded.go
 	pub      published     // what the next snapshot shows (snapshot.go)
 
+	// acting runs the starts and stops off the loop (jobs.go); inLoop is
+	// set while the loop (Run) owns the pool.
+	acting   *runner
+	inLoop   bool
 	wake     chan struct{}
 	watch    watchState   // the source's wake-up (wake.go)
-	reading  *pendingRead // the tick waiting for its source read (loop.go)
+	reading  *pendingRead // the tick waiting for its calls (loop.go)
+	parked   *parkedTick  // the tick waiting for its replacements (loop.go)
 	lastObs  lastObservation
 	snap     atomic.Pointer[snapshot]
 	progress atomic.Int64 // unix nanos (wall clock) of the last completed tick
@@ -204,6 +213,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		src:    src,
 		prom:   openPromQL(opts.NewPromQL, cfg),
 		report: newReporter(log),
+		acting: newRunner(),
 		wake:   make(chan struct{}, 1),
 	}
 	p.workers = newWorkers(p)
@@ -294,6 +304,7 @@ func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 		p.workers.drainDownTo(ctx, now, p.workers.target)
 	}
 	p.workers.startUpTo(ctx, now, p.workers.target, "min_workers")
+	p.settleOutside()
 	p.workers.publishReady(ctx, now)
 	p.saveState(now)
 	changed := p.publish(nil, nil)
@@ -341,6 +352,8 @@ func (p *Pool) update(cfg *config.Pool) error {
 	p.workers.cfg = cfg
 	p.pub.status.Max = cfg.MaxWorkers
 	p.pub.status.Mode = p.modeString(p.wallNow())
+	// Starts not yet sent were decided under the old configuration.
+	p.acting.supersede()
 	p.kick()
 	return nil
 }
@@ -352,6 +365,7 @@ func (p *Pool) Roll(reason string) {
 		p.workers.roll.nonce = fmt.Sprintf("%d", time.Now().UnixNano())
 		p.workers.roll.reason = reason
 		p.saveState(p.clock())
+		p.acting.supersede()
 		p.kick()
 	})
 }

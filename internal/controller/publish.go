@@ -282,18 +282,25 @@ func (ws *workers) releaseDrains(ctx context.Context, now time.Time) {
 		ws.log.Event(eventlog.WorkerDraining, eventlog.Info, ws.workerFields(q.slot, unit, nil),
 			"%s is out of discovery: its drain period of %s begins", unit, ws.cfg.Service.DrainPeriod)
 		if sig := ws.cfg.QuietSignalNumber; sig != 0 {
-			kctx, cancel := context.WithTimeout(ctx, callTimeout)
-			if err := ws.units.KillMain(kctx, unit, sig); err != nil {
-				ws.log.Event(eventlog.WorkerDraining, eventlog.Warning, ws.workerFields(q.slot, unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
-					"cannot send %s to %s: %v", ws.cfg.QuietSignal, unit, err)
-			}
-			cancel()
+			ws.drainSignal(ctx, q.slot, unit, sig)
 		}
 	}
 	if released {
 		ws.saveQuiet()
 		ws.quietStep(ctx, now)
 	}
+}
+
+// drainSignal sends a leaving replica's quiet_signal as its drain period
+// begins, off the loop (acting.go); a failure is only logged.
+func (ws *workers) drainSignal(ctx context.Context, slot int, unit string, sig int) {
+	name := ws.cfg.QuietSignal
+	ws.callJob(ctx, jobOther, killMain(unit, sig), func(err error) {
+		if err != nil {
+			ws.log.Event(eventlog.WorkerDraining, eventlog.Warning, ws.workerFields(slot, unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
+				"cannot send %s to %s: %v", name, unit, err)
+		}
+	})
 }
 
 // cappedBuffer keeps the first max bytes written to it, from the

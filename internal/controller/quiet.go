@@ -31,6 +31,8 @@ type quietUnit struct {
 	// commands it waits for before its drain period begins (publish.go);
 	// 0 once it has begun.
 	awaitGen uint64
+	// stopping: its stop is in flight (acting.go).
+	stopping bool
 }
 
 const quietVersion = 1
@@ -60,19 +62,22 @@ func (ws *workers) retire(ctx context.Context, now time.Time, w *worker, why str
 	if ws.cfg.QuietSignalNumber == 0 || ws.cfg.QuietPeriod <= 0 {
 		return ws.stopWorker(ctx, w, why)
 	}
-	kctx, cancel := context.WithTimeout(ctx, callTimeout)
-	err := ws.units.KillMain(kctx, w.unit, ws.cfg.QuietSignalNumber)
-	cancel()
-	if err != nil {
-		ws.log.Event(eventlog.WorkerDraining, eventlog.Warning, ws.workerFields(w.slot, w.unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
-			"cannot send %s to %s (%v): stopping it without a quiet phase", ws.cfg.QuietSignal, w.unit, err)
-		return ws.stopWorker(ctx, w, why)
-	}
 	ws.fleet.stop(w)
-	ws.addQuiet(now, w.unit, &quietUnit{slot: w.slot, invocation: w.invocation, deadline: now.Add(ws.cfg.QuietPeriod)})
+	q := &quietUnit{slot: w.slot, invocation: w.invocation, deadline: now.Add(ws.cfg.QuietPeriod)}
+	ws.addQuiet(now, w.unit, q)
 	ws.saveQuiet()
 	ws.report.draining(w.slot, w.unit, fmt.Sprintf("%s: quiet phase, %s sent to its main process; stop in %s",
 		why, ws.cfg.QuietSignal, ws.cfg.QuietPeriod))
+	// The signal is a job (acting.go): should it fail, the worker is
+	// stopped at once instead, without a quiet phase.
+	ws.callJob(ctx, jobOther, killMain(w.unit, ws.cfg.QuietSignalNumber), func(err error) {
+		if err == nil || ws.quiet[w.unit] != q || q.stopping {
+			return
+		}
+		ws.log.Event(eventlog.WorkerDraining, eventlog.Warning, ws.workerFields(w.slot, w.unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
+			"cannot send %s to %s (%v): stopping it without a quiet phase", ws.cfg.QuietSignal, w.unit, err)
+		ws.quietStop(ctx, now, w.unit, q)
+	})
 	return true
 }
 
@@ -102,28 +107,37 @@ func (ws *workers) quietStep(ctx context.Context, now time.Time) {
 			changed = true
 			continue
 		}
-		if q.awaitGen > 0 || now.Before(q.deadline) {
+		if q.awaitGen > 0 || q.stopping || now.Before(q.deadline) {
 			continue
 		}
-		sctx, cancel := context.WithTimeout(ctx, callTimeout)
-		_, err := ws.units.StopWorker(sctx, unit)
-		cancel()
-		if err != nil {
-			// Asked again at the next tick.
-			ws.log.Event(eventlog.WorkerQuiet, eventlog.Err, ws.workerFields(q.slot, unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
-				"cannot stop %s at the end of its quiet phase: %v", unit, err)
-			continue
-		}
-		late := now.Sub(q.deadline).Round(time.Millisecond)
-		ws.log.Event(eventlog.WorkerQuiet, eventlog.Info, ws.workerFields(q.slot, unit, eventlog.Fields{"FLEXIQ_LATE_MS": fmt.Sprint(late.Milliseconds())}),
-			"%s of %s over: stopping it (%s, then SIGKILL after %s)", ws.quietName(), unit, ws.cfg.DrainSignal, ws.cfg.DrainTimeout)
-		q.timer.Stop()
-		delete(ws.quiet, unit)
-		changed = true
+		ws.quietStop(ctx, now, unit, q)
 	}
 	if changed {
 		ws.saveQuiet()
 	}
+}
+
+// quietStop emits the stop of a quiet worker whose quiet period is over;
+// it stays quiet until systemd has taken the stop, and is asked again at
+// the next tick should systemd refuse it.
+func (ws *workers) quietStop(ctx context.Context, now time.Time, unit string, q *quietUnit) {
+	q.stopping = true
+	ws.callJob(ctx, jobStop, stopUnit(unit), func(err error) {
+		q.stopping = false
+		if err != nil {
+			ws.log.Event(eventlog.WorkerQuiet, eventlog.Err, ws.workerFields(q.slot, unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
+				"cannot stop %s at the end of its quiet phase: %v", unit, err)
+			return
+		}
+		late := now.Sub(q.deadline).Round(time.Millisecond)
+		ws.log.Event(eventlog.WorkerQuiet, eventlog.Info, ws.workerFields(q.slot, unit, eventlog.Fields{"FLEXIQ_LATE_MS": fmt.Sprint(late.Milliseconds())}),
+			"%s of %s over: stopping it (%s, then SIGKILL after %s)", ws.quietName(), unit, ws.cfg.DrainSignal, ws.cfg.DrainTimeout)
+		if ws.quiet[unit] == q {
+			q.timer.Stop()
+			delete(ws.quiet, unit)
+			ws.saveQuiet()
+		}
+	})
 }
 
 // endQuiet cuts every quiet phase short: the pool is being drained

@@ -29,6 +29,10 @@ type readyState struct {
 	retryAt  time.Time
 	// exhausted: the host's budget cut a start short.
 	exhausted bool
+	// required are the required units' states as last read (with a
+	// listing), requiredErr why they could not be; nil before the first.
+	required    map[string]string
+	requiredErr error
 }
 
 // admit returns how many of n wanted starts may go ahead now (why is the
@@ -70,17 +74,35 @@ func (ws *workers) readyToStart(ctx context.Context, now time.Time, n int, why s
 // with its state ("postgresql.service (inactive)"). A failed read defers
 // too: a start would pull the units in through Requires=, and fail with
 // "dependency" if they cannot start.
+//
+// The states are read with the tick's listing, off the loop (acting.go);
+// only an owner outside the loop that has not listed yet (Start) reads
+// them itself.
 func (ws *workers) requiredWaiting(ctx context.Context) []string {
 	if len(ws.cfg.Requires) == 0 {
 		return nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	states, err := ws.units.UnitStates(rctx, ws.cfg.Requires)
-	if err != nil {
+	if ws.ready.required == nil {
+		rctx, cancel := context.WithTimeout(ctx, callTimeout)
+		states, err := ws.units.UnitStates(rctx, ws.cfg.Requires)
+		cancel()
+		ws.requiredRead(listing{required: states, reqErr: err})
+	}
+	if err := ws.ready.requiredErr; err != nil {
 		return []string{fmt.Sprintf("the required units (cannot read them: %v)", err)}
 	}
-	return notActive(ws.cfg.Requires, states)
+	return notActive(ws.cfg.Requires, ws.ready.required)
+}
+
+// requiredRead keeps the required units' states that a listing read.
+func (ws *workers) requiredRead(l listing) {
+	if len(ws.cfg.Requires) == 0 {
+		return
+	}
+	ws.ready.required, ws.ready.requiredErr = l.required, l.reqErr
+	if ws.ready.required == nil {
+		ws.ready.required = map[string]string{}
+	}
 }
 
 // notActive lists, in the order required, the units of required whose
@@ -134,10 +156,10 @@ func (ws *workers) releaseDeferred(now time.Time) {
 // next tick.
 func (ws *workers) claimCapacity(n int, why string) int {
 	cost := ws.cfg.WorkerCost()
-	ws.ledger.Set(ws.name, cost, len(ws.fleet.live)+ws.fleet.drainingSlots())
+	ws.ledger.Set(ws.name, cost, ws.live()+ws.fleet.drainingSlots())
 	granted, short := ws.ledger.Claim(ws.name, cost, n)
 	if granted < n {
-		ws.target = min(ws.target, len(ws.fleet.live)+granted)
+		ws.target = min(ws.target, ws.live()+granted)
 		if !ws.ready.exhausted {
 			ws.ready.exhausted = true
 			ws.log.Event(eventlog.CapacityExhausted, eventlog.Warning, eventlog.Fields{
@@ -155,7 +177,7 @@ func (ws *workers) claimCapacity(n int, why string) int {
 // recount tells the ledger what the pool holds after its starts: a start
 // that failed gives its claim back.
 func (ws *workers) recount() {
-	ws.ledger.Set(ws.name, ws.cfg.WorkerCost(), len(ws.fleet.live)+ws.fleet.drainingSlots())
+	ws.ledger.Set(ws.name, ws.cfg.WorkerCost(), ws.live()+ws.fleet.drainingSlots())
 }
 
 // conditionSkipped handles a start skipped by the start condition: not a

@@ -58,7 +58,7 @@ func specRevision(s units.WorkerSpec, nonce string) string {
 func maxSurge(c *config.Pool) int { return max(c.MaxSurge, 1) }
 
 // rolloutStep replaces up to max_surge outdated workers: starts as many new
-// ones, each waited for until active, then drains as many old ones.
+// ones, and drains an old one as each new one's start goes through.
 func (ws *workers) rolloutStep(ctx context.Context, now time.Time) {
 	if ws.stopping {
 		return
@@ -92,16 +92,29 @@ func (ws *workers) rolloutStep(ctx context.Context, now time.Time) {
 		ws.serviceRolloutStep(ctx, now, old, rev)
 		return
 	}
-	started := ws.startWorkers(ctx, now, ws.admitSurge(ctx, now, min(maxSurge(ws.cfg), len(old))), "rollout")
-	for i, w := range pickVictims(old, len(started), rev) {
-		if !ws.stopWorker(ctx, w, "rollout: replaced by "+started[i].unit) {
+	ws.startWorkers(ctx, now, ws.admitSurge(ctx, now, min(maxSurge(ws.cfg), len(old))), "rollout", func(nw *worker) {
+		ws.replaceOutdated(ctx, nw, rev)
+	})
+}
+
+// replaceOutdated drains the outdated worker that nw, just started,
+// replaces: the first victim among those still live.
+func (ws *workers) replaceOutdated(ctx context.Context, nw *worker, rev string) {
+	var old []*worker
+	for _, w := range ws.fleet.liveWorkers() {
+		if outdated(w, rev) {
+			old = append(old, w)
+		}
+	}
+	for _, w := range pickVictims(old, 1, rev) {
+		if !ws.stopWorker(ctx, w, "rollout: replaced by "+nw.unit) {
 			continue
 		}
-		left := len(old) - i - 1
+		left := len(old) - 1
 		ws.log.Event(eventlog.RolloutProgress, eventlog.Info, eventlog.Fields{
 			"FLEXIQ_REVISION": rev, "FLEXIQ_OLD_REVISION": w.revision, "FLEXIQ_REMAINING": strconv.Itoa(left),
-			"FLEXIQ_UNIT": w.unit, "FLEXIQ_NEW_UNIT": started[i].unit,
-		}, "rollout: %s replaced by %s; %d of %d left", w.unit, started[i].unit, left, ws.roll.from)
+			"FLEXIQ_UNIT": w.unit, "FLEXIQ_NEW_UNIT": nw.unit,
+		}, "rollout: %s replaced by %s; %d of %d left", w.unit, nw.unit, left, ws.roll.from)
 	}
 }
 
@@ -129,5 +142,5 @@ func (ws *workers) serviceRolloutStep(ctx context.Context, now time.Time, old []
 	if pending > 0 || surplus == len(old) {
 		return
 	}
-	ws.startWorkers(ctx, now, ws.admitSurge(ctx, now, min(maxSurge(ws.cfg), len(old)-surplus)), "rollout")
+	ws.startWorkers(ctx, now, ws.admitSurge(ctx, now, min(maxSurge(ws.cfg), len(old)-surplus)), "rollout", nil)
 }

@@ -11,10 +11,13 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
-// A tick runs in three phases: beginTick lists the pool's units and acts
-// on what changed by itself (crashes, stops from outside); the source's
-// reads run, off the loop when a loop runs (read.go); endTick decides and
-// acts. Between the first and the last, the loop serves the operator.
+// A tick runs in three phases: beginTick, on the loop, takes what the
+// tick's calls need; the calls run off the loop when a loop runs (loop.go):
+// the listing of the pool's units (acting.go) and the source's reads
+// (read.go), side by side; endTick, back on the loop, takes in the listing
+// (crashes, stops from outside), decides and acts. Acting emits jobs
+// (jobs.go): their calls run off the loop too, and their results come back
+// to it as messages. Meanwhile the loop serves the operator.
 
 // tickRun is what the first phase of a tick hands to the last.
 type tickRun struct {
@@ -24,10 +27,29 @@ type tickRun struct {
 	// done says the tick ended in its first phase, with hold.
 	done bool
 	hold policy.Decision
+	list listPlan
+	read func(context.Context) observed
 }
 
-// Tick runs one control cycle, its source read included, as the pool's
-// owner: tests drive a pool with it; Run's loop reads off the loop instead.
+// tickCalls are the answers of a tick's calls.
+type tickCalls struct {
+	listing listing
+	obs     observed
+}
+
+// calls runs the tick's listing and reads, side by side; they touch
+// nothing of the pool.
+func (run tickRun) calls(ctx context.Context) tickCalls {
+	var c tickCalls
+	listed := make(chan listing, 1)
+	go func() { listed <- run.list.list(ctx) }()
+	c.obs = run.read(ctx)
+	c.listing = <-listed
+	return c
+}
+
+// Tick runs one control cycle, its calls included, as the pool's owner:
+// tests drive a pool with it; Run's loop calls off the loop instead.
 func (p *Pool) Tick(ctx context.Context) policy.Decision {
 	var d policy.Decision
 	var t tickDone
@@ -36,7 +58,13 @@ func (p *Pool) Tick(ctx context.Context) policy.Decision {
 		d = run.hold
 		changed := false
 		if !run.done {
-			d, changed = p.endTick(ctx, run, p.tickReader()(ctx))
+			c := run.calls(ctx)
+			if p.tickListed(ctx, &run, c.listing) {
+				p.settleOutside()
+				d, changed = p.endTick(ctx, &run, c.obs)
+			} else {
+				d = run.hold
+			}
 		}
 		t = p.finishTick(run, d, changed)
 	})
@@ -54,30 +82,45 @@ func (p *Pool) beginTick(ctx context.Context) tickRun {
 		run.hold.Rationale, run.done = "hold: draining", true
 		return run
 	}
-	listed, err := p.workers.list(ctx)
-	if err != nil {
+	run.list, run.read = p.workers.listPlan(), p.tickReader()
+	return run
+}
+
+// tickListed takes in the tick's listing, before the decision: what
+// changed by itself (crashes, stops from outside), and the replacements.
+// It says false when there is no listing to act on.
+func (p *Pool) tickListed(ctx context.Context, run *tickRun, l listing) bool {
+	now := run.now
+	if l.err != nil {
 		// Without the unit list the current count is unknown: act on nothing.
-		p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "cannot list workers: %v", err)
+		p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "cannot list workers: %v", l.err)
 		run.hold.Rationale, run.done = "hold: cannot list workers", true
-		return run
+		return false
 	}
-	run.listed = listed
+	run.listed = l.workers
+	p.workers.requiredRead(l)
 	p.expireOverride(p.wallNow())
 	p.workers.pumpService(ctx, now)
-	r := p.workers.reconcile(ctx, now, listed)
+	p.workers.fleet.asOf = l.seq
+	r := p.workers.reconcile(ctx, now, l.workers)
+	p.workers.fleet.asOf = 0
 	p.workers.quietStep(ctx, now)
 	// Crashed workers come back first, before the decision.
 	p.workers.replaceCrashed(ctx, now, r)
 	p.workers.replaceUnready(ctx, now)
 	p.workers.publishReady(ctx, now)
 	p.checkDegraded(now)
-	p.sampleCPU(now, listed)
-	return run
+	p.sampleCPU(now, l.workers)
+	return true
 }
 
 // endTick is a tick's last phase, on what the source read said: the
 // decision, and acting on it.
-func (p *Pool) endTick(ctx context.Context, run tickRun, read observed) (policy.Decision, bool) {
+//
+// It runs once the jobs that the tick's listing caused (the replacements of
+// crashed workers) have come back, so that the decision counts what they
+// did, as it counts what the listing found.
+func (p *Pool) endTick(ctx context.Context, run *tickRun, read observed) (policy.Decision, bool) {
 	now := run.now
 	var t tickDecision
 	if p.fl != nil {
@@ -86,7 +129,7 @@ func (p *Pool) endTick(ctx context.Context, run tickRun, read observed) (policy.
 	} else {
 		t = p.localDecide(now, read)
 	}
-	d, changed := p.endTickAct(ctx, run, t)
+	d, changed := p.endTickAct(ctx, *run, t)
 	p.publishFleet()
 	return d, changed
 }
@@ -128,9 +171,11 @@ func (p *Pool) endTickAct(ctx context.Context, run tickRun, t tickDecision) (pol
 		p.report.decision(d, obs, counts, srcErr == nil && !t.unread, p.workers.draining())
 	}
 	p.act(ctx, now, d)
+	p.settleOutside()
 	addReadiness(e, p.workers.ready)
 	if !p.dryRun() {
 		p.workers.rolloutStep(ctx, now)
+		p.settleOutside()
 	}
 	p.workers.publishReady(ctx, now)
 	p.workers.recount()

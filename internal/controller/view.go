@@ -126,7 +126,7 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *api.Explanatio
 		Pool:   p.name,
 		DryRun: p.dryRun(),
 		Workers: api.WorkerCounts{
-			Live: p.workers.live(), Draining: p.workers.draining(), Target: p.workers.target,
+			Live: len(p.workers.fleet.live), Draining: p.workers.draining(), Target: p.workers.target,
 			Min: p.cfg.MinWorkers, Max: p.cfg.MaxWorkers,
 		},
 		Source: api.SourceView{
@@ -138,6 +138,7 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *api.Explanatio
 		UpdatedAt:  wall,
 		WorkerList: make([]api.WorkerView, 0, p.workers.live()+p.workers.draining()),
 	}
+	v.Workers.Starting, v.Workers.Stopping = p.workers.actingCounts()
 	if p.workers.svc != nil {
 		ready, notReady := p.workers.readyCount()
 		v.Workers.Ready, v.Workers.NotReady = &ready, &notReady

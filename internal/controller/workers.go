@@ -26,13 +26,17 @@ import (
 //
 // It is the pool's, owned by the pool's loop as the rest of its state.
 type workers struct {
-	name     string
-	units    Units
-	log      *eventlog.Logger
-	report   *reporter // the pool's, shared with the decision's entries
-	ledger   *capacity.Ledger
-	stateDir string // where quiet-POOL.json is kept
-	kick     func() // wakes the pool's loop when a quiet phase ends
+	name  string
+	units Units
+	jobs  *runner // the calls to systemd, off the loop (jobs.go)
+	// dropLogged: the starts dropped unsent since the last start was
+	// emitted have been logged (acting.go).
+	dropLogged bool
+	log        *eventlog.Logger
+	report     *reporter // the pool's, shared with the decision's entries
+	ledger     *capacity.Ledger
+	stateDir   string // where quiet-POOL.json is kept
+	kick       func() // wakes the pool's loop when a quiet phase ends
 
 	// cfg is the pool's configuration; a reload replaces it (Pool.update).
 	cfg   *config.Pool
@@ -54,6 +58,7 @@ func newWorkers(p *Pool) *workers {
 	return &workers{
 		name:     p.name,
 		units:    p.units,
+		jobs:     p.acting,
 		log:      p.log,
 		report:   &p.report,
 		ledger:   p.opts.Ledger,
@@ -123,16 +128,20 @@ func (ws *workers) stopAll(ctx context.Context, now time.Time, listed []units.Wo
 }
 
 // live and draining count the workers as of the last listing and the
-// starts and stops since.
-func (ws *workers) live() int     { return len(ws.fleet.live) }
+// starts and stops since; live counts the starts in flight too: they are
+// what the pool has asked for, never to be decided again.
+func (ws *workers) live() int     { return len(ws.fleet.live) + len(ws.fleet.starting) }
 func (ws *workers) draining() int { return ws.fleet.drainingSlots() }
 
 func (ws *workers) dryRun() bool { return ws.cfg.Mode == config.ModeDryRun }
 
+// list lists the pool's units, for an owner outside the loop (Drain).
 func (ws *workers) list(ctx context.Context) ([]units.Worker, error) {
-	lctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	return ws.units.ListWorkers(lctx, ws.name)
+	l := ws.listPlan().list(ctx)
+	if l.err == nil {
+		ws.requiredRead(l)
+	}
+	return l.workers, l.err
 }
 
 func (ws *workers) workerFields(slot int, unit string, extra eventlog.Fields) eventlog.Fields {

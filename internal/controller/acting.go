@@ -1,0 +1,209 @@
+package controller
+
+// The workers' side of the acting jobs (jobs.go): what a start, a stop and
+// a reset send to systemd off the loop, and what their results change back
+// on it. A start's slot is reserved from the moment it is decided
+// (fleet.starting) until its result: no second start takes the slot, and
+// the decision counts the worker as current. A stop takes its worker out
+// of the live ones at once (fleet.stop): it is never decided again.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+	"github.com/flexiq/flexiq-scaled/internal/units"
+)
+
+// startJob emits the start of w, in its slot, with spec.
+func (ws *workers) startJob(ctx context.Context, now time.Time, w *worker, spec units.WorkerSpec, why string, then func(*worker), attempt int) {
+	ws.fleet.starting[w.slot] = w
+	ws.dropLogged = false
+	u := ws.units
+	// A replica's port guard judges its listeners by its units' cgroups:
+	// read with the start, they need no call on the loop (portguard.go).
+	var cgUnits []string
+	if ws.svc != nil && ws.svc.guard != nil {
+		cgUnits = append(cgUnits, w.unit)
+		for r := 1; r < len(spec.Ranks); r++ {
+			cgUnits = append(cgUnits, units.RankUnitName(ws.name, w.slot, r))
+		}
+	}
+	var err error
+	var cgroups []string
+	ws.jobs.submit(ctx, &job{
+		kind:         jobStart,
+		supersedable: true,
+		call: func(ctx context.Context) {
+			sctx, cancel := context.WithTimeout(ctx, startTimeout)
+			defer cancel()
+			if err = u.StartWorker(sctx, spec); err != nil {
+				return
+			}
+			for _, unit := range cgUnits {
+				cctx, cancel := context.WithTimeout(ctx, callTimeout)
+				cg, _ := u.ControlGroup(cctx, unit) // "" is read again when needed
+				cancel()
+				cgroups = append(cgroups, cg)
+			}
+		},
+		done: func(sent bool) {
+			if len(cgroups) > 0 {
+				w.cgroup, w.rankCgroups = cgroups[0], cgroups[1:]
+			}
+			if ws.startDone(now, w, why, sent, err, then) && attempt == 0 && !ws.stopping &&
+				ws.live() < ws.cfg.MaxWorkers+maxSurge(ws.cfg) {
+				ws.startIn(ctx, now, 1, why, then, 1)
+			}
+		},
+	})
+}
+
+// startDone takes in the result of w's start, on the loop. It says
+// whether the slot was found taken: the start may go to another.
+func (ws *workers) startDone(now time.Time, w *worker, why string, sent bool, err error, then func(*worker)) (taken bool) {
+	if ws.fleet.starting[w.slot] == w {
+		delete(ws.fleet.starting, w.slot)
+	}
+	defer ws.recount()
+	switch {
+	case !sent:
+		// Superseded before its turn: the next tick decides again. One
+		// entry for the lot, not one per start.
+		if !ws.dropLogged {
+			ws.dropLogged = true
+			ws.log.Event(eventlog.Lifecycle, eventlog.Info, ws.workerFields(w.slot, w.unit, nil),
+				"starts not sent yet (%s, from %s) dropped: what the pool is asked for changed meanwhile", why, w.unit)
+		}
+		ws.kick()
+		return false
+	case errors.Is(err, units.ErrUnitExists):
+		ws.log.Event(eventlog.Lifecycle, eventlog.Info, ws.workerFields(w.slot, w.unit, nil),
+			"slot %d is still taken (%v); re-listing and using another slot", w.slot, err)
+		// The next tick's listing tells what holds the slot: a unit
+		// still stopping becomes a draining one, a running one is
+		// adopted. Until then no start takes it.
+		ws.fleet.taken[w.slot] = true
+		ws.kick()
+		return true
+	case isConditionSkip(err):
+		ws.conditionSkipped(now, w.slot, w.unit, err)
+		return false
+	case err != nil:
+		delay := ws.fleet.armBackoff(w.slot, now)
+		ws.report.startFailed(w.slot, w.unit, why, err, delay)
+		return false
+	}
+	// The listing begun before this start ended may not show it yet
+	// (fleet.reconcileLive).
+	w.listedFrom = ws.fleet.listings + 1
+	ws.fleet.live[w.slot] = w
+	ws.replicaStarted(now, w)
+	ranks := ""
+	if w.size > 1 {
+		ranks = fmt.Sprintf(" with its %d ranks", w.size)
+	}
+	ws.log.Event(eventlog.WorkerStarted, eventlog.Info, ws.workerFields(w.slot, w.unit, nil), "started %s%s (%s)", w.unit, ranks, why)
+	ws.conditionPassed([]*worker{w})
+	if then != nil {
+		then(w)
+	}
+	return false
+}
+
+// stopJob emits the stop of w, which is draining already. Should systemd
+// refuse it (unreachable for longer than a call's timeout), w is live
+// again, as it was before the stop was decided: the next tick decides anew.
+func (ws *workers) stopJob(ctx context.Context, w *worker, why string) {
+	ws.callJob(ctx, jobStop, stopUnit(w.unit), func(err error) {
+		if err == nil {
+			return
+		}
+		ws.log.Event(eventlog.WorkerDraining, eventlog.Err, ws.workerFields(w.slot, w.unit, nil), "cannot stop %s (%s): %v", w.unit, why, err)
+		ws.fleet.unstop(w)
+		ws.replicaStarted(w.since, w)
+	})
+}
+
+// stopUnit is the call of a stop job. The stop job's own result is not
+// needed; its channel is buffered, so nothing blocks on it.
+func stopUnit(unit string) func(context.Context, Units) error {
+	return func(ctx context.Context, u Units) error {
+		_, err := u.StopWorker(ctx, unit)
+		return err
+	}
+}
+
+// killMain is the call of a signal to a unit's main process.
+func killMain(unit string, sig int) func(context.Context, Units) error {
+	return func(ctx context.Context, u Units) error { return u.KillMain(ctx, unit, sig) }
+}
+
+// forget emits a call whose result nothing waits for (a reset, a stop of
+// a group's last ranks): it only must not run on the loop.
+func (ws *workers) forget(ctx context.Context, kind jobKind, call func(context.Context, Units) error) {
+	ws.callJob(ctx, kind, call, nil)
+}
+
+// callJob emits one call to systemd, bounded by a call's timeout; done,
+// when not nil, takes its error on the loop.
+func (ws *workers) callJob(ctx context.Context, kind jobKind, call func(context.Context, Units) error, done func(error)) {
+	u := ws.units
+	var err error
+	j := &job{kind: kind, call: func(ctx context.Context) {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		err = call(cctx, u)
+	}}
+	if done != nil {
+		j.done = func(bool) { done(err) }
+	}
+	ws.jobs.submit(ctx, j)
+}
+
+// listing is what a tick's first call to systemd found: the pool's units,
+// and the states of the units it requires (readiness.go).
+type listing struct {
+	workers  []units.Worker
+	err      error
+	required map[string]string
+	reqErr   error
+	// seq numbers the listing (fleet.listings): workers started after it
+	// began are not judged by it.
+	seq uint64
+}
+
+// listPlan is what a listing needs, taken from the pool by its owner.
+type listPlan struct {
+	units    Units
+	pool     string
+	requires []string
+	seq      uint64
+}
+
+// listPlan numbers a new listing and hands it what it needs; owner only.
+func (ws *workers) listPlan() listPlan {
+	ws.fleet.listings++
+	return listPlan{units: ws.units, pool: ws.name, requires: ws.cfg.Requires, seq: ws.fleet.listings}
+}
+
+// list lists the pool's units, off the loop.
+func (pl listPlan) list(ctx context.Context) listing {
+	l := listing{seq: pl.seq}
+	lctx, cancel := context.WithTimeout(ctx, callTimeout)
+	l.workers, l.err = pl.units.ListWorkers(lctx, pl.pool)
+	cancel()
+	if l.err == nil && len(pl.requires) > 0 {
+		rctx, cancel := context.WithTimeout(ctx, callTimeout)
+		l.required, l.reqErr = pl.units.UnitStates(rctx, pl.requires)
+		cancel()
+	}
+	return l
+}
+
+// actingCounts are the jobs in flight, for the snapshot.
+func (ws *workers) actingCounts() (starting, stopping int) {
+	return len(ws.fleet.starting), ws.jobs.count(jobStop)
+}
