@@ -30,13 +30,13 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/conn"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	fleetmode "github.com/flexiq/flexiq-scaled/internal/fleet"
 	"github.com/flexiq/flexiq-scaled/internal/fleet/coord"
 	"github.com/flexiq/flexiq-scaled/internal/fleet/pgstore"
 	"github.com/flexiq/flexiq-scaled/internal/fleet/redisstore"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
-	"github.com/flexiq/flexiq-scaled/internal/source"
 	"github.com/flexiq/flexiq-scaled/internal/version"
 )
 
@@ -84,7 +84,7 @@ type leaderRead struct {
 func openFleetStore(f config.Fleet) (fleetmode.Store, error) {
 	kind := f.Store
 	if kind == "" {
-		u, err := source.ConnURL(f.Conn)
+		u, err := conn.URL(f.Conn)
 		if err != nil {
 			return nil, fmt.Errorf("the fleet's store: %w", err)
 		}

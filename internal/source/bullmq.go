@@ -184,7 +184,7 @@ func (s *bullmq) oldest(ctx context.Context, c *redis.Client, k func(string) str
 	return max(age, 0), found, nil
 }
 
-func (s *bullmq) Close() error { return s.conn.close() }
+func (s *bullmq) Close() error { return s.conn.Close() }
 
 // Watch wakes the pool when a job is added, prioritized, delayed, paused
 // or taken: BullMQ's addStandardJob, addPrioritizedJob and addDelayedJob

@@ -150,7 +150,7 @@ func celeryRoutingKey(entry string) (string, bool) {
 	return rk, true
 }
 
-func (s *celery) Close() error { return s.conn.close() }
+func (s *celery) Close() error { return s.conn.Close() }
 
 // Watch wakes the pool when a message is pushed onto one of the queues'
 // priority lists.

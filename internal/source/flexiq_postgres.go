@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/conn"
 )
 
 // TypeFlexiqPostgres reads flexiq's Postgres storage.
@@ -166,14 +167,14 @@ func (s *flexiqPostgres) connect() (*pgxpool.Pool, error) {
 	if s.pool != nil {
 		return s.pool, nil
 	}
-	u, err := connURL(s.spec.Conn)
+	u, err := conn.URL(s.spec.Conn)
 	if err != nil {
 		return nil, fmt.Errorf("%s source: %w", TypeFlexiqPostgres, err)
 	}
-	s.srv = redacted(u)
-	cfg, err := pgPoolConfig(u)
+	s.srv = conn.Redacted(u)
+	cfg, err := conn.PostgresPoolConfig(u)
 	if err != nil {
-		return nil, fmt.Errorf("%s source %s: bad URL: %v", TypeFlexiqPostgres, s.srv, pgParseError(err))
+		return nil, fmt.Errorf("%s source %s: bad URL: %v", TypeFlexiqPostgres, s.srv, conn.PostgresParseError(err))
 	}
 	cfg.MaxConns = 2
 	cfg.MinConns = 0
@@ -182,7 +183,7 @@ func (s *flexiqPostgres) connect() (*pgxpool.Pool, error) {
 	cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
 	cfg.ConnConfig.RuntimeParams["application_name"] = "flexiq-scaled"
 	cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
-		u, err := connURL(s.spec.Conn)
+		u, err := conn.URL(s.spec.Conn)
 		if err != nil {
 			return err
 		}

@@ -279,7 +279,7 @@ func (s *redisKeys) Observe(ctx context.Context, now time.Time) (Counts, error) 
 	})
 }
 
-func (s *redisKeys) Close() error { return s.conn.close() }
+func (s *redisKeys) Close() error { return s.conn.Close() }
 
 // scoreArg renders a bound as ZCOUNT takes it, with now put in.
 func scoreArg(b ScoreBound, now time.Time) string {

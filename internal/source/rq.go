@@ -133,7 +133,7 @@ func parseRQTime(s string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-func (s *rq) Close() error { return s.conn.close() }
+func (s *rq) Close() error { return s.conn.Close() }
 
 // Watch wakes the pool when a job is pushed onto one of the queues.
 func (s *rq) Watch(ctx context.Context, wake func()) (string, error) {

@@ -190,7 +190,7 @@ func sidekiqEnqueuedAt(job string) (time.Time, bool) {
 	return time.UnixMicro(int64(v * 1e6)), true
 }
 
-func (s *sidekiq) Close() error { return s.conn.close() }
+func (s *sidekiq) Close() error { return s.conn.Close() }
 
 // Watch wakes the pool when a job is pushed onto one of the queues.
 func (s *sidekiq) Watch(ctx context.Context, wake func()) (string, error) {
