@@ -30,12 +30,10 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
-	"github.com/flexiq/flexiq-scaled/internal/conn"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	fleetmode "github.com/flexiq/flexiq-scaled/internal/fleet"
 	"github.com/flexiq/flexiq-scaled/internal/fleet/coord"
-	"github.com/flexiq/flexiq-scaled/internal/fleet/pgstore"
-	"github.com/flexiq/flexiq-scaled/internal/fleet/redisstore"
+	"github.com/flexiq/flexiq-scaled/internal/fleet/stores"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 	"github.com/flexiq/flexiq-scaled/internal/version"
 )
@@ -80,32 +78,6 @@ type leaderRead struct {
 	obs observed
 }
 
-// openFleetStore opens the store f names (it connects at its first call).
-func openFleetStore(f config.Fleet) (fleetmode.Store, error) {
-	kind := f.Store
-	if kind == "" {
-		u, err := conn.URL(f.Conn)
-		if err != nil {
-			return nil, fmt.Errorf("the fleet's store: %w", err)
-		}
-		switch u.Scheme {
-		case "redis", "rediss":
-			kind = config.FleetStoreRedis
-		case "postgres", "postgresql":
-			kind = config.FleetStorePostgres
-		default:
-			return nil, fmt.Errorf("the fleet's store: the URL from %s is neither redis:// nor postgres://", f.Conn.URLOrigin())
-		}
-	}
-	switch kind {
-	case config.FleetStoreRedis:
-		return redisstore.New(f.Conn, redisstore.Options{}), nil
-	case config.FleetStorePostgres:
-		return pgstore.New(f.Conn, pgstore.Options{}), nil
-	}
-	return nil, fmt.Errorf("the fleet's store: unknown kind %q", kind)
-}
-
 // incarnation is a new coordinator's own part of its lease holder, so
 // that a restarted daemon takes a new term rather than renewing the old
 // one (coord.Config.Incarnation).
@@ -113,14 +85,6 @@ func incarnation() string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// storeKind names the store for status.
-func storeKind(s fleetmode.Store) string {
-	if _, ok := s.(*pgstore.Store); ok {
-		return config.FleetStorePostgres
-	}
-	return config.FleetStoreRedis
 }
 
 // localBounds is the pool as this host runs it: a fleet pool's bounds are
@@ -150,7 +114,7 @@ func fleetCapacity(cfg *config.Pool) int {
 // before start.
 func newFleetLink(cfg *config.Pool, log *eventlog.Logger, open func(config.Fleet) (fleetmode.Store, error)) (*fleetLink, error) {
 	if open == nil {
-		open = openFleetStore
+		open = stores.Open
 	}
 	store, err := open(cfg.Fleet.Fleet)
 	if err != nil {
@@ -217,13 +181,8 @@ func (l *fleetLink) start(wake func()) {
 // than a TTL. An optimisation only: without it, the lease lapses.
 func (l *fleetLink) listen(ctx context.Context) {
 	for ctx.Err() == nil {
-		var err error
-		switch s := l.store.(type) {
-		case *redisstore.Store:
-			err = l.listenRedis(ctx, s)
-		case *pgstore.Store:
-			err = l.listenPg(ctx, s)
-		default:
+		err := stores.Releases(ctx, l.store, l.pool.Load().Name, l.c.Wake)
+		if errors.Is(err, stores.ErrNoReleases) {
 			return
 		}
 		if err != nil && ctx.Err() == nil {
@@ -233,32 +192,6 @@ func (l *fleetLink) listen(ctx context.Context) {
 			case <-time.After(max(l.cfg.Heartbeat, time.Second)):
 			}
 		}
-	}
-}
-
-func (l *fleetLink) listenRedis(ctx context.Context, s *redisstore.Store) error {
-	epochs, stop, err := s.Released(ctx, l.pool.Load().Name)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	for range epochs {
-		l.c.Wake()
-	}
-	return errors.New("the release subscription ended")
-}
-
-func (l *fleetLink) listenPg(ctx context.Context, s *pgstore.Store) error {
-	ln, err := s.Listen(ctx, l.pool.Load().Name)
-	if err != nil {
-		return err
-	}
-	defer ln.Close(context.WithoutCancel(ctx))
-	for {
-		if _, err := ln.Wait(ctx); err != nil {
-			return err
-		}
-		l.c.Wake()
 	}
 }
 

@@ -99,7 +99,7 @@ func (s *celery) observe(ctx context.Context, c *redis.Client, _ time.Time) (Cou
 		return out, fmt.Errorf("%s: %w", unacked, err)
 	}
 	// HSCAN, not HVALS: the hash holds every worker's prefetched messages,
-	// whole; one reply must stay within its budget (redis_limit.go) and
+	// whole; one reply must stay within its budget (conn/redis_limit.go) and
 	// one call must not block the server. Small pages: a message carries
 	// its task's arguments. At most celeryUnackedPage entries are read; of
 	// a larger hash, the share of the pool's queues in the entries read
