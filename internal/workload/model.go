@@ -22,7 +22,9 @@
 // The model is in two files: model.go holds its settings, its results and
 // the event loop; pool.go holds the pool's workers, the dispatch of jobs to
 // their threads and the controller's tick. trace.go reads and writes
-// traces, generate.go makes synthetic ones, and svg.go draws a run.
+// traces and generate.go makes synthetic ones; a run is drawn elsewhere,
+// by the flexiq-scaled-plot helper (internal/history/picture's run.go), so
+// that the daemon's binary does not carry the plotting library.
 package workload
 
 import (
