@@ -54,7 +54,7 @@ func init() {
 		Keys: append(slices.Clone(config.ConnKeys), redisQueuesKey("BullMQ queue names"),
 			config.KeyDoc{Name: "key_prefix", Type: "string", Default: `"bull"`, Limits: "not empty",
 				Doc: "BullMQ's `prefix` option, if the application sets one."}),
-	}, func(d *config.SourceDecoder) BullMQSettings {
+	}, Watches, func(d *config.SourceDecoder) BullMQSettings {
 		s := BullMQSettings{KeyPrefix: DefaultBullMQPrefix}
 		d.Conn(&s.Conn, redisSchemes...)
 		decodeRedisQueues(d, &s.Queues)

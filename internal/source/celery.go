@@ -52,7 +52,7 @@ func init() {
 		Keys: append(slices.Clone(config.ConnKeys), redisQueuesKey("Celery queue names"),
 			config.KeyDoc{Name: "key_prefix", Type: "string", Default: `""`,
 				Doc: "Celery's `global_keyprefix` transport option, if the application sets one."}),
-	}, func(d *config.SourceDecoder) CelerySettings {
+	}, Watches, func(d *config.SourceDecoder) CelerySettings {
 		var s CelerySettings
 		d.Conn(&s.Conn, redisSchemes...)
 		decodeRedisQueues(d, &s.Queues)

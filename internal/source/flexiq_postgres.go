@@ -41,8 +41,7 @@ func init() {
 		Keys: append(slices.Clone(config.ConnKeys), queuesKey, namespaceKey,
 			config.KeyDoc{Name: "schema", Type: "string", Default: `"flexiq"`, Limits: "letters, digits and underscores",
 				Doc: "The schema flexiq's PostgreSQL storage was given, if not its default."}),
-		Threads: true,
-	}, decodeFlexiqPostgres, func(s FlexiqPostgresSettings) (Source, error) { return newFlexiqPostgres(s) })
+	}, ReportsThreads, decodeFlexiqPostgres, func(s FlexiqPostgresSettings) (Source, error) { return newFlexiqPostgres(s) })
 }
 
 // flexiqSchemaRE is what flexiq's validate_schema_name accepts

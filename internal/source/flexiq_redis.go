@@ -42,8 +42,7 @@ func init() {
 			namespaceKey,
 			config.KeyDoc{Name: "key_prefix", Type: "string", Default: `"flexiq:"`,
 				Doc: "The key prefix flexiq's Redis storage was given, if not its default."}),
-		Threads: true,
-	}, decodeFlexiqRedis, func(s FlexiqRedisSettings) (Source, error) { return newFlexiqRedis(s) })
+	}, Watches|ReportsThreads, decodeFlexiqRedis, func(s FlexiqRedisSettings) (Source, error) { return newFlexiqRedis(s) })
 }
 
 func decodeFlexiqRedis(d *config.SourceDecoder) FlexiqRedisSettings {

@@ -77,8 +77,7 @@ func init() {
 			config.KeyDoc{Name: "scrape_interval_sec", Type: "number", Default: "15", Limits: "> 0",
 				Doc: "The server's scrape interval, against which the range windows of promql() rules are checked."},
 		),
-		PromQL: true,
-	}, decodePrometheus, func(s PrometheusSettings) (Source, error) { return newPrometheus(s) })
+	}, Queries, decodePrometheus, func(s PrometheusSettings) (Source, error) { return newPrometheus(s) })
 }
 
 // decodePrometheus checks a prometheus source: the server's URL (http or

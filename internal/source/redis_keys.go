@@ -53,7 +53,7 @@ func init() {
 				"whether it counts as pending or running, and `min` and `max` bound a sorted set's scores: a number, " +
 				"`-inf`, `+inf`, or `now` / `now_ms` (Unix seconds or milliseconds) shifted as in `now-60`, with `(` " +
 				"before it for an exclusive bound. One end given leaves the range open at the other."}),
-	}, decodeRedis, newRedisKeys)
+	}, Watches, decodeRedis, newRedisKeys)
 }
 
 func newRedisKeys(spec RedisSettings) (Source, error) {

@@ -45,7 +45,7 @@ func init() {
 		Doc: "Reads RQ's queues: ready jobs are pending, started jobs whose claim has not expired running; while " +
 			"`rq suspend` holds, the ready jobs are paused. The URL is redis://, rediss:// or unix://.",
 		Keys: append(slices.Clone(config.ConnKeys), redisQueuesKey("RQ queue names")),
-	}, func(d *config.SourceDecoder) RQSettings {
+	}, Watches, func(d *config.SourceDecoder) RQSettings {
 		var s RQSettings
 		d.Conn(&s.Conn, redisSchemes...)
 		decodeRedisQueues(d, &s.Queues)
