@@ -112,7 +112,7 @@ func fleetCapacity(cfg *config.Pool) int {
 
 // newFleetLink prepares the coordination of cfg's pool; nothing runs
 // before start.
-func newFleetLink(cfg *config.Pool, log *eventlog.Logger, open func(config.Fleet) (fleetmode.Store, error)) (*fleetLink, error) {
+func newFleetLink(cfg *config.Pool, rules *policy.RuleSet, log *eventlog.Logger, open func(config.Fleet) (fleetmode.Store, error)) (*fleetLink, error) {
 	if open == nil {
 		open = stores.Open
 	}
@@ -122,11 +122,7 @@ func newFleetLink(cfg *config.Pool, log *eventlog.Logger, open func(config.Fleet
 	}
 	l := &fleetLink{cfg: *cfg.Fleet, store: store, log: log}
 	l.pool.Store(cfg)
-	pl, err := fleetPipeline(cfg)
-	if err != nil {
-		store.Close()
-		return nil, err
-	}
+	pl := fleetPipeline(cfg, rules)
 	f := cfg.Fleet.Fleet
 	l.c, err = coord.New(coord.Config{
 		Pool: cfg.Name, ID: f.HostID, Incarnation: incarnation(), Interval: f.Heartbeat, TTL: f.TTL, Renew: f.Renew, Hold: f.Hold,
@@ -142,17 +138,13 @@ func newFleetLink(cfg *config.Pool, log *eventlog.Logger, open func(config.Fleet
 }
 
 // fleetPipeline is the leader's decision pipeline for cfg, its own (the
-// coordinator's goroutine runs it; its memory is the plan's).
-func fleetPipeline(cfg *config.Pool) (*policy.Pipeline, error) {
-	pl := &policy.Pipeline{Strategy: cfg.Scaling.Policy, Rec: &policy.Recommender{}, Limiter: &policy.Limiter{}, Behavior: cfg.Scaling.Behavior}
-	if cfg.Scaling.Policy == config.PolicyRules {
-		rs, err := policy.CompileRules(cfg.Scaling.ScaleUp, cfg.Scaling.ScaleDown)
-		if err != nil {
-			return nil, fmt.Errorf("pool %s: %w", cfg.Name, err)
-		}
-		pl.Rules = rs
+// coordinator's goroutine runs it; its memory is the plan's) over the
+// pool's compiled rules (nil unless policy = "rules"), compiled once.
+func fleetPipeline(cfg *config.Pool, rules *policy.RuleSet) *policy.Pipeline {
+	if rules != nil {
+		rules = rules.Fresh()
 	}
-	return pl, nil
+	return policy.NewPipeline(cfg.Scaling.Policy, cfg.Scaling.Behavior, rules)
 }
 
 // start runs the coordinator until stop. wake is the pool's kick.
@@ -268,11 +260,8 @@ func fleetInput(cfg *config.Pool, o observed, totals fleetmode.Totals) coord.Inp
 	if d := o.demand; d.asked && d.err == nil {
 		obs.ArrivalRate, obs.ServiceTime, obs.DemandKnown = d.d.ArrivalRate, d.d.ServiceTime, d.d.Known
 	}
-	return coord.Input{
-		Params: params, Obs: obs, Prom: o.prom,
-		Signals: policy.Signals{Paused: c.Paused, OldestAge: c.OldestAge.Seconds(), OldestKnown: c.HasOldest,
-			Workers: totals.Live, Draining: totals.Draining},
-	}
+	in := policy.NewInput(time.Time{}, params, obs, c.Paused, totals.Draining, policy.HostState{}, o.prom)
+	return coord.Input{Params: in.Params, Obs: in.Obs, Prom: in.Prom, Signals: in.Signals}
 }
 
 // event writes a coordination event to the journal (coord.Deps.Events).
