@@ -41,7 +41,7 @@ func checkFleetConns(c *Config, problems, warnings *[]Problem) {
 		}
 		u := checkConn(conn, add, problems, warnings)
 		if u != nil && conn.URL == "" {
-			if _, err := fleetStoreOf(u.Scheme); err != nil {
+			if _, err := FleetStoreOf(u.Scheme); err != nil {
 				k := "url_file"
 				if conn.URLFile == "" {
 					k = "url_credential"

@@ -29,17 +29,19 @@ var fleetTimingKeys = []string{"ttl_sec", "heartbeat_sec", "renew_sec", "hold_se
 var hostIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
 
 // FleetStore names the coordination store of a URL by its scheme
-// (FleetStoreRedis or FleetStorePostgres), for the daemon once it has read
-// a URL that url_file or url_credential held.
+// (FleetStoreRedis or FleetStorePostgres).
 func FleetStore(rawURL string) (string, error) {
 	u, err := url.Parse(strings.TrimSpace(rawURL))
 	if err != nil {
 		return "", fmt.Errorf("not a URL: %s", urlParseError(err))
 	}
-	return fleetStoreOf(u.Scheme)
+	return FleetStoreOf(u.Scheme)
 }
 
-func fleetStoreOf(scheme string) (string, error) {
+// FleetStoreOf names the coordination store of a URL scheme: the one
+// place that knows which scheme is which store (the checks at load, and
+// internal/fleet/stores, which opens it).
+func FleetStoreOf(scheme string) (string, error) {
 	switch scheme {
 	case "redis", "rediss":
 		return FleetStoreRedis, nil
@@ -135,7 +137,7 @@ func (l *loader) fleet(r rawSourceTable) *Fleet {
 // or a credential, which the daemon reads at start (FleetStore).
 func storeOf(c Conn) string {
 	if u, err := url.Parse(c.URL); c.URL != "" && err == nil {
-		s, _ := fleetStoreOf(u.Scheme)
+		s, _ := FleetStoreOf(u.Scheme)
 		return s
 	}
 	return ""

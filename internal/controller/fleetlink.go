@@ -33,10 +33,8 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	fleetmode "github.com/flexiq/flexiq-scaled/internal/fleet"
 	"github.com/flexiq/flexiq-scaled/internal/fleet/coord"
-	"github.com/flexiq/flexiq-scaled/internal/fleet/pgstore"
-	"github.com/flexiq/flexiq-scaled/internal/fleet/redisstore"
+	"github.com/flexiq/flexiq-scaled/internal/fleet/stores"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
-	"github.com/flexiq/flexiq-scaled/internal/source"
 	"github.com/flexiq/flexiq-scaled/internal/version"
 )
 
@@ -80,32 +78,6 @@ type leaderRead struct {
 	obs observed
 }
 
-// openFleetStore opens the store f names (it connects at its first call).
-func openFleetStore(f config.Fleet) (fleetmode.Store, error) {
-	kind := f.Store
-	if kind == "" {
-		u, err := source.ConnURL(f.Conn)
-		if err != nil {
-			return nil, fmt.Errorf("the fleet's store: %w", err)
-		}
-		switch u.Scheme {
-		case "redis", "rediss":
-			kind = config.FleetStoreRedis
-		case "postgres", "postgresql":
-			kind = config.FleetStorePostgres
-		default:
-			return nil, fmt.Errorf("the fleet's store: the URL from %s is neither redis:// nor postgres://", f.Conn.URLOrigin())
-		}
-	}
-	switch kind {
-	case config.FleetStoreRedis:
-		return redisstore.New(f.Conn, redisstore.Options{}), nil
-	case config.FleetStorePostgres:
-		return pgstore.New(f.Conn, pgstore.Options{}), nil
-	}
-	return nil, fmt.Errorf("the fleet's store: unknown kind %q", kind)
-}
-
 // incarnation is a new coordinator's own part of its lease holder, so
 // that a restarted daemon takes a new term rather than renewing the old
 // one (coord.Config.Incarnation).
@@ -113,14 +85,6 @@ func incarnation() string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// storeKind names the store for status.
-func storeKind(s fleetmode.Store) string {
-	if _, ok := s.(*pgstore.Store); ok {
-		return config.FleetStorePostgres
-	}
-	return config.FleetStoreRedis
 }
 
 // localBounds is the pool as this host runs it: a fleet pool's bounds are
@@ -148,9 +112,9 @@ func fleetCapacity(cfg *config.Pool) int {
 
 // newFleetLink prepares the coordination of cfg's pool; nothing runs
 // before start.
-func newFleetLink(cfg *config.Pool, log *eventlog.Logger, open func(config.Fleet) (fleetmode.Store, error)) (*fleetLink, error) {
+func newFleetLink(cfg *config.Pool, rules *policy.RuleSet, log *eventlog.Logger, open func(config.Fleet) (fleetmode.Store, error)) (*fleetLink, error) {
 	if open == nil {
-		open = openFleetStore
+		open = stores.Open
 	}
 	store, err := open(cfg.Fleet.Fleet)
 	if err != nil {
@@ -158,11 +122,7 @@ func newFleetLink(cfg *config.Pool, log *eventlog.Logger, open func(config.Fleet
 	}
 	l := &fleetLink{cfg: *cfg.Fleet, store: store, log: log}
 	l.pool.Store(cfg)
-	pl, err := fleetPipeline(cfg)
-	if err != nil {
-		store.Close()
-		return nil, err
-	}
+	pl := fleetPipeline(cfg, rules)
 	f := cfg.Fleet.Fleet
 	l.c, err = coord.New(coord.Config{
 		Pool: cfg.Name, ID: f.HostID, Incarnation: incarnation(), Interval: f.Heartbeat, TTL: f.TTL, Renew: f.Renew, Hold: f.Hold,
@@ -178,17 +138,13 @@ func newFleetLink(cfg *config.Pool, log *eventlog.Logger, open func(config.Fleet
 }
 
 // fleetPipeline is the leader's decision pipeline for cfg, its own (the
-// coordinator's goroutine runs it; its memory is the plan's).
-func fleetPipeline(cfg *config.Pool) (*policy.Pipeline, error) {
-	pl := &policy.Pipeline{Strategy: cfg.Scaling.Policy, Rec: &policy.Recommender{}, Limiter: &policy.Limiter{}, Behavior: cfg.Scaling.Behavior}
-	if cfg.Scaling.Policy == config.PolicyRules {
-		rs, err := policy.CompileRules(cfg.Scaling.ScaleUp, cfg.Scaling.ScaleDown)
-		if err != nil {
-			return nil, fmt.Errorf("pool %s: %w", cfg.Name, err)
-		}
-		pl.Rules = rs
+// coordinator's goroutine runs it; its memory is the plan's) over the
+// pool's compiled rules (nil unless policy = "rules"), compiled once.
+func fleetPipeline(cfg *config.Pool, rules *policy.RuleSet) *policy.Pipeline {
+	if rules != nil {
+		rules = rules.Fresh()
 	}
-	return pl, nil
+	return policy.NewPipeline(cfg.Scaling.Policy, cfg.Scaling.Behavior, rules)
 }
 
 // start runs the coordinator until stop. wake is the pool's kick.
@@ -217,13 +173,8 @@ func (l *fleetLink) start(wake func()) {
 // than a TTL. An optimisation only: without it, the lease lapses.
 func (l *fleetLink) listen(ctx context.Context) {
 	for ctx.Err() == nil {
-		var err error
-		switch s := l.store.(type) {
-		case *redisstore.Store:
-			err = l.listenRedis(ctx, s)
-		case *pgstore.Store:
-			err = l.listenPg(ctx, s)
-		default:
+		err := stores.Releases(ctx, l.store, l.pool.Load().Name, l.c.Wake)
+		if errors.Is(err, stores.ErrNoReleases) {
 			return
 		}
 		if err != nil && ctx.Err() == nil {
@@ -233,32 +184,6 @@ func (l *fleetLink) listen(ctx context.Context) {
 			case <-time.After(max(l.cfg.Heartbeat, time.Second)):
 			}
 		}
-	}
-}
-
-func (l *fleetLink) listenRedis(ctx context.Context, s *redisstore.Store) error {
-	epochs, stop, err := s.Released(ctx, l.pool.Load().Name)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	for range epochs {
-		l.c.Wake()
-	}
-	return errors.New("the release subscription ended")
-}
-
-func (l *fleetLink) listenPg(ctx context.Context, s *pgstore.Store) error {
-	ln, err := s.Listen(ctx, l.pool.Load().Name)
-	if err != nil {
-		return err
-	}
-	defer ln.Close(context.WithoutCancel(ctx))
-	for {
-		if _, err := ln.Wait(ctx); err != nil {
-			return err
-		}
-		l.c.Wake()
 	}
 }
 
@@ -335,11 +260,8 @@ func fleetInput(cfg *config.Pool, o observed, totals fleetmode.Totals) coord.Inp
 	if d := o.demand; d.asked && d.err == nil {
 		obs.ArrivalRate, obs.ServiceTime, obs.DemandKnown = d.d.ArrivalRate, d.d.ServiceTime, d.d.Known
 	}
-	return coord.Input{
-		Params: params, Obs: obs, Prom: o.prom,
-		Signals: policy.Signals{Paused: c.Paused, OldestAge: c.OldestAge.Seconds(), OldestKnown: c.HasOldest,
-			Workers: totals.Live, Draining: totals.Draining},
-	}
+	in := policy.NewInput(time.Time{}, params, obs, c.Paused, totals.Draining, policy.HostState{}, o.prom)
+	return coord.Input{Params: in.Params, Obs: in.Obs, Prom: in.Prom, Signals: in.Signals}
 }
 
 // event writes a coordination event to the journal (coord.Deps.Events).

@@ -43,18 +43,14 @@ func (p *Pool) publishFleet() {
 func (p *Pool) refleet(cfg *config.Pool) error {
 	old := p.fl
 	if old != nil && cfg.Joins() && reflect.DeepEqual(old.cfg, *cfg.Fleet) && old.pool.Load().MinWorkers == cfg.MinWorkers {
-		pl, err := fleetPipeline(cfg)
-		if err != nil {
-			return err
-		}
 		old.pool.Store(cfg)
-		old.c.SetPipeline(pl)
+		old.c.SetPipeline(fleetPipeline(cfg, p.sc.rules))
 		return nil
 	}
 	var fl *fleetLink
 	if cfg.Joins() {
 		var err error
-		if fl, err = newFleetLink(cfg, p.log, p.opts.OpenFleetStore); err != nil {
+		if fl, err = newFleetLink(cfg, p.sc.rules, p.log, p.opts.OpenFleetStore); err != nil {
 			return err
 		}
 	}

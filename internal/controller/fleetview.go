@@ -9,6 +9,7 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/api"
 	fleetmode "github.com/flexiq/flexiq-scaled/internal/fleet"
 	"github.com/flexiq/flexiq-scaled/internal/fleet/coord"
+	"github.com/flexiq/flexiq-scaled/internal/fleet/stores"
 )
 
 // fleetView is status's fleet section; nil for a pool not in a fleet.
@@ -18,7 +19,7 @@ func (p *Pool) fleetView() *api.FleetView {
 	}
 	s := p.fl.c.Snapshot()
 	v := &api.FleetView{
-		Store: storeKind(p.fl.store), HostID: p.fl.cfg.HostID,
+		Store: stores.Kind(p.fl.store), HostID: p.fl.cfg.HostID,
 		Leader: coord.HostOf(s.Lease.Holder), IsLeader: s.Leader, Epoch: s.Lease.Epoch,
 		PlanEpoch: s.Plan.Epoch, Target: s.Plan.Target,
 		Share: s.Target, Phase: string(s.Apply.Phase),

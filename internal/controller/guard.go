@@ -146,7 +146,6 @@ type scaling struct {
 	rules    *policy.RuleSet // nil unless policy = "rules"
 	rulesFor []policy.Rule   // the rules compiled, to tell a reload that changed them
 	downFor  *policy.Rule
-	limiter  policy.Limiter
 
 	guardLogged string // key of the last guard entry: log each new one once
 	ruleErr     *eventlog.Throttle
@@ -217,18 +216,15 @@ func (p *Pool) decide(now time.Time, params policy.Params, obs policy.Observatio
 		chk = p.opts.Guard.check(now, load, sc.rules != nil && sc.rules.ReadsHost(), p.cfg.PollInterval)
 	}
 
-	in := policy.Input{Now: now, Params: params, Obs: obs}
+	var read map[string]policy.PromResult
 	if sc.rules != nil {
 		if qs := sc.rules.Queries(); len(qs) > 0 && obs.Valid {
-			in.Prom = conditionsRead(qs, prom)
-		}
-		in.Signals = policy.Signals{
-			Paused: counts.Paused, OldestAge: counts.OldestAge.Seconds(), OldestKnown: counts.HasOldest,
-			Workers: obs.Current, Draining: p.workers.draining(),
-			WorkerCPU: obs.CPU, WorkerCPUKnown: obs.CPUKnown,
-			Host: chk.host.Reading, HostCPUEMA: chk.host.EMA,
+			read = conditionsRead(qs, prom)
 		}
 	}
+	// The rules' variables are read only by the rules, and only on a
+	// valid observation (which carries the counts' oldest age).
+	in := policy.NewInput(now, params, obs, counts.Paused, p.workers.draining(), chk.host, read)
 	if chk.active {
 		in.Guard = &policy.GuardInput{Verdict: chk.verdict, Victim: chk.victim, Due: chk.due}
 	}
@@ -251,10 +247,12 @@ func (p *Pool) decide(now time.Time, params policy.Params, obs policy.Observatio
 }
 
 // pipeline is the pool's decision pipeline (policy.Pipeline, shared with
-// simulate) over the state the pool keeps across ticks and reloads.
+// simulate): its memory is the pool's, its strategy, behaviour and rules
+// those of the configuration in force.
 func (p *Pool) pipeline() *policy.Pipeline {
-	return &policy.Pipeline{Strategy: p.cfg.Scaling.Policy, Rec: &p.rec, Rules: p.sc.rules,
-		Limiter: &p.sc.limiter, Behavior: p.cfg.Scaling.Behavior}
+	pl := p.pipe
+	pl.Strategy, pl.Behavior, pl.Rules = p.cfg.Scaling.Policy, p.cfg.Scaling.Behavior, p.sc.rules
+	return pl
 }
 
 // conditionsRead is the tick's promql() results for queries: a query that
@@ -334,7 +332,7 @@ type savedEvent struct {
 
 func (p *Pool) saveScaling() savedScaling {
 	var s savedScaling
-	for _, e := range p.sc.limiter.Events() {
+	for _, e := range p.pipe.Limiter.Events() {
 		s.Events = append(s.Events, savedEvent{At: int64(monoSince(e.At)), Change: e.Change})
 	}
 	if rs := p.sc.rules; rs != nil {
@@ -356,7 +354,7 @@ func (p *Pool) restoreScaling(now time.Time, s savedScaling) {
 	for _, e := range s.Events {
 		events = append(events, policy.ScaleEvent{At: monoTime(time.Duration(e.At)), Change: e.Change})
 	}
-	p.sc.limiter.Restore(now, events)
+	p.pipe.Limiter.Restore(now, events)
 	if rs := p.sc.rules; rs != nil {
 		for k, at := range s.RuleFired {
 			if t := monoTime(time.Duration(at)); !t.After(now) {

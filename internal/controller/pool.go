@@ -160,7 +160,9 @@ type Pool struct {
 	retired []source.Source
 	// prom runs the rules' promql() when the source does not (promql.go).
 	prom source.PromQL
-	rec  policy.Recommender
+	// pipe is the pool's decision pipeline, its memory (the recommender's
+	// history, the limiter's events) kept across ticks and reloads.
+	pipe *policy.Pipeline
 	// workers are the pool's slots, starts and stops, backoff, quiet phase
 	// and rollout (workers.go): what follows the decision.
 	workers *workers
@@ -214,6 +216,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		prom:   openPromQL(opts.NewPromQL, cfg),
 		report: newReporter(log),
 		acting: newRunner(),
+		pipe:   policy.NewPipeline(cfg.Scaling.Policy, cfg.Scaling.Behavior, nil),
 		wake:   make(chan struct{}, 1),
 	}
 	p.workers = newWorkers(p)
@@ -225,7 +228,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 	}
 	err = p.setRules(cfg)
 	if err == nil && cfg.Joins() {
-		p.fl, err = newFleetLink(cfg, log, opts.OpenFleetStore)
+		p.fl, err = newFleetLink(cfg, p.sc.rules, log, opts.OpenFleetStore)
 		p.flWake.Store(p.fl)
 	}
 	if err != nil {
@@ -293,7 +296,7 @@ func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 	// too: while the daemon was down nothing was recorded, and the ticks it
 	// missed would have kept the window open for what was running then.
 	if adopted > 0 {
-		p.rec.Seed(now, adopted)
+		p.pipe.Rec.Seed(now, adopted)
 	}
 	p.workers.target = min(max(p.workers.target, p.cfg.MinWorkers), p.cfg.MaxWorkers)
 	if adopted > 0 {

@@ -39,7 +39,7 @@ func (p *Pool) updatePromQL(cfg *config.Pool) {
 // querier is what runs this pool's promql(): its source if that serves
 // promql() (a prometheus source queries its own server), else the daemon's.
 func (p *Pool) querier() source.Querier {
-	if q, ok := p.src.(source.Querier); ok {
+	if q, ok := source.As[source.Querier](p.src); ok {
 		return q
 	}
 	if p.prom != nil {

@@ -107,7 +107,7 @@ func (pl sourcePlan) read(ctx context.Context) observed {
 // readThreads reads flexiq's live workers' threads, with
 // threads_per_worker = "auto" and a source that reports them.
 func (pl sourcePlan) readThreads(ctx context.Context) threadsRead {
-	tr, ok := pl.src.(source.ThreadsReporter)
+	tr, ok := source.As[source.ThreadsReporter](pl.src)
 	if !ok || !pl.cfg.ThreadsAuto {
 		return threadsRead{}
 	}
@@ -121,7 +121,7 @@ func (pl sourcePlan) readThreads(ctx context.Context) threadsRead {
 // demand_window_sec, for a pool with demand = "littles-law" whose source
 // can read them (the config check refuses the knob for the others).
 func (pl sourcePlan) readDemand(ctx context.Context) demandRead {
-	dr, ok := pl.src.(source.DemandReader)
+	dr, ok := source.As[source.DemandReader](pl.src)
 	if !pl.readsDemand || !ok {
 		return demandRead{}
 	}

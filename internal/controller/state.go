@@ -65,7 +65,7 @@ func (p *Pool) saveState(now time.Time) {
 	}
 	st := savedState{Version: stateVersion, Pool: p.name, SavedAt: int64(monoSince(now)), Target: p.workers.target, Roll: p.workers.roll.nonce,
 		savedScaling: p.saveScaling()}
-	for _, s := range p.rec.History() {
+	for _, s := range p.pipe.Rec.History() {
 		st.History = append(st.History, savedSample{At: int64(monoSince(s.At)), Raw: s.Raw})
 	}
 	for slot, b := range p.workers.fleet.backoff {
@@ -142,7 +142,7 @@ func (p *Pool) restore(now time.Time, st *savedState) {
 	for _, s := range st.History {
 		samples = append(samples, policy.Sample{At: monoTime(time.Duration(s.At)), Raw: s.Raw})
 	}
-	p.rec.Restore(now, samples)
+	p.pipe.Rec.Restore(now, samples)
 	p.restoreScaling(now, st.savedScaling)
 	for slot, b := range st.Backoff {
 		if slot > 0 && b.Delay > 0 {

@@ -49,7 +49,7 @@ func (p *Pool) rewatch(ctx context.Context) {
 	}
 	p.retired = nil
 	p.watch.src = src
-	w, ok := src.(source.Watcher)
+	w, ok := source.As[source.Watcher](src)
 	if !ok {
 		p.log.Event(eventlog.Lifecycle, eventlog.Info, nil,
 			"wake-up is off: its source has no way to tell when work arrives; polling every %s", poll)

@@ -46,6 +46,14 @@ type Pipeline struct {
 	Behavior Behavior
 }
 
+// NewPipeline is a pool's pipeline with state of its own: a new recommender
+// and limiter. rules are the rules strategy's (CompileRules; nil for the
+// others); a second pipeline over the same rules takes rules.Fresh(), which
+// shares their compiled programs but not their memory.
+func NewPipeline(strategy string, b Behavior, rules *RuleSet) *Pipeline {
+	return &Pipeline{Strategy: strategy, Rec: &Recommender{}, Rules: rules, Limiter: &Limiter{}, Behavior: b}
+}
+
 // GuardInput is the host guard's judgement for this pool at this tick.
 type GuardInput struct {
 	Verdict Verdict
@@ -61,6 +69,21 @@ type Input struct {
 	Signals Signals               // the rules' variables
 	Prom    map[string]PromResult // the rules' promql() results
 	Guard   *GuardInput           // nil: no [host_guard]
+}
+
+// NewInput is one tick's input: the observation, and the rules' variables
+// read from it and from what only the caller knows (the paused jobs, the
+// draining workers, the host as the guard saw it). prom is the rules'
+// promql() results; the guard, when there is one, the caller's to set.
+func NewInput(now time.Time, params Params, obs Observation, paused int64, draining int, host HostState, prom map[string]PromResult) Input {
+	return Input{
+		Now: now, Params: params, Obs: obs, Prom: prom,
+		Signals: Signals{
+			Paused: paused, OldestAge: obs.OldestAge.Seconds(), OldestKnown: obs.OldestKnown,
+			Workers: obs.Current, Draining: draining, WorkerCPU: obs.CPU, WorkerCPUKnown: obs.CPUKnown,
+			Host: host.Reading, HostCPUEMA: host.EMA,
+		},
+	}
 }
 
 // Result is the pipeline's decision and the decision each step was given,

@@ -108,3 +108,55 @@ func TestPipelineActedFeedsTheNextTick(t *testing.T) {
 		t.Errorf("after the cooldown, within the minute: %d (limit %q), want 4 by the rate limit", d.Desired, d.Limit)
 	}
 }
+
+// A fleet's leader runs the rules its pool compiled, with a memory of its
+// own: Fresh shares the compiled programs, which two goroutines may run at
+// once (the pool's and the coordinator's), and nothing else.
+func TestRuleSetFresh(t *testing.T) {
+	rs, err := CompileRules([]Rule{{When: `pending > 20 && promql("up")`, Step: 2}}, &Rule{When: "pending == 0", Step: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(10_000, 0)
+	rs.LastFired["scale_up[0]"] = t0
+	fresh := rs.Fresh()
+	if fresh.Up[0] != rs.Up[0] || fresh.Down != rs.Down {
+		t.Error("Fresh compiled the rules again")
+	}
+	if len(fresh.LastFired) != 0 || !fresh.LastBusy.IsZero() {
+		t.Errorf("Fresh kept the memory: %v, %v", fresh.LastFired, fresh.LastBusy)
+	}
+	p := flexiqParams()
+	done := make(chan int)
+	for k, set := range []*RuleSet{rs, fresh} {
+		go func() {
+			n := 0
+			for i := range 2000 {
+				fires := (i+k)%2 == 0 // each its own pattern
+				d := set.Decide(t0, p, obs(50, 0, 1), Signals{}, map[string]PromResult{"up": {Fires: fires}})
+				if (d.Rule == "scale_up[0]") != fires {
+					n++
+				}
+			}
+			done <- n
+		}()
+	}
+	if bad := <-done + <-done; bad != 0 {
+		t.Errorf("%d decisions read the other run's promql() results", bad)
+	}
+}
+
+// The input's variables are the observation's, with what only the caller
+// knows.
+func TestNewInput(t *testing.T) {
+	t0 := time.Unix(10_000, 0)
+	o := Observation{Current: 3, Valid: true, Pending: 9, OldestAge: 1500 * time.Millisecond, OldestKnown: true, CPU: 0.5, CPUKnown: true}
+	host := HostState{Reading: HostReading{CPU: 0.7, CPUKnown: true}, EMA: 0.6}
+	prom := map[string]PromResult{"up": {Fires: true}}
+	in := NewInput(t0, flexiqParams(), o, 4, 2, host, prom)
+	want := Signals{Paused: 4, OldestAge: 1.5, OldestKnown: true, Workers: 3, Draining: 2, WorkerCPU: 0.5, WorkerCPUKnown: true,
+		Host: host.Reading, HostCPUEMA: 0.6}
+	if in.Signals != want || in.Obs != o || !in.Now.Equal(t0) || in.Guard != nil || !in.Prom["up"].Fires {
+		t.Errorf("NewInput = %+v, want signals %+v", in, want)
+	}
+}

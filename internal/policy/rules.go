@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/expr-lang/expr"
@@ -101,6 +102,11 @@ type CompiledRule struct {
 	prog    *vm.Program
 	Queries []string // promql() arguments, in order of appearance
 	Signals []string // signal names it reads
+
+	// mu serialises the runs of prog, which reads the tick's promql()
+	// results through results: the program is compiled once and shared
+	// by the RuleSets of one pool's configuration (Fresh).
+	mu      sync.Mutex
 	results *map[string]PromResult
 }
 
@@ -203,6 +209,8 @@ func (c *CompiledRule) eval(env ruleEnv, known func(string) bool, results map[st
 			return false, fmt.Errorf("%s is unknown on this tick", s)
 		}
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	*c.results = results
 	defer func() { *c.results = nil }()
 	out, err := expr.Run(c.prog, env)
@@ -248,6 +256,14 @@ func CompileRules(up []Rule, down *Rule) (*RuleSet, error) {
 		rs.Down = c
 	}
 	return rs, nil
+}
+
+// Fresh is a RuleSet over the same compiled rules with a memory of its
+// own (nothing fired yet, no work seen), for a second pipeline over the
+// same configuration (a fleet's leader beside its pool): the rules are
+// compiled once.
+func (rs *RuleSet) Fresh() *RuleSet {
+	return &RuleSet{Up: rs.Up, Down: rs.Down, LastFired: map[string]time.Time{}}
 }
 
 // Queries are every promql() query of the set, each once.

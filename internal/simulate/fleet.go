@@ -148,7 +148,7 @@ func RunFleet(pool *config.Pool, trace io.Reader, opt FleetOptions, format strin
 	if opt.TTL <= 0 {
 		opt.TTL = fleet.DefaultTTL
 	}
-	fs := &fleetSim{opt: opt, params: pool.PolicyParams(), pipe: &st.pipe}
+	fs := &fleetSim{opt: opt, params: pool.PolicyParams(), pipe: st.pipe}
 	for _, h := range opt.Hosts {
 		fs.hosts = append(fs.hosts, &simHost{Host: h, alive: true, view: fleet.View{ID: h.ID}})
 	}
@@ -184,17 +184,17 @@ func (fs *fleetSim) tick(tk tick) (fleetRow, error) {
 	}
 	live := fleet.LiveMembers(members, now, fleet.GoneAfter(fs.opt.Heartbeat))
 	if l := fs.leader(now); l != nil {
-		o := policy.Observation{}
+		o := policy.Observation{Current: fleet.Sum(live).Live} // fleet.Decide counts its own
 		if tk.pending != nil {
 			o.Valid, o.Pending, o.Running = true, *tk.pending, *tk.running
 		}
 		if tk.oldestAge != nil {
 			o.OldestAge, o.OldestKnown = seconds(*tk.oldestAge), true
 		}
+		in := policy.NewInput(now, fs.params, o, tk.host.paused, 0, policy.HostState{}, tk.host.prom)
 		d, err := fleet.Decide(fs.pipe, fleet.Tick{
 			Now: now, Epoch: fs.lease.epoch, Params: fs.params, Obs: o,
-			Signals: policy.Signals{Paused: tk.host.paused, Workers: fleet.Sum(live).Live, OldestAge: o.OldestAge.Seconds(), OldestKnown: o.OldestKnown},
-			Prom:    tk.host.prom, Members: live, Prev: fs.plan,
+			Signals: in.Signals, Prom: in.Prom, Members: live, Prev: fs.plan,
 		})
 		if err != nil {
 			return row, err

@@ -115,32 +115,29 @@ type stepper struct {
 	pool  *config.Pool
 	guard *config.HostGuard
 
-	params  policy.Params
-	rec     policy.Recommender
-	rules   *policy.RuleSet
-	limiter policy.Limiter
-	pipe    policy.Pipeline // the daemon's pipeline over rec, rules and limiter
-	ema     policy.EWMA
-	emaSet  bool
-	lastEm  time.Time
+	params policy.Params
+	pipe   *policy.Pipeline // the daemon's pipeline
+	ema    policy.EWMA
+	emaSet bool
+	lastEm time.Time
 }
 
 func newStepper(pool *config.Pool, guard *config.HostGuard) (*stepper, error) {
 	s := &stepper{pool: pool, guard: guard, params: pool.PolicyParams()}
-	s.pipe = policy.Pipeline{Strategy: pool.Scaling.Policy, Rec: &s.rec, Limiter: &s.limiter, Behavior: pool.Scaling.Behavior}
+	var rules *policy.RuleSet
 	if pool.Scaling.Policy == config.PolicyRules {
-		rs, err := policy.CompileRules(pool.Scaling.ScaleUp, pool.Scaling.ScaleDown)
-		if err != nil {
+		var err error
+		if rules, err = policy.CompileRules(pool.Scaling.ScaleUp, pool.Scaling.ScaleDown); err != nil {
 			return nil, err
 		}
-		s.rules, s.pipe.Rules = rs, rs
 	}
+	s.pipe = policy.NewPipeline(pool.Scaling.Policy, pool.Scaling.Behavior, rules)
 	return s, nil
 }
 
 // extended says whether the output needs the columns of issue 9's policies.
 func (s *stepper) extended(cols map[string]int) bool {
-	if s.rules != nil || s.guard != nil || s.pool.Scaling.Behavior.Longest() > 0 ||
+	if s.pipe.Rules != nil || s.guard != nil || s.pool.Scaling.Behavior.Longest() > 0 ||
 		s.pool.Scaling.Behavior.Up.Select != "" || s.pool.Scaling.Behavior.Down.Select != "" {
 		return true
 	}
@@ -166,15 +163,7 @@ func (s *stepper) step(now time.Time, o policy.Observation, tk tick) (policy.Dec
 		host.EMA = s.ema.Value
 	}
 
-	in := policy.Input{
-		Now: now, Params: s.params, Obs: o,
-		Signals: policy.Signals{
-			Paused: tk.host.paused, Workers: o.Current, WorkerCPU: o.CPU, WorkerCPUKnown: o.CPUKnown,
-			OldestAge: o.OldestAge.Seconds(), OldestKnown: o.OldestKnown,
-			Host: host.Reading, HostCPUEMA: host.EMA,
-		},
-		Prom: tk.host.prom,
-	}
+	in := policy.NewInput(now, s.params, o, tk.host.paused, 0, host, tk.host.prom)
 	if s.guard != nil {
 		// The simulated pool is the only one on its host: it is the
 		// emergency's victim whenever it is above its minimum.

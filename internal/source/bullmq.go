@@ -54,7 +54,7 @@ func init() {
 		Keys: append(slices.Clone(config.ConnKeys), redisQueuesKey("BullMQ queue names"),
 			config.KeyDoc{Name: "key_prefix", Type: "string", Default: `"bull"`, Limits: "not empty",
 				Doc: "BullMQ's `prefix` option, if the application sets one."}),
-	}, func(d *config.SourceDecoder) BullMQSettings {
+	}, Watches, func(d *config.SourceDecoder) BullMQSettings {
 		s := BullMQSettings{KeyPrefix: DefaultBullMQPrefix}
 		d.Conn(&s.Conn, redisSchemes...)
 		decodeRedisQueues(d, &s.Queues)
@@ -184,7 +184,7 @@ func (s *bullmq) oldest(ctx context.Context, c *redis.Client, k func(string) str
 	return max(age, 0), found, nil
 }
 
-func (s *bullmq) Close() error { return s.conn.close() }
+func (s *bullmq) Close() error { return s.conn.Close() }
 
 // Watch wakes the pool when a job is added, prioritized, delayed, paused
 // or taken: BullMQ's addStandardJob, addPrioritizedJob and addDelayedJob

@@ -52,7 +52,7 @@ func init() {
 		Keys: append(slices.Clone(config.ConnKeys), redisQueuesKey("Celery queue names"),
 			config.KeyDoc{Name: "key_prefix", Type: "string", Default: `""`,
 				Doc: "Celery's `global_keyprefix` transport option, if the application sets one."}),
-	}, func(d *config.SourceDecoder) CelerySettings {
+	}, Watches, func(d *config.SourceDecoder) CelerySettings {
 		var s CelerySettings
 		d.Conn(&s.Conn, redisSchemes...)
 		decodeRedisQueues(d, &s.Queues)
@@ -99,7 +99,7 @@ func (s *celery) observe(ctx context.Context, c *redis.Client, _ time.Time) (Cou
 		return out, fmt.Errorf("%s: %w", unacked, err)
 	}
 	// HSCAN, not HVALS: the hash holds every worker's prefetched messages,
-	// whole; one reply must stay within its budget (redis_limit.go) and
+	// whole; one reply must stay within its budget (conn/redis_limit.go) and
 	// one call must not block the server. Small pages: a message carries
 	// its task's arguments. At most celeryUnackedPage entries are read; of
 	// a larger hash, the share of the pool's queues in the entries read
@@ -150,7 +150,7 @@ func celeryRoutingKey(entry string) (string, bool) {
 	return rk, true
 }
 
-func (s *celery) Close() error { return s.conn.close() }
+func (s *celery) Close() error { return s.conn.Close() }
 
 // Watch wakes the pool when a message is pushed onto one of the queues'
 // priority lists.

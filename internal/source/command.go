@@ -50,7 +50,7 @@ func init() {
 				Doc: "How long one run may take; the pool's tick bounds it too. A command that overruns is stopped, " +
 					"with everything it started, and the tick holds."},
 		},
-	}, decodeCommand, func(s CommandSettings) (Source, error) { return newCommand(s, nil) })
+	}, 0, decodeCommand, func(s CommandSettings) (Source, error) { return newCommand(s, nil) })
 }
 
 // decodeCommand checks a command source: an argv whose program is an

@@ -61,7 +61,7 @@ func TestFlexiqSQLiteDemand(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			src := mustNew(t, config.Source{Type: TypeFlexiqSQLite, Settings: FlexiqSQLiteSettings{Path: path, Queues: tt.queues}})
-			got, err := src.(DemandReader).Demand(context.Background(), now, tt.window)
+			got, err := mustAs[DemandReader](t, src).Demand(context.Background(), now, tt.window)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,6 +73,6 @@ func TestFlexiqSQLiteDemand(t *testing.T) {
 	}
 
 	src := mustNew(t, config.Source{Type: TypeFlexiqSQLite, Settings: FlexiqSQLiteSettings{Path: path + ".missing"}})
-	_, err := src.(DemandReader).Demand(context.Background(), now, time.Minute)
+	_, err := mustAs[DemandReader](t, src).Demand(context.Background(), now, time.Minute)
 	wantErrContaining(t, err, TypeFlexiqSQLite, path+".missing", "reading arrivals and service times")
 }

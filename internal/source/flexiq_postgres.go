@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/conn"
 )
 
 // TypeFlexiqPostgres reads flexiq's Postgres storage.
@@ -40,8 +41,7 @@ func init() {
 		Keys: append(slices.Clone(config.ConnKeys), queuesKey, namespaceKey,
 			config.KeyDoc{Name: "schema", Type: "string", Default: `"flexiq"`, Limits: "letters, digits and underscores",
 				Doc: "The schema flexiq's PostgreSQL storage was given, if not its default."}),
-		Threads: true,
-	}, decodeFlexiqPostgres, func(s FlexiqPostgresSettings) (Source, error) { return newFlexiqPostgres(s) })
+	}, ReportsThreads, decodeFlexiqPostgres, func(s FlexiqPostgresSettings) (Source, error) { return newFlexiqPostgres(s) })
 }
 
 // flexiqSchemaRE is what flexiq's validate_schema_name accepts
@@ -166,14 +166,14 @@ func (s *flexiqPostgres) connect() (*pgxpool.Pool, error) {
 	if s.pool != nil {
 		return s.pool, nil
 	}
-	u, err := connURL(s.spec.Conn)
+	u, err := conn.URL(s.spec.Conn)
 	if err != nil {
 		return nil, fmt.Errorf("%s source: %w", TypeFlexiqPostgres, err)
 	}
-	s.srv = redacted(u)
-	cfg, err := pgPoolConfig(u)
+	s.srv = conn.Redacted(u)
+	cfg, err := conn.PostgresPoolConfig(u)
 	if err != nil {
-		return nil, fmt.Errorf("%s source %s: bad URL: %v", TypeFlexiqPostgres, s.srv, pgParseError(err))
+		return nil, fmt.Errorf("%s source %s: bad URL: %v", TypeFlexiqPostgres, s.srv, conn.PostgresParseError(err))
 	}
 	cfg.MaxConns = 2
 	cfg.MinConns = 0
@@ -182,7 +182,7 @@ func (s *flexiqPostgres) connect() (*pgxpool.Pool, error) {
 	cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
 	cfg.ConnConfig.RuntimeParams["application_name"] = "flexiq-scaled"
 	cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
-		u, err := connURL(s.spec.Conn)
+		u, err := conn.URL(s.spec.Conn)
 		if err != nil {
 			return err
 		}

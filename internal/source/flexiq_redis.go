@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/conn"
 )
 
 // TypeFlexiqRedis reads flexiq's Redis storage.
@@ -41,8 +42,7 @@ func init() {
 			namespaceKey,
 			config.KeyDoc{Name: "key_prefix", Type: "string", Default: `"flexiq:"`,
 				Doc: "The key prefix flexiq's Redis storage was given, if not its default."}),
-		Threads: true,
-	}, decodeFlexiqRedis, func(s FlexiqRedisSettings) (Source, error) { return newFlexiqRedis(s) })
+	}, Watches|ReportsThreads, decodeFlexiqRedis, func(s FlexiqRedisSettings) (Source, error) { return newFlexiqRedis(s) })
 }
 
 func decodeFlexiqRedis(d *config.SourceDecoder) FlexiqRedisSettings {
@@ -163,7 +163,7 @@ func (s *flexiqRedis) pausedKey() string {
 
 func (s *flexiqRedis) fail(what string, err error) error {
 	msg := err.Error()
-	var big *ReplyTooLargeError
+	var big *conn.ReplyTooLargeError
 	switch {
 	case errors.As(err, &big):
 		msg = "reply too large: " + msg
@@ -175,7 +175,7 @@ func (s *flexiqRedis) fail(what string, err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		msg = "timed out: " + msg
 	}
-	return fmt.Errorf("%s source %s: %s: %s", TypeFlexiqRedis, s.conn.serverName(), what, msg)
+	return fmt.Errorf("%s source %s: %s: %s", TypeFlexiqRedis, s.conn.Server(), what, msg)
 }
 
 // Observe reads every count in one MULTI/EXEC, so they are of one moment:
@@ -184,7 +184,7 @@ func (s *flexiqRedis) fail(what string, err error) error {
 // the paused set. That is about 2,000 cheap commands per queue, in one
 // round trip. With a namespace, observeNamespace reads instead.
 func (s *flexiqRedis) Observe(ctx context.Context, now time.Time) (Counts, error) {
-	client, err := s.conn.client()
+	client, err := s.conn.Client()
 	if err == nil {
 		var c Counts
 		if c, err = s.observe(ctx, client, now); err == nil {
@@ -410,7 +410,7 @@ const flexiqWorkersPage = 2048
 // pipeline. A hash without a namespace field was registered before
 // flexiq's #836: the default namespace's.
 func (s *flexiqRedis) Threads(ctx context.Context, now time.Time) (int, bool, error) {
-	client, err := s.conn.client()
+	client, err := s.conn.Client()
 	if err != nil {
 		return 0, false, err
 	}
@@ -448,7 +448,7 @@ func (s *flexiqRedis) Threads(ctx context.Context, now time.Time) (int, bool, er
 	return n, ok, nil
 }
 
-func (s *flexiqRedis) Close() error { return s.conn.close() }
+func (s *flexiqRedis) Close() error { return s.conn.Close() }
 
 // Watch wakes the pool when a job enters one of the queues' pending sets
 // (enqueue, retry, release), or when a job starts or ends (the running

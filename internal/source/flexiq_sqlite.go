@@ -39,10 +39,8 @@ func init() {
 		Doc: "Reads flexiq's own `jobs` table. *Pending* is the jobs with `status = 0` whose `scheduled_at` " +
 			"has come, *running* the jobs with `status = 1`; a job whose queue is paused (`queue_state`) is " +
 			"*paused*, not pending. " + sqliteDoc,
-		Keys:    []config.KeyDoc{pathKey, queuesKey, namespaceKey},
-		Threads: true,
-		Demand:  true,
-	}, decodeFlexiqSQLite, func(s FlexiqSQLiteSettings) (Source, error) {
+		Keys: []config.KeyDoc{pathKey, queuesKey, namespaceKey},
+	}, Watches|ReportsThreads|ReadsDemand, decodeFlexiqSQLite, func(s FlexiqSQLiteSettings) (Source, error) {
 		if s.Path == "" {
 			return nil, fmt.Errorf("%s source: path is empty", TypeFlexiqSQLite)
 		}

@@ -85,7 +85,7 @@ func TestFlexiqSQLiteThreads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	tr, ok := src.(ThreadsReporter)
+	tr, ok := As[ThreadsReporter](src)
 	if !ok {
 		t.Fatal("flexiq-sqlite is no ThreadsReporter")
 	}
@@ -97,7 +97,7 @@ func TestFlexiqSQLiteThreads(t *testing.T) {
 	}
 	ns, _ := New(config.Source{Type: TypeFlexiqSQLite, Settings: FlexiqSQLiteSettings{Path: path, Namespace: "other"}})
 	defer ns.Close()
-	if n, ok, err := ns.(ThreadsReporter).Threads(t.Context(), now); err != nil || ok {
+	if n, ok, err := mustAs[ThreadsReporter](t, ns).Threads(t.Context(), now); err != nil || ok {
 		t.Errorf("Threads in namespace other = %d, %v, %v; want not ok", n, ok, err)
 	}
 }

@@ -45,10 +45,10 @@ type guarded struct {
 // Guard wraps src so that a panic in any of its methods, or in a goroutine
 // its Watch starts, becomes a *PanicError. The first panic's error, stack
 // included, goes to onPanic (the daemon logs it to the pool's journal); nil
-// writes it to stderr. The wrapper implements exactly the optional
-// interfaces src implements (Watcher, ThreadsReporter, DemandReader,
-// Querier), so that the controller's type assertions see what they saw.
-// Guarding a guarded source only sets its onPanic.
+// writes it to stderr. The wrapper is a Source only: its optional
+// interfaces (Watcher, ThreadsReporter, DemandReader, Querier) are reached
+// through As, which guards them too. Guarding a guarded source only sets
+// its onPanic.
 func Guard(src Source, typ string, onPanic func(*PanicError)) Source {
 	if gs, ok := src.(interface{ guard() *guarded }); ok {
 		if onPanic != nil {
@@ -59,116 +59,39 @@ func Guard(src Source, typ string, onPanic func(*PanicError)) Source {
 		}
 		return src
 	}
-	g := &guarded{typ: typ, inner: src, onPanic: onPanic}
-	mask := 0
-	if _, ok := src.(Watcher); ok {
-		mask |= 1
+	return &guarded{typ: typ, inner: src, onPanic: onPanic}
+}
+
+// As returns src's T, one of the optional interfaces Watcher,
+// ThreadsReporter, DemandReader and Querier, when src implements it (what
+// its type declared: define). Through a guard, its methods are guarded as
+// the source's own are.
+func As[T any](src Source) (T, bool) {
+	var zero T
+	gs, isGuard := src.(interface{ guard() *guarded })
+	if !isGuard {
+		t, ok := src.(T)
+		return t, ok
 	}
-	if _, ok := src.(ThreadsReporter); ok {
-		mask |= 2
+	g := gs.guard()
+	if _, ok := g.inner.(T); !ok {
+		return zero, false
 	}
-	if _, ok := src.(DemandReader); ok {
-		mask |= 4
+	var w any
+	switch any(&zero).(type) {
+	case *Watcher:
+		w = gWatch{g}
+	case *ThreadsReporter:
+		w = gThreads{g}
+	case *DemandReader:
+		w = gDemand{g}
+	case *Querier:
+		w = gQuery{g}
+	default:
+		// An interface with no guard of its own: not reached through one.
+		return zero, false
 	}
-	if _, ok := src.(Querier); ok {
-		mask |= 8
-	}
-	w, t, d, q := gWatch{g}, gThreads{g}, gDemand{g}, gQuery{g}
-	switch mask {
-	case 1:
-		return struct {
-			*guarded
-			gWatch
-		}{g, w}
-	case 2:
-		return struct {
-			*guarded
-			gThreads
-		}{g, t}
-	case 3:
-		return struct {
-			*guarded
-			gWatch
-			gThreads
-		}{g, w, t}
-	case 4:
-		return struct {
-			*guarded
-			gDemand
-		}{g, d}
-	case 5:
-		return struct {
-			*guarded
-			gWatch
-			gDemand
-		}{g, w, d}
-	case 6:
-		return struct {
-			*guarded
-			gThreads
-			gDemand
-		}{g, t, d}
-	case 7:
-		return struct {
-			*guarded
-			gWatch
-			gThreads
-			gDemand
-		}{g, w, t, d}
-	case 8:
-		return struct {
-			*guarded
-			gQuery
-		}{g, q}
-	case 9:
-		return struct {
-			*guarded
-			gWatch
-			gQuery
-		}{g, w, q}
-	case 10:
-		return struct {
-			*guarded
-			gThreads
-			gQuery
-		}{g, t, q}
-	case 11:
-		return struct {
-			*guarded
-			gWatch
-			gThreads
-			gQuery
-		}{g, w, t, q}
-	case 12:
-		return struct {
-			*guarded
-			gDemand
-			gQuery
-		}{g, d, q}
-	case 13:
-		return struct {
-			*guarded
-			gWatch
-			gDemand
-			gQuery
-		}{g, w, d, q}
-	case 14:
-		return struct {
-			*guarded
-			gThreads
-			gDemand
-			gQuery
-		}{g, t, d, q}
-	case 15:
-		return struct {
-			*guarded
-			gWatch
-			gThreads
-			gDemand
-			gQuery
-		}{g, w, t, d, q}
-	}
-	return g
+	return w.(T), true
 }
 
 func (g *guarded) guard() *guarded { return g }

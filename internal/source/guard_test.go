@@ -156,23 +156,24 @@ func fakeOf(mask int, panics bool) Source {
 
 func maskOf(s Source) int {
 	m := 0
-	if _, ok := s.(Watcher); ok {
+	if _, ok := As[Watcher](s); ok {
 		m |= 1
 	}
-	if _, ok := s.(ThreadsReporter); ok {
+	if _, ok := As[ThreadsReporter](s); ok {
 		m |= 2
 	}
-	if _, ok := s.(DemandReader); ok {
+	if _, ok := As[DemandReader](s); ok {
 		m |= 4
 	}
-	if _, ok := s.(Querier); ok {
+	if _, ok := As[Querier](s); ok {
 		m |= 8
 	}
 	return m
 }
 
-// A guarded source implements exactly the optional interfaces of the source
-// it wraps, passes every call through, and turns a panic in any of them
+// A guarded source gives (As) exactly the optional interfaces of the
+// source it wraps, and implements none itself, so that a type assertion
+// cannot reach around its guard; it passes every call through, and turns a panic in any of them
 // into an error naming the source type and the panic; the stack is handed
 // over once.
 func TestGuard(t *testing.T) {
@@ -183,7 +184,10 @@ func TestGuard(t *testing.T) {
 		}
 		g := Guard(fakeOf(mask, false), "fake", nil)
 		if got := maskOf(g); got != mask {
-			t.Errorf("guarded source of interfaces %04b implements %04b", mask, got)
+			t.Errorf("guarded source of interfaces %04b gives %04b", mask, got)
+		}
+		if got := capsOf(g); got != 0 {
+			t.Errorf("guarded source of interfaces %04b implements %04b itself", mask, got)
 		}
 		if c, err := g.Observe(ctx, time.Now()); err != nil || c.Pending != 7 {
 			t.Errorf("mask %d: Observe = %+v, %v", mask, c, err)
@@ -196,19 +200,19 @@ func TestGuard(t *testing.T) {
 		}
 		_, err := p.Observe(ctx, time.Now())
 		checkPanic(t, err, "fake source: panic in Observe: assignment to entry in nil map")
-		if w, ok := p.(Watcher); ok {
+		if w, ok := As[Watcher](p); ok {
 			_, err := w.Watch(ctx, func() {})
 			checkPanic(t, err, "fake source: panic in Watch: watch exploded")
 		}
-		if tr, ok := p.(ThreadsReporter); ok {
+		if tr, ok := As[ThreadsReporter](p); ok {
 			_, _, err := tr.Threads(ctx, time.Now())
 			checkPanic(t, err, "fake source: panic in Threads: threads exploded")
 		}
-		if dr, ok := p.(DemandReader); ok {
+		if dr, ok := As[DemandReader](p); ok {
 			_, err := dr.Demand(ctx, time.Now(), time.Minute)
 			checkPanic(t, err, "fake source: panic in Demand: demand exploded")
 		}
-		if q, ok := p.(Querier); ok {
+		if q, ok := As[Querier](p); ok {
 			r := q.Conditions(ctx, []string{"up"})
 			checkPanic(t, r["up"].Err, "fake source: panic in Conditions: query exploded")
 		}
@@ -240,5 +244,40 @@ func TestGoGuardedReportsToTheGuard(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no report of the goroutine's panic")
+	}
+}
+
+// mustAs is As for a source known to have T.
+func mustAs[T any](t testing.TB, src Source) T {
+	t.Helper()
+	v, ok := As[T](src)
+	if !ok {
+		var zero T
+		t.Fatalf("a %T source has no %T", src, &zero)
+	}
+	return v
+}
+
+// A source that does not implement what its type declared is refused at
+// New: the declaration (define) and the code cannot drift apart.
+func TestCheckCaps(t *testing.T) {
+	tests := []struct {
+		mask int
+		caps Caps
+		ok   bool
+	}{
+		{0, 0, true},
+		{1, Watches, true},
+		{15, Watches | ReportsThreads | ReadsDemand | Queries, true},
+		{7, Watches | ReportsThreads | ReadsDemand, true},
+		{1, Watches | ReportsThreads, false}, // declares threads, reads none
+		{3, Watches, false},                  // reads threads, does not say so
+		{8, 0, false},
+	}
+	for _, tc := range tests {
+		err := checkCaps("fake", fakeOf(tc.mask, false), tc.caps)
+		if (err == nil) != tc.ok {
+			t.Errorf("interfaces %04b, declared %04b: err = %v, want ok %v", tc.mask, tc.caps, err, tc.ok)
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/conn"
 )
 
 // fakePg is a hostile PostgreSQL server on 127.0.0.1: it refuses TLS ('N' to
@@ -147,7 +148,7 @@ func TestPostgresTLSDowngradeRefused(t *testing.T) {
 				switch kind {
 				case "pool":
 					var cfg *pgxpool.Config
-					if cfg, err = pgPoolConfig(u); err != nil {
+					if cfg, err = conn.PostgresPoolConfig(u); err != nil {
 						t.Fatal(err)
 					}
 					f.towards(cfg.ConnConfig)
@@ -159,7 +160,7 @@ func TestPostgresTLSDowngradeRefused(t *testing.T) {
 					pool.Close()
 				case "conn":
 					var cfg *pgx.ConnConfig
-					if cfg, err = pgConnConfig(u); err != nil {
+					if cfg, err = conn.PostgresConfig(u); err != nil {
 						t.Fatal(err)
 					}
 					f.towards(cfg)
@@ -187,7 +188,7 @@ func TestPostgresTLSDowngradeRefused(t *testing.T) {
 }
 
 // A server that announces a 512 MiB message made pgx allocate it (up to
-// about 1 GiB per message); now a message over pgMaxMessage is refused
+// about 1 GiB per message); now a message over conn.PostgresMaxMessage is refused
 // before anything is allocated, and the read fails as for any outage.
 func TestPostgresHugeMessage(t *testing.T) {
 	f := newFakePg(t, 512<<20)
@@ -213,13 +214,13 @@ func TestPostgresHugeMessage(t *testing.T) {
 
 	// The limit itself, on a single connection's configuration too.
 	u, _ := url.Parse("postgres://app@" + f.addr + "/q")
-	cfg, err := pgConnConfig(u)
+	cfg, err := conn.PostgresConfig(u)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = pgx.ConnectConfig(ctx, cfg)
 	var tooLong *pgproto3.ExceededMaxBodyLenErr
-	if !errors.As(err, &tooLong) || tooLong.MaxExpectedBodyLen != pgMaxMessage {
-		t.Errorf("err = %v, want pgproto3.ExceededMaxBodyLenErr at %d", err, pgMaxMessage)
+	if !errors.As(err, &tooLong) || tooLong.MaxExpectedBodyLen != conn.PostgresMaxMessage {
+		t.Errorf("err = %v, want pgproto3.ExceededMaxBodyLenErr at %d", err, conn.PostgresMaxMessage)
 	}
 }

@@ -21,7 +21,7 @@ func init() {
 		Doc: "No queue: the pool is a service's replicas that scale on their trigger rules (promql() against the " +
 			"daemon's [prometheus], the host's and workers' signals) and the CPU signal. A service pool with no " +
 			"source table has it; a pool of queue workers cannot.",
-	}, func(*config.SourceDecoder) NoneSettings { return NoneSettings{} },
+	}, 0, func(*config.SourceDecoder) NoneSettings { return NoneSettings{} },
 		func(NoneSettings) (Source, error) { return noneSource{}, nil })
 }
 

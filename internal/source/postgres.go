@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/conn"
 )
 
 // The PostgreSQL family: postgres-query (postgres_query.go) and one preset
@@ -63,12 +64,12 @@ func (d *pgDB) get() (*pgxpool.Pool, error) {
 	if d.pool != nil {
 		return d.pool, nil
 	}
-	u, err := connURL(d.conn)
+	u, err := conn.URL(d.conn)
 	if err != nil {
 		return nil, fmt.Errorf("%s source %s: %w", d.typ, d.server, err)
 	}
-	d.server = redacted(u)
-	cfg, err := pgPoolConfig(u)
+	d.server = conn.Redacted(u)
+	cfg, err := conn.PostgresPoolConfig(u)
 	if err != nil {
 		// pgx quotes the connection string, password included.
 		return nil, fmt.Errorf("%s source %s: not a valid PostgreSQL URL", d.typ, d.server)
@@ -364,11 +365,11 @@ func (d *pgDB) serverName() string {
 // listenOnce listens until the connection fails or ctx ends, calls active
 // once it listens, and returns why it ended.
 func (d *pgDB) listenOnce(ctx context.Context, channel string, wake, active func()) error {
-	u, err := connURL(d.conn)
+	u, err := conn.URL(d.conn)
 	if err != nil {
 		return fmt.Errorf("%s source %s: %w", d.typ, d.serverName(), err)
 	}
-	cfg, err := pgConnConfig(u)
+	cfg, err := conn.PostgresConfig(u)
 	if err != nil {
 		return fmt.Errorf("%s source %s: not a valid PostgreSQL URL", d.typ, d.serverName())
 	}

@@ -60,7 +60,7 @@ func init() {
 				Doc: "Named parameters, `[pools.NAME.source.params]`: `@NAME` in the query is bound to the key `NAME` by " +
 					"pgx's named arguments, which send the values apart from the SQL text (never spliced in). Values: " +
 					"string, integer, float, boolean, date-time, or an array of strings or integers (`= ANY(@NAME)`)."}),
-	}, decodePostgresQuery, func(s PostgresQuerySettings) (Source, error) {
+	}, 0, decodePostgresQuery, func(s PostgresQuerySettings) (Source, error) {
 		if s.Query == "" {
 			return nil, fmt.Errorf("%s source: query is empty", TypePostgresQuery)
 		}
@@ -225,8 +225,12 @@ func definePgPreset(p pgPresetDef) {
 	keys := append(slices.Clone(config.ConnKeys), config.KeyDoc{Name: "queues", Type: "array of strings",
 		Default: "all queues", Limits: "no empty names", Doc: "Count only jobs in these queues. `[]` means all queues."})
 	t := config.SourceType{Name: p.name, Doc: p.doc + " The URL is postgres:// or postgresql://.", Keys: keys}
+	var caps Caps
+	if p.channel != nil {
+		caps = Watches
+	}
 	if p.schema == "" {
-		define(t, func(d *config.SourceDecoder) PgQueuesSettings {
+		define(t, caps, func(d *config.SourceDecoder) PgQueuesSettings {
 			var s PgQueuesSettings
 			d.Conn(&s.Conn, postgresSchemes...)
 			d.Queues(&s.Queues)
@@ -236,7 +240,7 @@ func definePgPreset(p pgPresetDef) {
 	}
 	t.Keys = append(t.Keys, config.KeyDoc{Name: "schema", Type: "string", Default: fmt.Sprintf("%q", p.schema),
 		Limits: "letters, digits, _ and $, not starting with a digit", Doc: "The schema of the system's tables."})
-	define(t, func(d *config.SourceDecoder) PgPresetSettings {
+	define(t, caps, func(d *config.SourceDecoder) PgPresetSettings {
 		var s PgPresetSettings
 		d.Conn(&s.Conn, postgresSchemes...)
 		d.Queues(&s.Queues)

@@ -98,3 +98,12 @@ func pgSpec(typ string, conn config.Conn) config.Source {
 	}
 	return config.Source{Type: typ, Settings: PgPresetSettings{Conn: conn}}
 }
+
+// A PostgreSQL source names its server through conn.Redacted: no query
+// value, whatever the parameter.
+func TestPgDBServerRedacted(t *testing.T) {
+	s := newPgDB(TypeRiver, config.Conn{URL: "postgres://app@db/q?sslrootcert=s3cret"})
+	if strings.Contains(s.server, "s3cret") {
+		t.Errorf("the PostgreSQL source shows %q", s.server)
+	}
+}

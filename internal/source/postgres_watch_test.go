@@ -33,7 +33,7 @@ func TestPostgresWatchInserts(t *testing.T) {
 			if typ == TypeRiver {
 				unguard(src).(*pgListeningPreset).channel = "river.river_insert" // the e2e test's River lives in schema river
 			}
-			w, ok := src.(Watcher)
+			w, ok := As[Watcher](src)
 			if !ok {
 				t.Fatalf("%s is no Watcher", typ)
 			}

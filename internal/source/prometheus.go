@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/conn"
 )
 
 // TypePrometheus reads the counts from instant PromQL queries against a
@@ -76,8 +77,7 @@ func init() {
 			config.KeyDoc{Name: "scrape_interval_sec", Type: "number", Default: "15", Limits: "> 0",
 				Doc: "The server's scrape interval, against which the range windows of promql() rules are checked."},
 		),
-		PromQL: true,
-	}, decodePrometheus, func(s PrometheusSettings) (Source, error) { return newPrometheus(s) })
+	}, Queries, decodePrometheus, func(s PrometheusSettings) (Source, error) { return newPrometheus(s) })
 }
 
 // decodePrometheus checks a prometheus source: the server's URL (http or
@@ -157,11 +157,11 @@ type promResult struct {
 // (and password) is read at every tick, so that a rotated credential needs
 // no reload.
 func (s *prometheusSource) api() (promv1.API, string, error) {
-	u, err := connURL(s.conn)
+	u, err := conn.URL(s.conn)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s source: %w", TypePrometheus, err)
 	}
-	server := redacted(u)
+	server := conn.Redacted(u)
 	var rt http.RoundTripper = limitBody{next: s.transport, limit: promMaxBody}
 	if u.User != nil {
 		// As HTTP basic authentication rather than in the URL, so that no

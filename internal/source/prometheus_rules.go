@@ -112,5 +112,13 @@ func NewPromQL(p config.Prometheus) PromQL {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 4 // the conditions of one tick run side by side
 	s := &prometheusSource{conn: p.Conn, spec: PrometheusSettings{Conn: p.Conn, ScrapeInterval: p.ScrapeInterval}, transport: t}
-	return Guard(s, TypePrometheus, nil).(PromQL)
+	g := Guard(s, TypePrometheus, nil)
+	q, _ := As[Querier](g)
+	return guardedPromQL{Querier: q, Source: g}
+}
+
+// guardedPromQL is the daemon's [prometheus] through its guard.
+type guardedPromQL struct {
+	Querier
+	Source
 }

@@ -25,7 +25,7 @@ func TestPrometheusConditions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	q, ok := src.(Querier)
+	q, ok := As[Querier](src)
 	if !ok {
 		t.Fatal("the prometheus source runs no conditions")
 	}

@@ -2,19 +2,16 @@ package source
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"net/url"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/conn"
 	"github.com/redis/go-redis/v9"
 )
 
-// The Redis family: the connection (redisConn) and the counting (countKeys)
+// The Redis family: the connection (redisConn, over conn.Redis) and the
+// counting (countKeys)
 // that every Redis type shares: the generic redis type (redis_keys.go), its
 // presets (bullmq.go, celery.go, rq.go, sidekiq.go) and flexiq-redis.
 
@@ -70,7 +67,7 @@ func countKeys(ctx context.Context, c *redis.Client, keys []redisCount) ([]int64
 		for i, k := range keys {
 			typ := types[i].Val()
 			if k.zrange != nil && typ != "zset" && typ != "none" {
-				return &wrongTypeError{key: k.key, typ: typ, want: "a sorted set, for its score range"}
+				return &conn.WrongTypeError{Key: k.key, Type: typ, Want: "a sorted set, for its score range"}
 			}
 			switch typ {
 			case "none":
@@ -87,7 +84,7 @@ func countKeys(ctx context.Context, c *redis.Client, keys []redisCount) ([]int64
 					lens[i] = p.ZCard(ctx, k.key)
 				}
 			default:
-				return &wrongTypeError{key: k.key, typ: typ, want: "a list, a sorted set, a set or a hash"}
+				return &conn.WrongTypeError{Key: k.key, Type: typ, Want: "a list, a sorted set, a set or a hash"}
 			}
 		}
 		return nil
@@ -104,114 +101,23 @@ func countKeys(ctx context.Context, c *redis.Client, keys []redisCount) ([]int64
 	return n, nil
 }
 
-// wrongTypeError is a key that holds something the source cannot count.
-type wrongTypeError struct{ key, typ, want string }
-
-func (e *wrongTypeError) Error() string {
-	return fmt.Sprintf("WRONGTYPE: key %q is a %.64s, want %s", e.key, e.typ, e.want)
-}
-
-// redisConn is a source's pooled connection to its server, for every
-// Redis source type (flexiq-redis included). go-redis keeps the pool and
-// redials after a failure; the URL (with its password) is read again at
-// each observation, so that a rotated password or URL file takes effect
-// without a reload: a change replaces the client. Every connection the
-// client makes, the wake-up's pub/sub one included, reads through a
-// respLimiter.
+// redisConn is a Redis source's connection (conn.Redis) and what its
+// wake-up needs of it.
 type redisConn struct {
+	*conn.Redis
 	typ string
-	// role names the connection in messages: "source", or "store" for
-	// the fleet's coordination store (RedisClient).
-	role string
-	conn config.Conn
 	// rearm tells the wake-up that the server answers again.
 	rearm *rearm
-	// replyBudget bounds one reply (respLimiter); tests lower it.
-	replyBudget int64
-
-	mu     sync.Mutex
-	url    string // the URL the client was made for, password included
-	server string // its redacted form, for messages
-	c      *redis.Client
 }
 
-func newRedisConn(typ string, conn config.Conn) *redisConn {
-	r := &redisConn{typ: typ, role: "source", conn: conn, rearm: newRearm(), replyBudget: redisReplyBudget}
-	if u, err := url.Parse(conn.URL); err == nil && conn.URL != "" {
-		r.server = redacted(u)
-	}
-	return r
-}
-
-// client returns the client for the current URL.
-func (r *redisConn) client() (*redis.Client, error) {
-	u, err := connURL(r.conn)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s %s: %w", r.typ, r.role, r.serverName(), err)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.c != nil && r.url == u.String() {
-		return r.c, nil
-	}
-	opts, err := redis.ParseURL(u.String())
-	if err != nil {
-		// ParseURL's messages may quote the URL: name the redacted one.
-		return nil, fmt.Errorf("%s %s %s: not a Redis URL", r.typ, r.role, redacted(u))
-	}
-	// Short timeouts: a hung server is a hold at the next tick, not a
-	// stuck pool. The pool is small: a source runs one observation at a
-	// time.
-	opts.DialTimeout = 5 * time.Second
-	opts.ReadTimeout = 5 * time.Second
-	opts.WriteTimeout = 5 * time.Second
-	opts.PoolSize = 2
-	// One retry, for a pooled connection the server closed meanwhile;
-	// no redials: a refused connection is a hold at once, and the next
-	// tick tries again.
-	opts.MaxRetries = 1
-	opts.DialerRetries = 1
-	// Plain RESP2: no HELLO, which older servers lack, and none of RESP3's
-	// maps and attributes, which nothing here reads.
-	opts.Protocol = 2
-	// The client's own identification (CLIENT SETINFO) fails on older
-	// servers; it is of no use here.
-	opts.DisableIdentity = true
-	// Every connection reads through a limiter: see redis_limit.go.
-	dial, budget := redis.NewDialer(opts), r.replyBudget
-	opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return newRespLimiter(c, budget), nil
-	}
-	if r.c != nil {
-		r.c.Close()
-	}
-	r.c, r.url, r.server = redis.NewClient(opts), u.String(), redacted(u)
-	return r.c, nil
-}
-
-func (r *redisConn) serverName() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.server != "" {
-		return r.server
-	}
-	switch {
-	case r.conn.URLFile != "":
-		return "(url_file " + r.conn.URLFile + ")"
-	case r.conn.URLCredential != "":
-		return "(url_credential " + r.conn.URLCredential + ")"
-	}
-	return "(no URL)"
+func newRedisConn(typ string, c config.Conn) *redisConn {
+	return &redisConn{Redis: conn.NewRedis(typ, "source", c), typ: typ, rearm: newRearm()}
 }
 
 // observe runs one observation on the current client, and names the source,
 // the server and what failed when it fails: every Redis type's Observe.
 func (r *redisConn) observe(ctx context.Context, now time.Time, fn func(context.Context, *redis.Client, time.Time) (Counts, error)) (Counts, error) {
-	c, err := r.client()
+	c, err := r.Client()
 	if err != nil {
 		r.rearm.failed()
 		return Counts{}, err
@@ -219,51 +125,10 @@ func (r *redisConn) observe(ctx context.Context, now time.Time, fn func(context.
 	out, err := fn(ctx, c, now)
 	if err != nil {
 		r.rearm.failed()
-		return Counts{}, r.fail(err)
+		return Counts{}, r.Fail(err)
 	}
 	r.rearm.ok()
 	return out, nil
-}
-
-// fail wraps an error of the server's with the source type, the server and
-// what failed.
-func (r *redisConn) fail(err error) error {
-	what := "query failed"
-	msg := err.Error()
-	var ne net.Error
-	var wt *wrongTypeError
-	var big *ReplyTooLargeError
-	switch {
-	case errors.As(err, &big):
-		what = "reply too large"
-	case errors.As(err, &wt):
-		what = "wrong key type"
-	case strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "NOAUTH"),
-		strings.Contains(msg, "invalid password"), strings.Contains(msg, "invalid username-password"),
-		strings.HasPrefix(msg, "ERR AUTH"):
-		what = "authentication failed"
-	case strings.HasPrefix(msg, "WRONGTYPE"):
-		what = "wrong key type"
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		what = "timed out"
-	case errors.As(err, &ne), strings.Contains(msg, "connection refused"), strings.Contains(msg, "EOF"),
-		strings.Contains(msg, "no such file"), strings.Contains(msg, "connection reset"):
-		what = "unreachable"
-	case strings.HasPrefix(msg, "LOADING"):
-		what = "server loading its data"
-	}
-	return fmt.Errorf("%s %s %s: %s: %w", r.typ, r.role, r.serverName(), what, err)
-}
-
-func (r *redisConn) close() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.c == nil {
-		return nil
-	}
-	err := r.c.Close()
-	r.c = nil
-	return err
 }
 
 // redisScanCount is the COUNT hint of the SSCAN and HSCAN pages: Redis

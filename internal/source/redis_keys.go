@@ -53,7 +53,7 @@ func init() {
 				"whether it counts as pending or running, and `min` and `max` bound a sorted set's scores: a number, " +
 				"`-inf`, `+inf`, or `now` / `now_ms` (Unix seconds or milliseconds) shifted as in `now-60`, with `(` " +
 				"before it for an exclusive bound. One end given leaves the range open at the other."}),
-	}, decodeRedis, newRedisKeys)
+	}, Watches, decodeRedis, newRedisKeys)
 }
 
 func newRedisKeys(spec RedisSettings) (Source, error) {
@@ -279,7 +279,7 @@ func (s *redisKeys) Observe(ctx context.Context, now time.Time) (Counts, error) 
 	})
 }
 
-func (s *redisKeys) Close() error { return s.conn.close() }
+func (s *redisKeys) Close() error { return s.conn.Close() }
 
 // scoreArg renders a bound as ZCOUNT takes it, with now put in.
 func scoreArg(b ScoreBound, now time.Time) string {

@@ -56,7 +56,7 @@ func TestRedisWatchRearmedByObserve(t *testing.T) {
 	}))
 	defer cancel()
 	wakes := make(chan struct{}, 16)
-	if _, err := src.(Watcher).Watch(ctx, func() {
+	if _, err := mustAs[Watcher](t, src).Watch(ctx, func() {
 		select {
 		case wakes <- struct{}{}:
 		default:

@@ -1,15 +1,10 @@
 package source
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/flexiq/flexiq-scaled/internal/config"
 )
 
 func TestScoreArg(t *testing.T) {
@@ -93,43 +88,4 @@ func TestCeleryRoutingKey(t *testing.T) {
 			t.Errorf("celeryRoutingKey(%s) = %q, %v; want %q", entry, got, ok, want)
 		}
 	}
-}
-
-type timeoutErr struct{}
-
-func (timeoutErr) Error() string   { return "i/o timeout" }
-func (timeoutErr) Timeout() bool   { return true }
-func (timeoutErr) Temporary() bool { return true }
-
-func TestRedisFail(t *testing.T) {
-	c := newRedisConn("rq", config.Conn{URL: "redis://127.0.0.1:6379"})
-	tests := []struct {
-		err  error
-		want string
-	}{
-		{errors.New("WRONGPASS invalid username-password pair or user is disabled."), "rq source redis://127.0.0.1:6379: authentication failed: WRONGPASS"},
-		{errors.New("NOAUTH Authentication required."), "authentication failed: NOAUTH"},
-		{errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"), "unreachable: dial tcp"},
-		{&wrongTypeError{key: "q", typ: "string", want: "a list"}, `wrong key type: WRONGTYPE: key "q" is a string`},
-		{fmt.Errorf("queue x: %w", context.DeadlineExceeded), "timed out"},
-		{timeoutErr{}, "timed out"},
-		{errors.New("ERR unknown command"), "query failed: ERR unknown command"},
-	}
-	for _, tc := range tests {
-		if got := c.fail(tc.err).Error(); !strings.Contains(got, tc.want) {
-			t.Errorf("fail(%v) = %q, want it to contain %q", tc.err, got, tc.want)
-		}
-	}
-}
-
-// A password from password_file never shows in a message.
-func TestRedisServerRedacted(t *testing.T) {
-	c := newRedisConn("redis", config.Conn{URL: "redis://u:secret@127.0.0.1:1"})
-	if _, err := c.client(); err != nil {
-		t.Fatal(err)
-	}
-	if got := c.fail(errors.New("x")).Error(); strings.Contains(got, "secret") || !strings.Contains(got, "xxxxx") {
-		t.Errorf("fail = %q, want the password redacted", got)
-	}
-	c.close()
 }

@@ -307,5 +307,5 @@ func staticKeys(keys []watchKey) func(context.Context, *redis.Client) ([]watchKe
 
 // watcher is the redisWatch of a source on this connection.
 func (r *redisConn) watcher(keys func(context.Context, *redis.Client) ([]watchKey, error)) *redisWatch {
-	return &redisWatch{typ: r.typ, client: r.client, server: r.serverName, keys: keys, rearm: r.rearm}
+	return &redisWatch{typ: r.typ, client: r.Client, server: r.Server, keys: keys, rearm: r.rearm}
 }

@@ -215,7 +215,7 @@ func TestRedisWatchConfigRefused(t *testing.T) {
 func watchWakes(ctx context.Context, t *testing.T, src Source) (string, func(what string)) {
 	t.Helper()
 	wakes := make(chan struct{}, 100)
-	how, err := src.(Watcher).Watch(ctx, func() {
+	how, err := mustAs[Watcher](t, src).Watch(ctx, func() {
 		select {
 		case wakes <- struct{}{}:
 		default:

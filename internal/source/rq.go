@@ -45,7 +45,7 @@ func init() {
 		Doc: "Reads RQ's queues: ready jobs are pending, started jobs whose claim has not expired running; while " +
 			"`rq suspend` holds, the ready jobs are paused. The URL is redis://, rediss:// or unix://.",
 		Keys: append(slices.Clone(config.ConnKeys), redisQueuesKey("RQ queue names")),
-	}, func(d *config.SourceDecoder) RQSettings {
+	}, Watches, func(d *config.SourceDecoder) RQSettings {
 		var s RQSettings
 		d.Conn(&s.Conn, redisSchemes...)
 		decodeRedisQueues(d, &s.Queues)
@@ -133,7 +133,7 @@ func parseRQTime(s string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-func (s *rq) Close() error { return s.conn.close() }
+func (s *rq) Close() error { return s.conn.Close() }
 
 // Watch wakes the pool when a job is pushed onto one of the queues.
 func (s *rq) Watch(ctx context.Context, wake func()) (string, error) {

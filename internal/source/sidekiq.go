@@ -46,7 +46,7 @@ func init() {
 		Doc: "Reads Sidekiq's queues: ready jobs are pending, the jobs the live processes hold running. Scheduled " +
 			"jobs and retries are not ready. The URL is redis://, rediss:// or unix://.",
 		Keys: append(slices.Clone(config.ConnKeys), redisQueuesKey("Sidekiq queue names")),
-	}, func(d *config.SourceDecoder) SidekiqSettings {
+	}, Watches, func(d *config.SourceDecoder) SidekiqSettings {
 		var s SidekiqSettings
 		d.Conn(&s.Conn, redisSchemes...)
 		decodeRedisQueues(d, &s.Queues)
@@ -190,7 +190,7 @@ func sidekiqEnqueuedAt(job string) (time.Time, bool) {
 	return time.UnixMicro(int64(v * 1e6)), true
 }
 
-func (s *sidekiq) Close() error { return s.conn.close() }
+func (s *sidekiq) Close() error { return s.conn.Close() }
 
 // Watch wakes the pool when a job is pushed onto one of the queues.
 func (s *sidekiq) Watch(ctx context.Context, wake func()) (string, error) {

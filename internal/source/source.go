@@ -64,10 +64,47 @@ func register(typ string, open opener) {
 	openers[typ] = open
 }
 
-// define registers a source type once: config learns its keys and the
-// checks that decode its table into settings S, and New its opener, which
-// receives those settings.
-func define[S any](t config.SourceType, decode func(d *config.SourceDecoder) S, open func(S) (Source, error)) {
+// Caps are what a source type can do besides Observe: each is an optional
+// interface its sources implement. A type declares them once, in its
+// define: config learns from them what the type's pools may ask
+// (threads_per_worker = "auto", demand = "littles-law", promql()), and New
+// refuses a source that does not implement exactly what its type declared,
+// so that the declaration and the code cannot drift apart.
+type Caps uint8
+
+const (
+	Watches        Caps = 1 << iota // Watcher: tells when work may have arrived
+	ReportsThreads                  // ThreadsReporter: threads_per_worker = "auto"
+	ReadsDemand                     // DemandReader: demand = "littles-law"
+	Queries                         // Querier: serves the rules' promql()
+)
+
+// capsOf is what src implements.
+func capsOf(src Source) Caps {
+	var c Caps
+	if _, ok := src.(Watcher); ok {
+		c |= Watches
+	}
+	if _, ok := src.(ThreadsReporter); ok {
+		c |= ReportsThreads
+	}
+	if _, ok := src.(DemandReader); ok {
+		c |= ReadsDemand
+	}
+	if _, ok := src.(Querier); ok {
+		c |= Queries
+	}
+	return c
+}
+
+// define registers a source type once: config learns its keys, what it
+// can do (caps), and the checks that decode its table into settings S, and
+// New its opener, which receives those settings.
+func define[S any](t config.SourceType, caps Caps, decode func(d *config.SourceDecoder) S, open func(S) (Source, error)) {
+	if t.Threads || t.PromQL || t.Demand {
+		panic("source: type " + t.Name + " declares its capabilities in config.SourceType: declare them in caps")
+	}
+	t.Threads, t.Demand, t.PromQL = caps&ReportsThreads != 0, caps&ReadsDemand != 0, caps&Queries != 0
 	t.Decode = func(d *config.SourceDecoder) any { return decode(d) }
 	config.RegisterSourceType(t)
 	register(t.Name, func(spec config.Source) (Source, error) {
@@ -78,8 +115,24 @@ func define[S any](t config.SourceType, decode func(d *config.SourceDecoder) S, 
 				return nil, fmt.Errorf("%s source: settings are a %T, not a %T", spec.Type, spec.Settings, settings)
 			}
 		}
-		return open(settings)
+		src, err := open(settings)
+		if err == nil {
+			if err = checkCaps(spec.Type, src, caps); err != nil {
+				src.Close()
+				return nil, err
+			}
+		}
+		return src, err
 	})
+}
+
+// checkCaps refuses a source that does not implement exactly what its type
+// declared: a bug, which every test that opens the type finds.
+func checkCaps(typ string, src Source, caps Caps) error {
+	if got := capsOf(src); got != caps {
+		return fmt.Errorf("%s source: declares capabilities %04b, implements %04b (Watches, ReportsThreads, ReadsDemand, Queries from the right)", typ, caps, got)
+	}
+	return nil
 }
 
 // New returns the source spec describes, guarded (Guard: a panic in it is

@@ -33,7 +33,7 @@ func init() {
 		Keys: []config.KeyDoc{pathKey, {Name: "query", Type: "string", Required: true, Limits: "not blank",
 			Doc: "A read-only `SELECT` returning exactly one row of two non-negative whole numbers, in this order: " +
 				"pending, running; optionally a third, which must be named `paused`."}},
-	}, decodeSQLiteQuery, func(s SQLiteQuerySettings) (Source, error) {
+	}, Watches, decodeSQLiteQuery, func(s SQLiteQuerySettings) (Source, error) {
 		switch {
 		case s.Path == "":
 			return nil, fmt.Errorf("%s source: path is empty", TypeSQLiteQuery)

@@ -41,7 +41,7 @@ func watch(t *testing.T, s Source, w *wakes) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	how, err := s.(Watcher).Watch(ctx, w.wake)
+	how, err := mustAs[Watcher](t, s).Watch(ctx, w.wake)
 	if err != nil {
 		t.Fatalf("Watch: %v", err)
 	}
@@ -203,7 +203,7 @@ func TestSQLiteWatchCreatedAndReplaced(t *testing.T) {
 func TestSQLiteWatchNoDirectory(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "missing", "q.db")
 	s := mustNew(t, specOf(TypeSQLiteQuery, path))
-	_, err := s.(Watcher).Watch(context.Background(), func() {})
+	_, err := mustAs[Watcher](t, s).Watch(context.Background(), func() {})
 	wantErrContaining(t, err, TypeSQLiteQuery, path, "inotify on directory", "no such file")
 }
 
@@ -213,7 +213,7 @@ func TestSQLiteWatchStops(t *testing.T) {
 	s := mustNew(t, specOf(TypeFlexiqSQLite, path))
 	var w wakes
 	ctx, cancel := context.WithCancel(context.Background())
-	if _, err := s.(Watcher).Watch(ctx, w.wake); err != nil {
+	if _, err := mustAs[Watcher](t, s).Watch(ctx, w.wake); err != nil {
 		t.Fatal(err)
 	}
 	cancel()

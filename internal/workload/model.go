@@ -22,7 +22,9 @@
 // The model is in two files: model.go holds its settings, its results and
 // the event loop; pool.go holds the pool's workers, the dispatch of jobs to
 // their threads and the controller's tick. trace.go reads and writes
-// traces, generate.go makes synthetic ones, and svg.go draws a run.
+// traces and generate.go makes synthetic ones; a run is drawn elsewhere,
+// by the flexiq-scaled-plot helper (internal/history/picture's run.go), so
+// that the daemon's binary does not carry the plotting library.
 package workload
 
 import (
@@ -173,11 +175,11 @@ type model struct {
 	wakeGap, wakeLast, wakeDue float64
 	lastTick                   float64
 
-	cost  float64 // worker-seconds of stopped workers
-	peak  int
-	rec   policy.Recommender
-	lim   policy.Limiter  // the pipeline's; the model has no behaviour, so it limits nothing
-	pipe  policy.Pipeline // the daemon's decision pipeline, HPA strategy
+	cost float64 // worker-seconds of stopped workers
+	peak int
+	// pipe is the daemon's decision pipeline, HPA strategy; the model has
+	// no behaviour, so its limiter limits nothing.
+	pipe  *policy.Pipeline
 	res   Result
 	floor float64
 }
@@ -189,7 +191,7 @@ func newModel(jobs []Job, cfg Config) *model {
 		wakeGap: cfg.WakeGap.Seconds(), wakeLast: math.Inf(-1), wakeDue: math.Inf(1),
 		jobs: jobs, visible: make([]float64, len(jobs)), waits: make([]float64, 0, len(jobs)),
 	}
-	m.pipe = policy.Pipeline{Strategy: policy.StrategyHPA, Rec: &m.rec, Limiter: &m.lim}
+	m.pipe = policy.NewPipeline(policy.StrategyHPA, policy.Behavior{}, nil)
 	if m.p.PollInterval <= 0 {
 		// The policy's tick is the model's.
 		m.p.PollInterval = cfg.Poll

@@ -132,7 +132,7 @@ func (m *model) tick(now float64, onTick func(Tick)) {
 		o.ArrivalRate, o.ServiceTime, o.DemandKnown = rate, time.Duration(svc*float64(time.Second)), known
 	}
 	at := epoch.Add(time.Duration(math.Round((now - m.t0()) * float64(time.Second))))
-	d := m.pipe.Decide(policy.Input{Now: at, Params: m.p, Obs: o}).Decision
+	d := m.pipe.Decide(policy.NewInput(at, m.p, o, 0, 0, policy.HostState{}, nil)).Decision
 	m.pipe.Acted(at, d)
 	if d.Desired != live {
 		m.res.Actions++

@@ -9,16 +9,16 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
-	"github.com/flexiq/flexiq-scaled/internal/source"
+	"github.com/flexiq/flexiq-scaled/internal/conn"
 )
 
 // connURL is the URL the store connects to, with the password put in,
-// read by the PostgreSQL sources' own rules (source.ConnURL: the
+// read by the PostgreSQL sources' own rules (conn.URL: the
 // configuration, a root-only file or a systemd credential). It is read at
 // each (re)connect, so a rotated password needs no reload. Errors name the
 // file but never its content.
 func connURL(c config.Conn) (*url.URL, error) {
-	u, err := source.ConnURL(c)
+	u, err := conn.URL(c)
 	if err != nil {
 		return nil, err
 	}

@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/flexiq/flexiq-scaled/internal/conn"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/flexiq/flexiq-scaled/internal/config"
 )
 
 // Listener hears Release's notifications, so that a follower tries to
@@ -33,11 +32,10 @@ func (s *Store) Listen(ctx context.Context, pools ...string) (*Listener, error) 
 	if err != nil {
 		return nil, fmt.Errorf("fleet store %s: listening: %w", s.server, err)
 	}
-	cfg, err := pgx.ParseConfig(config.PostgresDefaultTLS(u).String())
+	cfg, err := conn.PostgresConfig(u)
 	if err != nil {
 		return nil, fmt.Errorf("fleet store %s: listening: not a valid PostgreSQL URL", s.server)
 	}
-	cfg.MaxProtocolMessageBodyLen = 1 << 20
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
 	}

@@ -48,6 +48,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/conn"
 	"github.com/flexiq/flexiq-scaled/internal/fleet"
 )
 
@@ -161,8 +162,10 @@ func (s *Store) newPool() (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.server = config.RedactURL(u)
-	cfg, err := pgxpool.ParseConfig(config.PostgresDefaultTLS(u).String())
+	s.server = conn.Redacted(u)
+	// TLS verified by default, and the sources' bound on one message: the
+	// store's rows are small; a plan's state a few KiB.
+	cfg, err := conn.PostgresPoolConfig(u)
 	if err != nil {
 		// pgx quotes the connection string, password included.
 		return nil, errors.New("not a valid PostgreSQL URL")
@@ -172,9 +175,6 @@ func (s *Store) newPool() (*pgxpool.Pool, error) {
 	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
 	cfg.ConnConfig.StatementCacheCapacity = 0
 	cfg.ConnConfig.DescriptionCacheCapacity = 0
-	// The sources' bound on one message (internal/source's pgMaxMessage):
-	// the store's rows are small; a plan's state a few KiB.
-	cfg.ConnConfig.MaxProtocolMessageBodyLen = 1 << 20
 	cfg.ConnConfig.Tracer = counter{s}
 	// When a call's context ends, ask the server to cancel the statement
 	// and keep the connection (pgx's default closes it, sending a cancel

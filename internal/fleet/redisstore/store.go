@@ -2,7 +2,7 @@
 // pool, elected by a lease in the store"): the lease, the epoch that
 // fences the plan, the members' heartbeats and the plan, kept in the Redis
 // the queue already lives in, through the Redis sources' own connection
-// (source.RedisClient: the same url, url_file, url_credential,
+// (conn.Redis: the same url, url_file, url_credential,
 // password_file and password_credential keys, rediss:// for TLS, unix://,
 // 5 s timeouts).
 //
@@ -91,8 +91,8 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/conn"
 	"github.com/flexiq/flexiq-scaled/internal/fleet"
-	"github.com/flexiq/flexiq-scaled/internal/source"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -128,7 +128,7 @@ type Options struct {
 
 // Store is fleet.Store on one Redis server.
 type Store struct {
-	rc        *source.RedisClient
+	rc        *conn.Redis
 	retention time.Duration
 
 	// roundTrips counts the commands sent (one per method): a hook on
@@ -141,11 +141,11 @@ type Store struct {
 var _ fleet.Store = (*Store)(nil)
 
 // New returns a store on conn's server; it connects at the first call.
-func New(conn config.Conn, opts Options) *Store {
+func New(c config.Conn, opts Options) *Store {
 	if opts.MemberRetention <= 0 {
 		opts.MemberRetention = DefaultMemberRetention
 	}
-	return &Store{rc: source.NewRedisClient("fleet", conn), retention: opts.MemberRetention}
+	return &Store{rc: conn.NewRedis("fleet", "store", c), retention: opts.MemberRetention}
 }
 
 // RoundTrips is the number of commands (scripts, pipelines) sent to the

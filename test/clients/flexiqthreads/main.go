@@ -39,7 +39,7 @@ func run(cfgPath, pool string) error {
 		return err
 	}
 	defer src.Close()
-	tr, ok := src.(source.ThreadsReporter)
+	tr, ok := source.As[source.ThreadsReporter](src)
 	if !ok {
 		return fmt.Errorf("source type %s reports no threads", pc.Source.Type)
 	}

@@ -1,4 +1,12 @@
-package source
+// Package conn is the connection to a Redis or PostgreSQL server, for
+// every client of one: the queue sources (internal/source) and the fleet's
+// coordination stores (internal/fleet/redisstore, internal/fleet/pgstore).
+// One set of rules everywhere: where a URL and its password come from (the
+// configuration, a root-only file, a systemd credential), read again at
+// each connect; TLS verified by default; short timeouts; a bound on what a
+// hostile server can make the daemon allocate; and no credential in any
+// message (Redacted, and the parsers' errors stripped of the URL).
+package conn
 
 import (
 	"fmt"
@@ -8,17 +16,12 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/config"
 )
 
-// connURL is the URL a network source connects to, with the password put
-// in: from the configuration, a root-only file, or a systemd credential
-// ($CREDENTIALS_DIRECTORY, set by LoadCredential= in a drop-in). It is read
-// at each connect, so a rotated password needs no reload. Errors name the
+// URL is the URL a client connects to, with the password put in: from the
+// configuration, a root-only file, or a systemd credential
+// ($CREDENTIALS_DIRECTORY, set by LoadCredential= in a drop-in). Call it at
+// each connect, so that a rotated password needs no reload. Errors name the
 // file but never its content.
-// ConnURL is connURL for the other clients of the same servers (the
-// fleet's PostgreSQL store), so that a URL and its password are read by
-// one set of rules everywhere.
-func ConnURL(c config.Conn) (*url.URL, error) { return connURL(c) }
-
-func connURL(c config.Conn) (*url.URL, error) {
+func URL(c config.Conn) (*url.URL, error) {
 	raw := c.URL
 	var err error
 	switch {
@@ -71,7 +74,7 @@ func readSecret(path string) (string, error) { return config.ReadSecretFile(path
 // readCredential reads a systemd credential passed to the daemon's unit.
 func readCredential(name string) (string, error) { return config.ReadCredential(name) }
 
-// redacted is u for messages: config.RedactURL, which hides the password
-// and every query value. Every message that shows a source's URL goes
+// Redacted is u for messages: config.RedactURL, which hides the password
+// and every query value. Every message that shows a server's URL goes
 // through it.
-func redacted(u *url.URL) string { return config.RedactURL(u) }
+func Redacted(u *url.URL) string { return config.RedactURL(u) }

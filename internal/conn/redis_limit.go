@@ -1,4 +1,4 @@
-package source
+package conn
 
 import (
 	"fmt"
@@ -12,16 +12,18 @@ import (
 // what make accepts is a panic, and "*N", "%N", "~N", ">N" and "|N"
 // allocate N slots (proto/reader.go: readStringReply, readSlice, readMap).
 // Counting bytes as they arrive is therefore too late. respLimiter sits
-// under go-redis's reader, on every Redis connection the sources make
-// (installed through Options.Dialer), parses the stream's type-and-length
-// headers as they pass, and fails the read, closing the connection, as
-// soon as one reply would cost more than its budget. go-redis sees the
-// error before it has the header, so it never allocates for it.
+// under go-redis's reader, on every connection a Redis makes (the sources'
+// and the fleet store's, installed through Options.Dialer), parses the
+// stream's type-and-length headers as they pass, and fails the read,
+// closing the connection, as soon as one reply would cost more than its
+// budget. go-redis sees the error before it has the header, so it never
+// allocates for it.
 
 // redisReplyBudget bounds one reply. What the sources read is counters and
-// bounded pages of ids: a few KiB. 1 MiB leaves room for any honest reply
-// they make, and bounds what a hostile server can make the daemon allocate
-// per reply to a few MiB (see respLimiter.charge).
+// bounded pages of ids, the fleet store a plan or its members: a few KiB.
+// 1 MiB leaves room for any honest reply, and bounds what a hostile server
+// can make the daemon allocate per reply to a few MiB (see
+// respLimiter.charge).
 const redisReplyBudget = 1 << 20
 
 // respMinElem is the fewest bytes a RESP element takes on the wire ("_\r\n"),
