@@ -12,6 +12,7 @@ import (
 
 	"github.com/flexiq/flexiq-scaled/internal/discovery"
 	"github.com/flexiq/flexiq-scaled/internal/probe"
+	"github.com/flexiq/flexiq-scaled/test/testfile"
 )
 
 // withTestdata replaces TESTDATA in text by the absolute path of
@@ -382,17 +383,7 @@ func TestServiceTemplateBounds(t *testing.T) {
 	}
 	dir := t.TempDir()
 	write := func(name, text string, mode os.FileMode, uid int) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), mode); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chmod(p, mode); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(p, uid, uid); err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return testfile.Owned(t, filepath.Join(dir, name), text, mode, uid)
 	}
 	for _, tc := range []struct{ name, src, want string }{
 		{"owned by nobody, mode 0666", write("nobody.tmpl", "x\n", 0o666, 65534), "owned by uid 65534, not root"},
