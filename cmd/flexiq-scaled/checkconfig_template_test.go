@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flexiq/flexiq-scaled/test/testfile"
 )
 
 // Issue 27, item 6, as check-config reports it: a template anyone but root
@@ -20,17 +22,7 @@ func TestCheckConfigTemplateBounds(t *testing.T) {
 	userName, groupName := identity(t)
 	dir := t.TempDir()
 	write := func(name, text string, mode os.FileMode, uid int) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), mode); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chmod(p, mode); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(p, uid, uid); err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return testfile.Owned(t, filepath.Join(dir, name), text, mode, uid)
 	}
 	fifo := filepath.Join(dir, "fifo.tmpl")
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {

@@ -30,6 +30,21 @@ func load(t *testing.T, text string) (*Config, error) {
 	return Load(writeConfig(t, text))
 }
 
+// reloadEffective writes c's effective configuration and loads it again, as
+// a round trip must: the configuration it loads to, and its text.
+func reloadEffective(t *testing.T, c *Config) (*Config, string) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := WriteEffective(&buf, c); err != nil {
+		t.Fatal(err)
+	}
+	again, err := load(t, buf.String())
+	if err != nil {
+		t.Fatalf("reloading:\n%s\n%v", buf.String(), err)
+	}
+	return again, buf.String()
+}
+
 // pool is a valid one-pool config with extra lines in [pools.email].
 func pool(extra string) string {
 	return `[pools.email]
@@ -56,6 +71,43 @@ func problems(t *testing.T, err error) []Problem {
 		t.Fatalf("error %v (%T) is not a *config.Error", err, err)
 	}
 	return cerr.Problems
+}
+
+// refused loads text, which Load must refuse with a *config.Error and no
+// configuration, and returns the file's path and the problems.
+func refused(t *testing.T, text string) (string, []Problem) {
+	t.Helper()
+	path := writeConfig(t, text)
+	c, err := Load(path)
+	if err == nil {
+		t.Fatalf("loaded:\n%s", text)
+	}
+	if c != nil {
+		t.Errorf("Load returned a config alongside its error")
+	}
+	return path, problems(t, err)
+}
+
+// wantProblem fails t unless Load refuses text with a problem in that file
+// at key whose message contains msg, among any others.
+func wantProblem(t *testing.T, text, key, msg string) {
+	t.Helper()
+	path, ps := refused(t, text)
+	for _, p := range ps {
+		if p.File == path && p.Key == key && strings.Contains(p.Msg, msg) {
+			return
+		}
+	}
+	t.Errorf("no problem %s: %s: …%s… in:\n%v", path, key, msg, &Error{ps})
+}
+
+// wantOnlyProblem is wantProblem where that problem must be the only one.
+func wantOnlyProblem(t *testing.T, text, key, msg string) {
+	t.Helper()
+	path, ps := refused(t, text)
+	if len(ps) != 1 || ps[0].File != path || ps[0].Key != key || !strings.Contains(ps[0].Msg, msg) {
+		t.Errorf("problems:\n%v\nwant only %s: %s: …%s…", &Error{ps}, path, key, msg)
+	}
 }
 
 func TestValidationRules(t *testing.T) {
@@ -160,22 +212,7 @@ func TestValidationRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := writeConfig(t, tt.text)
-			c, err := Load(path)
-			if err == nil {
-				t.Fatalf("Load succeeded: %+v", c)
-			}
-			if c != nil {
-				t.Errorf("Load returned a config alongside its error")
-			}
-			ps := problems(t, err)
-			if len(ps) != 1 {
-				t.Errorf("want exactly one problem, got %d:\n%v", len(ps), err)
-			}
-			p := ps[0]
-			if p.File != path || p.Key != tt.key || !strings.Contains(p.Msg, tt.msg) {
-				t.Errorf("problem = %q, want key %q and a message containing %q", p.String(), tt.key, tt.msg)
-			}
+			wantOnlyProblem(t, tt.text, tt.key, tt.msg)
 		})
 	}
 }
@@ -496,14 +533,7 @@ FROM jobs"""
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	if err := WriteEffective(&buf, c); err != nil {
-		t.Fatal(err)
-	}
-	again, err := load(t, buf.String())
-	if err != nil {
-		t.Fatalf("reloading:\n%s\n%v", buf.String(), err)
-	}
+	again, effective := reloadEffective(t, c)
 	// Writing the defaults out makes them explicit; that is the one
 	// expected difference.
 	again.Path = c.Path
@@ -511,17 +541,17 @@ FROM jobs"""
 		p.UserExplicit = true
 	}
 	if !reflect.DeepEqual(again, c) {
-		t.Errorf("round trip changed the config:\n%s\n got %+v\nwant %+v", buf.String(), again.Pools, c.Pools)
+		t.Errorf("round trip changed the config:\n%s\n got %+v\nwant %+v", effective, again.Pools, c.Pools)
 	}
 	for _, want := range []string{"max_workers = 10", `user = "flexiq"`, "scale_down_window_sec = 300", `hardening = "default"`, "max_surge = 1"} {
-		if !strings.Contains(buf.String(), want) {
-			t.Errorf("effective config lacks default %q:\n%s", want, buf.String())
+		if !strings.Contains(effective, want) {
+			t.Errorf("effective config lacks default %q:\n%s", want, effective)
 		}
 	}
 	// An unset group is the user's primary group: writing one out would
 	// change what the workers run as.
-	if n := strings.Count(buf.String(), "group = "); n != 1 {
-		t.Errorf("effective config writes %d groups, want only the one set:\n%s", n, buf.String())
+	if n := strings.Count(effective, "group = "); n != 1 {
+		t.Errorf("effective config writes %d groups, want only the one set:\n%s", n, effective)
 	}
 }
 

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -28,18 +27,7 @@ func TestDemandValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := writeConfig(t, tt.text)
-			_, err := Load(path)
-			if err == nil {
-				t.Fatal("Load succeeded")
-			}
-			ps := problems(t, err)
-			if len(ps) != 1 {
-				t.Fatalf("want exactly one problem, got %d:\n%v", len(ps), err)
-			}
-			if p := ps[0]; p.File != path || p.Key != tt.key || !strings.Contains(p.Msg, tt.msg) {
-				t.Errorf("problem = %q, want file %s, key %q and a message containing %q", p.String(), path, tt.key, tt.msg)
-			}
+			wantOnlyProblem(t, tt.text, tt.key, tt.msg)
 		})
 	}
 }

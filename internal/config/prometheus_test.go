@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"reflect"
 	"strings"
 	"testing"
@@ -91,16 +90,7 @@ func TestPrometheusProblems(t *testing.T) {
 			"pools.email.scale_up[0].when", "(scrape_interval_sec = 60)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := load(t, tc.text)
-			if err == nil {
-				t.Fatalf("loaded:\n%s", tc.text)
-			}
-			for _, p := range problems(t, err) {
-				if p.Key == tc.key && strings.Contains(p.Msg, tc.msg) && strings.HasSuffix(p.File, ".toml") {
-					return
-				}
-			}
-			t.Errorf("problems %v, want %s: ...%s...", err, tc.key, tc.msg)
+			wantProblem(t, tc.text, tc.key, tc.msg)
 		})
 	}
 }
@@ -111,16 +101,9 @@ func TestPrometheusEffective(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	if err := WriteEffective(&buf, c); err != nil {
-		t.Fatal(err)
-	}
-	again, err := load(t, buf.String())
-	if err != nil {
-		t.Fatalf("%v\n%s", err, buf.String())
-	}
+	again, effective := reloadEffective(t, c)
 	if !reflect.DeepEqual(again.Prometheus, c.Prometheus) || !reflect.DeepEqual(again.Pools["email"].Prometheus, c.Prometheus) {
-		t.Errorf("written back: %+v, want %+v\n%s", again.Prometheus, c.Prometheus, buf.String())
+		t.Errorf("written back: %+v, want %+v\n%s", again.Prometheus, c.Prometheus, effective)
 	}
 }
 

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"reflect"
 	"strings"
 	"testing"
@@ -191,18 +190,11 @@ func TestWriteEffectiveReadinessRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	if err := WriteEffective(&buf, c); err != nil {
-		t.Fatal(err)
-	}
-	again, err := load(t, buf.String())
-	if err != nil {
-		t.Fatalf("reloading:\n%s\n%v", buf.String(), err)
-	}
+	again, effective := reloadEffective(t, c)
 	again.Path = c.Path
 	c.Pools["email"].UserExplicit = true
 	if !reflect.DeepEqual(again, c) {
-		t.Errorf("round trip changed the config:\n%s\n got %+v\nwant %+v", buf.String(), again, c)
+		t.Errorf("round trip changed the config:\n%s\n got %+v\nwant %+v", effective, again, c)
 	}
 }
 

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"reflect"
 	"strings"
 	"testing"
@@ -85,16 +84,9 @@ path = "/var/lib/flexiq/flexiq.db"
 	}
 
 	// The effective config reads back the same.
-	var buf bytes.Buffer
-	if err := WriteEffective(&buf, c); err != nil {
-		t.Fatal(err)
-	}
-	again, err := load(t, buf.String())
-	if err != nil {
-		t.Fatalf("reloading:\n%s\n%v", buf.String(), err)
-	}
+	again, effective := reloadEffective(t, c)
 	if !reflect.DeepEqual(again.Pools["email"].Scaling, c.Pools["email"].Scaling) || !reflect.DeepEqual(again.HostGuard, c.HostGuard) {
-		t.Errorf("round trip changed the policy:\n%s\n got %+v %+v", buf.String(), again.Pools["email"].Scaling, again.HostGuard)
+		t.Errorf("round trip changed the policy:\n%s\n got %+v %+v", effective, again.Pools["email"].Scaling, again.HostGuard)
 	}
 }
 
@@ -148,16 +140,7 @@ func TestScalingProblems(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := load(t, tt.text)
-			if err == nil {
-				t.Fatalf("loaded:\n%s", tt.text)
-			}
-			for _, p := range problems(t, err) {
-				if p.Key == tt.key && strings.Contains(p.Msg, tt.msg) && strings.HasSuffix(p.File, ".toml") {
-					return
-				}
-			}
-			t.Errorf("problems %v, want %s: ...%s...", err, tt.key, tt.msg)
+			wantProblem(t, tt.text, tt.key, tt.msg)
 		})
 	}
 }

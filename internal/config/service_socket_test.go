@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"reflect"
 	"slices"
 	"strings"
@@ -53,18 +52,7 @@ func TestServiceSocketProblems(t *testing.T) {
 		{"overlap of a socket port", ports(1, "http = { port = 8000, socket = true }\nmetrics = 8005"), "pools.email.service.ports.metrics", "overlaps pools.email.service.ports.http's 8000-8009"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := writeConfig(t, tc.text)
-			_, err := Load(path)
-			if err == nil {
-				t.Fatal("loaded")
-			}
-			want := path + ": " + tc.key + ": "
-			for _, p := range problems(t, err) {
-				if s := p.String(); strings.HasPrefix(s, want) && strings.Contains(s, tc.msg) {
-					return
-				}
-			}
-			t.Errorf("no problem %q…%q in:\n%v", want, tc.msg, err)
+			wantProblem(t, tc.text, tc.key, tc.msg)
 		})
 	}
 }
@@ -76,16 +64,9 @@ func TestServiceSocketEffective(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	if err := WriteEffective(&buf, c); err != nil {
-		t.Fatal(err)
-	}
-	again, err := load(t, buf.String())
-	if err != nil {
-		t.Fatalf("reloading:\n%s\n%v", buf.String(), err)
-	}
+	again, effective := reloadEffective(t, c)
 	if got, want := again.Pools["email"].Service.Ports, c.Pools["email"].Service.Ports; !reflect.DeepEqual(got, want) {
-		t.Errorf("round trip: ports %+v, want %+v\n%s", got, want, buf.String())
+		t.Errorf("round trip: ports %+v, want %+v\n%s", got, want, effective)
 	}
 	// Writing the user out makes it explicit, the one expected difference.
 	if diff := Diff(c.Pools["email"], again.Pools["email"]); slices.ContainsFunc(diff, func(k string) bool { return strings.HasPrefix(k, "service") }) {

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/flexiq/flexiq-scaled/internal/discovery"
 	"github.com/flexiq/flexiq-scaled/internal/probe"
+	"github.com/flexiq/flexiq-scaled/test/testfile"
 )
 
 // withTestdata replaces TESTDATA in text by the absolute path of
@@ -196,18 +196,7 @@ func TestServiceProblems(t *testing.T) {
 		{"template not an array", svc("[pools.email.service]\ntemplate = \"/x.tmpl\"\n"), "pools.email.service.template", "an array of tables"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := writeConfig(t, withTestdata(t, tc.text))
-			_, err := Load(path)
-			if err == nil {
-				t.Fatal("loaded")
-			}
-			want := path + ": " + tc.key + ": "
-			for _, p := range problems(t, err) {
-				if s := p.String(); strings.HasPrefix(s, want) && strings.Contains(s, withTestdata(t, tc.msg)) {
-					return
-				}
-			}
-			t.Errorf("no problem %q…%q in:\n%v", want, tc.msg, err)
+			wantProblem(t, withTestdata(t, tc.text), tc.key, withTestdata(t, tc.msg))
 		})
 	}
 }
@@ -275,20 +264,13 @@ func TestServiceEffectiveRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var buf bytes.Buffer
-			if err := WriteEffective(&buf, c); err != nil {
-				t.Fatal(err)
-			}
-			again, err := load(t, buf.String())
-			if err != nil {
-				t.Fatalf("reloading:\n%s\n%v", buf.String(), err)
-			}
+			again, effective := reloadEffective(t, c)
 			again.Path = c.Path
 			for _, p := range c.Pools {
 				p.UserExplicit = true
 			}
 			if !sameConfig(again, c) {
-				t.Errorf("round trip changed the config:\n%s", buf.String())
+				t.Errorf("round trip changed the config:\n%s", effective)
 			}
 			for name, p := range c.Pools {
 				if d := Diff(p, again.Pools[name]); d != nil {
@@ -401,17 +383,7 @@ func TestServiceTemplateBounds(t *testing.T) {
 	}
 	dir := t.TempDir()
 	write := func(name, text string, mode os.FileMode, uid int) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), mode); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chmod(p, mode); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(p, uid, uid); err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return testfile.Owned(t, filepath.Join(dir, name), text, mode, uid)
 	}
 	for _, tc := range []struct{ name, src, want string }{
 		{"owned by nobody, mode 0666", write("nobody.tmpl", "x\n", 0o666, 65534), "owned by uid 65534, not root"},

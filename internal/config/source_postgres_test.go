@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"reflect"
 	"strings"
 	"testing"
@@ -62,21 +61,14 @@ url = "postgres://app@db.example/app_queue"
 	}
 
 	// The effective configuration loads back the same.
-	var buf bytes.Buffer
-	if err := WriteEffective(&buf, c); err != nil {
-		t.Fatal(err)
-	}
-	again, err := load(t, buf.String())
-	if err != nil {
-		t.Fatalf("reloading:\n%s\n%v", buf.String(), err)
-	}
+	again, effective := reloadEffective(t, c)
 	for name, p := range c.Pools {
 		if !reflect.DeepEqual(again.Pools[name].Source, p.Source) {
-			t.Errorf("pool %s: round trip changed the source:\n%s\n got %+v\nwant %+v", name, buf.String(), again.Pools[name].Source, p.Source)
+			t.Errorf("pool %s: round trip changed the source:\n%s\n got %+v\nwant %+v", name, effective, again.Pools[name].Source, p.Source)
 		}
 	}
-	if !strings.Contains(buf.String(), `schema = "graphile_worker"`) && !strings.Contains(buf.String(), `schema = "public"`) {
-		t.Errorf("effective config does not write the default schema:\n%s", buf.String())
+	if !strings.Contains(effective, `schema = "graphile_worker"`) && !strings.Contains(effective, `schema = "public"`) {
+		t.Errorf("effective config does not write the default schema:\n%s", effective)
 	}
 }
 

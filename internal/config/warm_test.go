@@ -1,7 +1,6 @@
 package config
 
 import (
-	"strings"
 	"testing"
 	"time"
 )
@@ -28,21 +27,7 @@ func TestWarmValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := writeConfig(t, tt.text)
-			_, err := Load(path)
-			if err == nil {
-				t.Fatal("Load succeeded")
-			}
-			ps := problems(t, err)
-			found := false
-			for _, p := range ps {
-				if p.File == path && p.Key == tt.key && strings.Contains(p.Msg, tt.msg) {
-					found = true
-				}
-			}
-			if !found || len(ps) != 1 {
-				t.Errorf("problems = %v, want one for key %q containing %q", err, tt.key, tt.msg)
-			}
+			wantOnlyProblem(t, tt.text, tt.key, tt.msg)
 		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/flexiq/flexiq-scaled/test/harness"
 	"github.com/flexiq/flexiq-scaled/test/sandbox"
 )
 
@@ -107,11 +108,7 @@ func build() error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		cmd := exec.Command("go", "build", "-o", filepath.Join(workDir, "flexiq-testworker"), "./test/worker")
-		cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			errs[2] = fmt.Errorf("building the test worker: %v\n%s", err, out)
-		}
+		_, errs[2] = harness.Build("debtest", harness.Bin{Pkg: "./test/worker", Name: "flexiq-testworker"})
 	}()
 	wg.Wait()
 	for _, err := range errs {

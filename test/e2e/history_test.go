@@ -46,7 +46,7 @@ func TestHistoryFromJournal(t *testing.T) {
 	e := setup(t)
 	pool := fmt.Sprintf("hist%d", time.Now().UnixNano()%1_000_000)
 	// The unit's /tmp and /var/tmp are its own: the script lives in /usr.
-	e.write("/usr/local/lib/flexiq-e2e-journal-send.py", journalSend)
+	e.Write("/usr/local/lib/flexiq-e2e-journal-send.py", journalSend)
 	var script strings.Builder
 	for _, d := range []struct {
 		action                          string
@@ -63,25 +63,25 @@ func TestHistoryFromJournal(t *testing.T) {
 	// The daemon's unit, made a one-shot that writes the entries: only
 	// its entries, as root, are the daemon's (setup's cleanup removes the
 	// drop-in).
-	e.write("/usr/local/lib/flexiq-e2e-history.sh", script.String())
-	e.write("/etc/systemd/system/flexiq-scaled.service.d/90-history.conf",
+	e.Write("/usr/local/lib/flexiq-e2e-history.sh", script.String())
+	e.Write("/etc/systemd/system/flexiq-scaled.service.d/90-history.conf",
 		"[Service]\nType=oneshot\nWatchdogSec=0\nExecStart=\nExecStart=/bin/sh /usr/local/lib/flexiq-e2e-history.sh\nExecReload=\n")
-	e.sh("systemctl daemon-reload && systemctl start " + daemonUnit)
+	e.Sh("systemctl daemon-reload && systemctl start " + daemonUnit)
 	// Forged by uid 1000, whatever unit it runs in: a decision that
 	// would chart a scale-up to 500, and a line of over 4 MiB (300
 	// binary fields, each short enough for journalctl -o json to print).
-	e.sh("setpriv --reuid 1000 --regid 1000 --clear-groups /usr/bin/python3 /usr/local/lib/flexiq-e2e-journal-send.py MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b01 " +
+	e.Sh("setpriv --reuid 1000 --regid 1000 --clear-groups /usr/bin/python3 /usr/local/lib/flexiq-e2e-journal-send.py MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b01 " +
 		"'MESSAGE=pool=" + pool + " forged' FLEXIQ_POOL=" + pool + " FLEXIQ_ACTION=scale-up FLEXIQ_CURRENT=3 FLEXIQ_DESIRED=500 FLEXIQ_PENDING=9999 FLEXIQ_RUNNING=0")
-	e.sh("setpriv --reuid 1000 --regid 1000 --clear-groups /usr/bin/python3 /usr/local/lib/flexiq-e2e-journal-send.py MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b01 " +
+	e.Sh("setpriv --reuid 1000 --regid 1000 --clear-groups /usr/bin/python3 /usr/local/lib/flexiq-e2e-journal-send.py MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b01 " +
 		"'MESSAGE=pool=" + pool + " long' FLEXIQ_POOL=" + pool + " FLEXIQ_ACTION=scale-up FLEXIQ_CURRENT=3 FLEXIQ_DESIRED=400 FILLER=@300")
 	// Both are in the journal: 2 lines, over 4 MiB (as journalctl prints
 	// them; it may take a moment for journald to store them).
-	e.eventually(10*time.Second, "the forged entries in the journal", func() (bool, string) {
-		out := strings.Fields(e.sh("journalctl -o json --no-pager FLEXIQ_POOL=" + pool + " _UID=1000 | wc -lc"))
+	e.Eventually(10*time.Second, "the forged entries in the journal", func() (bool, string) {
+		out := strings.Fields(e.Sh("journalctl -o json --no-pager FLEXIQ_POOL=" + pool + " _UID=1000 | wc -lc"))
 		return len(out) == 2 && out[0] == "2" && len(out[1]) >= 7 && out[1] > "4194304", strings.Join(out, " ")
 	})
 	want := []string{",30,4,1,3,scale-up", ",5,6,3,3,stable", ",0,1,3,1,scale-down"}
-	e.eventually(10*time.Second, "the three entries in history --csv", func() (bool, string) {
+	e.Eventually(10*time.Second, "the three entries in history --csv", func() (bool, string) {
 		out, errs, code := e.run("flexiq-scaled", "history", pool, "--since", "10m", "--csv")
 		rows := strings.Split(strings.TrimSpace(out), "\n")
 		if code != 0 || len(rows) != 4 {
@@ -113,7 +113,7 @@ func TestHistoryFromJournal(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("history --svg: exit %d\n%s%s", code, out, errs)
 	}
-	svg := e.sh("cat /var/tmp/history.svg")
+	svg := e.Sh("cat /var/tmp/history.svg")
 	for _, want := range []string{"<svg", "pending", "live workers", "target", "scale-up", "scale-down"} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("SVG lacks %q", want)
@@ -126,8 +126,8 @@ func TestHistoryFromJournal(t *testing.T) {
 	// Without its helper, drawing fails with a message that says where the
 	// helper was looked for; the text chart does not need it.
 	helper := "/usr/libexec/flexiq-scaled/flexiq-scaled-plot"
-	e.sh("mv " + helper + " " + helper + ".away")
-	t.Cleanup(func() { e.sh("mv " + helper + ".away " + helper) })
+	e.Sh("mv " + helper + " " + helper + ".away")
+	t.Cleanup(func() { e.Sh("mv " + helper + ".away " + helper) })
 	out, errs, code = e.run("flexiq-scaled", "history", pool, "--since", "10m", "--png", "/var/tmp/history.png")
 	if code == 0 || !strings.Contains(errs, "drawing needs flexiq-scaled-plot, which is in neither /usr/bin/flexiq-scaled-plot nor "+helper) {
 		t.Errorf("history --png without the helper: exit %d\n%s%s", code, out, errs)

@@ -28,16 +28,16 @@ const (
 // minutes at most. Nice 19, so that the daemon and systemd still run at
 // once: nice time is busy time all the same in /proc/stat.
 func startStress(e *env) {
-	e.t.Helper()
-	e.sh(fmt.Sprintf("systemctl stop %[1]s 2>/dev/null || true; systemctl reset-failed %[1]s 2>/dev/null || true; "+
+	e.T.Helper()
+	e.Sh(fmt.Sprintf("systemctl stop %[1]s 2>/dev/null || true; systemctl reset-failed %[1]s 2>/dev/null || true; "+
 		"systemd-run --quiet --unit %[1]s -p Nice=19 /usr/bin/stress-ng --cpu 0 --timeout 120s --quiet", stressUnit))
-	e.t.Cleanup(func() { stopStress(e) })
+	e.T.Cleanup(func() { stopStress(e) })
 }
 
 func stopStress(e *env) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	e.sb.Exec(ctx, "systemctl", "stop", stressUnit)
+	e.SB.Exec(ctx, "systemctl", "stop", stressUnit)
 }
 
 // Headroom lets the pool grow; under load, a scale-up is held and logged
@@ -46,7 +46,7 @@ func stopStress(e *env) {
 // the load is gone, the pool grows again.
 func TestHostGuardUnderLoad(t *testing.T) {
 	e := setup(t)
-	e.configure(`
+	e.Configure(`
 [daemon]
 poll_interval_sec = 1
 
@@ -61,12 +61,12 @@ max_workers = 6
 target_queue_depth_per_worker = 2
 scale_down_window_sec = 0
 drain_timeout_sec = 5`))
-	e.startDaemon()
+	e.StartDaemon()
 	e.waitWorkers("guarded", 1, 20*time.Second)
 
 	// With headroom (which a busy machine may take a while to have), 6
 	// pending jobs make 3 workers.
-	e.enqueue(6, time.Hour)
+	e.Enqueue(6, time.Hour)
 	e.waitWorkers("guarded", 3, 60*time.Second)
 
 	// Load. The guard reads the host once a second, and sees it as soon
@@ -76,41 +76,41 @@ drain_timeout_sec = 5`))
 	e.waitWorkers("guarded", 2, 30*time.Second)
 	// More work waits, but no worker is added; the guard drains one more
 	// worker after its 2 s cooldown, down to min_workers.
-	e.enqueue(4, time.Hour)
+	e.Enqueue(4, time.Hour)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		n := len(e.workers("guarded", "active"))
+		n := len(e.Workers("guarded", "active"))
 		if n > 2 {
-			e.fatalf("%d active workers under load: the guard let the pool scale up", n)
+			e.Fatalf("%d active workers under load: the guard let the pool scale up", n)
 		}
 		if n == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
-			e.fatalf("after 30 s under load, %d active workers, want the emergency to bring the pool to min_workers 1", n)
+			e.Fatalf("after 30 s under load, %d active workers, want the emergency to bring the pool to min_workers 1", n)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
 	e.holds("guarded", 1, 4*time.Second, "in an emergency at min_workers")
 
-	forced := e.entries("FLEXIQ_POOL=guarded", guardEmergencyID)
+	forced := e.Entries("FLEXIQ_POOL=guarded", guardEmergencyID)
 	if len(forced) < 2 {
-		e.fatalf("%d emergency entries, want one per worker drained (2)", len(forced))
+		e.Fatalf("%d emergency entries, want one per worker drained (2)", len(forced))
 	}
 	for _, en := range forced {
 		cpu, _ := strconv.ParseFloat(en.Field("FLEXIQ_HOST_CPU"), 64)
 		ema, _ := strconv.ParseFloat(en.Field("FLEXIQ_HOST_CPU_EMA"), 64)
 		if max(cpu, ema) <= 0.9 || en.Field("FLEXIQ_REASON") == "" {
-			e.errorf("emergency entry without readings above the threshold: cpu %q ema %q reason %q",
+			e.Errorf("emergency entry without readings above the threshold: cpu %q ema %q reason %q",
 				en.Field("FLEXIQ_HOST_CPU"), en.Field("FLEXIQ_HOST_CPU_EMA"), en.Field("FLEXIQ_REASON"))
 		}
 	}
-	blocked := e.entries("FLEXIQ_POOL=guarded", guardBlockedID)
+	blocked := e.Entries("FLEXIQ_POOL=guarded", guardBlockedID)
 	if len(blocked) == 0 {
-		e.fatalf("no entry for the scale-ups the guard held back")
+		e.Fatalf("no entry for the scale-ups the guard held back")
 	}
 	if b := blocked[0]; b.Field("FLEXIQ_HOST_CPU") == "" || b.Field("FLEXIQ_ASKED") == "" {
-		e.errorf("blocked entry without its readings or the count asked for: %v", b)
+		e.Errorf("blocked entry without its readings or the count asked for: %v", b)
 	}
 
 	// The load gone, the average falls below the headroom threshold
@@ -118,7 +118,7 @@ drain_timeout_sec = 5`))
 	// jobs get their 5 workers.
 	stopStress(e)
 	ok, state := sandbox.Eventually(60*time.Second, func() (bool, string) {
-		ws := e.workers("guarded", "active")
+		ws := e.Workers("guarded", "active")
 		return len(ws) == 5, fmt.Sprintf("active: %v", ws)
 	})
 	if !ok {
@@ -128,7 +128,7 @@ drain_timeout_sec = 5`))
 			t.Logf("the host is busy without the test's load (%.2f): growth after the load not checked (%s)", cpu, state)
 			return
 		}
-		e.fatalf("after 60 s without load on a quiet host, still not 5 workers (%s)", state)
+		e.Fatalf("after 60 s without load on a quiet host, still not 5 workers (%s)", state)
 	}
 }
 

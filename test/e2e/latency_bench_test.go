@@ -70,17 +70,17 @@ var markRe = regexp.MustCompile(`flexiq-(mark|done)-usec=(\d+)`)
 // marked runs a client with FLEXIQ_MARK set inside the sandbox and returns
 // the marks it printed: just before it enqueued, and once it had.
 func (e *env) marked(argv ...string) (int64, int64) {
-	e.t.Helper()
-	out, err := e.sb.Exec(e.ctx(), append([]string{"env", "FLEXIQ_MARK=1"}, argv...)...)
+	e.T.Helper()
+	out, err := e.SB.Exec(e.Ctx(), append([]string{"env", "FLEXIQ_MARK=1"}, argv...)...)
 	if err != nil {
-		e.fatalf("%v: %v\n%s", argv, err, out)
+		e.Fatalf("%v: %v\n%s", argv, err, out)
 	}
 	marks := map[string]int64{}
 	for _, m := range markRe.FindAllStringSubmatch(out, -1) {
 		marks[m[1]], _ = strconv.ParseInt(m[2], 10, 64)
 	}
 	if marks["mark"] == 0 || marks["done"] == 0 {
-		e.fatalf("%v printed no flexiq-mark-usec and flexiq-done-usec: %s", argv, out)
+		e.Fatalf("%v printed no flexiq-mark-usec and flexiq-done-usec: %s", argv, out)
 	}
 	return marks["mark"], marks["done"]
 }
@@ -91,32 +91,32 @@ func sleepPool(src string) string {
 
 func burstSources() []burstSource {
 	root, _ := sandbox.ModuleRoot()
-	pgURL := func(e *env) string { return servers.Postgres(e.t, e.sb, pgDB, pgPassword) }
+	pgURL := func(e *env) string { return servers.Postgres(e.T, e.SB, pgDB, pgPassword) }
 	pgFull := func(url string) string { return strings.Replace(url, pgDB+"@", pgDB+":"+pgPassword+"@", 1) }
 	pgSetup := func(e *env, typ, schema string) string {
 		url := pgURL(e)
-		e.sh(fmt.Sprintf("umask 077; printf '%%s\\n' %q > /etc/flexiq-scaled/pg.password", pgPassword))
+		e.Sh(fmt.Sprintf("umask 077; printf '%%s\\n' %q > /etc/flexiq-scaled/pg.password", pgPassword))
 		return sleepPool(fmt.Sprintf("type = %q\nurl = %q\npassword_file = \"/etc/flexiq-scaled/pg.password\"\nschema = %q\n", typ, url, schema))
 	}
 	var riverURL, gwURL string
 	return []burstSource{
 		{name: "flexiq-sqlite", poll: true,
 			setup: func(e *env) string {
-				return fmt.Sprintf("exec = [\"/usr/local/bin/flexiq-testworker\", \"--poll\", \"50ms\"]\nenvironment = { FLEXIQ_DB_PATH = %q }\n[pools.%s.source]\ntype = \"flexiq-sqlite\"\npath = %q\n", e.dbPath, benchPool, e.dbPath)
+				return fmt.Sprintf("exec = [\"/usr/local/bin/flexiq-testworker\", \"--poll\", \"50ms\"]\nenvironment = { FLEXIQ_DB_PATH = %q }\n[pools.%s.source]\ntype = \"flexiq-sqlite\"\npath = %q\n", e.DBPath, benchPool, e.DBPath)
 			},
 			burst: func(e *env) (int64, int64) {
 				at := monotonicUsec()
-				e.enqueue(20, 2*time.Second)
+				e.Enqueue(20, 2*time.Second)
 				return at, monotonicUsec()
 			},
 			clear: func(e *env) {
-				if _, err := e.db.Exec("UPDATE jobs SET status = 5 WHERE status = 0"); err != nil {
-					e.t.Fatal(err)
+				if _, err := e.DB.Exec("UPDATE jobs SET status = 5 WHERE status = 0"); err != nil {
+					e.T.Fatal(err)
 				}
 			}},
 		{name: "flexiq-redis", poll: true,
 			setup: func(e *env) string {
-				servers.Redis(e.t, e.sb)
+				servers.Redis(e.T, e.SB)
 				e.redis("FLUSHALL")
 				e.redisNotify("Klzs")
 				return sleepPool(fmt.Sprintf("type = \"flexiq-redis\"\nurl = %q\nqueues = [\"default\"]\n", redisURL))
@@ -129,8 +129,8 @@ func burstSources() []burstSource {
 			clear: func(e *env) { e.redis("DEL", "flexiq:queue:default:pending") }},
 		{name: "bullmq",
 			setup: func(e *env) string {
-				npmCI(e.t, "bullmq")
-				servers.Redis(e.t, e.sb)
+				npmCI(e.T, "bullmq")
+				servers.Redis(e.T, e.SB)
 				e.redis("FLUSHALL")
 				e.redisNotify("Klzs")
 				return sleepPool(fmt.Sprintf("type = \"bullmq\"\nurl = %q\nqueues = [\"burst\"]\n", redisURL))
@@ -141,30 +141,30 @@ func burstSources() []burstSource {
 			clear: func(e *env) { e.bullmq("burst", "obliterate") }},
 		{name: "river",
 			setup: func(e *env) string {
-				need(e.t, "flexiq-river-client")
+				need(e.T, "flexiq-river-client")
 				toml := pgSetup(e, "river", "river")
 				riverURL = pgFull(pgURL(e))
-				e.sb.Exec(e.ctx(), filepath.Join(binDir, "flexiq-river-client"), riverURL, "river")
-				servers.PSQL(e.t, e.sb, pgDB, "DELETE FROM river.river_job")
+				e.SB.Exec(e.Ctx(), filepath.Join(binDir, "flexiq-river-client"), riverURL, "river")
+				servers.PSQL(e.T, e.SB, pgDB, "DELETE FROM river.river_job")
 				return toml
 			},
 			burst: func(e *env) (int64, int64) {
 				return e.marked(filepath.Join(binDir, "flexiq-river-client"), riverURL, "river", "insert,burst,20")
 			},
-			clear: func(e *env) { servers.PSQL(e.t, e.sb, pgDB, "DELETE FROM river.river_job") }},
+			clear: func(e *env) { servers.PSQL(e.T, e.SB, pgDB, "DELETE FROM river.river_job") }},
 		{name: "graphile-worker",
 			setup: func(e *env) string {
-				npmCI(e.t, "graphile-worker")
+				npmCI(e.T, "graphile-worker")
 				toml := pgSetup(e, "graphile-worker", "graphile_worker")
 				gwURL = pgFull(pgURL(e))
-				e.sb.Exec(e.ctx(), "node", filepath.Join(root, "test/clients/graphile-worker/enqueue.js"), gwURL, "graphile_worker")
-				servers.PSQL(e.t, e.sb, pgDB, "DELETE FROM graphile_worker._private_jobs")
+				e.SB.Exec(e.Ctx(), "node", filepath.Join(root, "test/clients/graphile-worker/enqueue.js"), gwURL, "graphile_worker")
+				servers.PSQL(e.T, e.SB, pgDB, "DELETE FROM graphile_worker._private_jobs")
 				return toml
 			},
 			burst: func(e *env) (int64, int64) {
 				return e.marked("node", filepath.Join(root, "test/clients/graphile-worker/enqueue.js"), gwURL, "graphile_worker", "add,-,20")
 			},
-			clear: func(e *env) { servers.PSQL(e.t, e.sb, pgDB, "DELETE FROM graphile_worker._private_jobs") }},
+			clear: func(e *env) { servers.PSQL(e.T, e.SB, pgDB, "DELETE FROM graphile_worker._private_jobs") }},
 	}
 }
 
@@ -172,11 +172,11 @@ func benchBurst(b *testing.B, s burstSource, wake bool) {
 	e := setup(b)
 	if !wake {
 		// setup's cleanup removes the 90-* drop-ins.
-		e.write("/etc/systemd/system/flexiq-scaled.service.d/90-nowake.conf", "[Service]\nEnvironment=FLEXIQ_SCALED_NO_WAKE=1\n")
-		e.sh("systemctl daemon-reload")
+		e.Write("/etc/systemd/system/flexiq-scaled.service.d/90-nowake.conf", "[Service]\nEnvironment=FLEXIQ_SCALED_NO_WAKE=1\n")
+		e.Sh("systemctl daemon-reload")
 	}
 	pool := s.setup(e)
-	e.configure(fmt.Sprintf(`
+	e.Configure(fmt.Sprintf(`
 [pools.%s]
 poll_interval_sec = 5
 min_workers = 1
@@ -185,7 +185,7 @@ target_queue_depth_per_worker = 5
 scale_down_window_sec = 0
 drain_timeout_sec = 2
 %s`, benchPool, pool))
-	e.startDaemon()
+	e.StartDaemon()
 	e.waitWorkers(benchPool, 1, 15*time.Second)
 	if line := e.wakeUpLine(benchPool); strings.Contains(line, "wake-up is active") != wake {
 		b.Fatalf("wake-up should be %v, the journal says %q", wake, line)
@@ -198,12 +198,12 @@ drain_timeout_sec = 2
 		b.StartTimer()
 		landed, done := s.burst(e)
 		var first int64
-		e.eventually(30*time.Second, "a second worker", func() (bool, string) {
-			for _, u := range e.workers(benchPool, "active") {
+		e.Eventually(30*time.Second, "a second worker", func() (bool, string) {
+			for _, u := range e.Workers(benchPool, "active") {
 				if u == "flexiq-"+benchPool+"@1.service" {
 					continue
 				}
-				at, _ := strconv.ParseInt(e.unitProp(u, "ActiveEnterTimestampMonotonic"), 10, 64)
+				at, _ := strconv.ParseInt(e.UnitProp(u, "ActiveEnterTimestampMonotonic"), 10, 64)
 				if at > landed && (first == 0 || at < first) {
 					first = at
 				}
@@ -216,7 +216,7 @@ drain_timeout_sec = 2
 			// The ticks of the first burst: what each saw, for reading
 			// the figure.
 			var ticks []string
-			for _, l := range strings.Split(e.journalText("FLEXIQ_POOL="+benchPool), "\n") {
+			for _, l := range strings.Split(e.JournalText("FLEXIQ_POOL="+benchPool), "\n") {
 				if strings.Contains(l, "pending=") {
 					ticks = append(ticks, l)
 				}

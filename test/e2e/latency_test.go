@@ -18,7 +18,7 @@ func TestLatencySignalScalesUp(t *testing.T) {
 	e := setup(t)
 	// One thread per worker, fully used when busy: the busy signal asks for
 	// exactly the workers there are, and a depth target of 1000 asks for one.
-	e.configure(e.poolConfig(pool, `
+	e.Configure(e.poolConfig(pool, `
 min_workers = 1
 max_workers = 3
 target_queue_depth_per_worker = 1000
@@ -26,13 +26,13 @@ threads_per_worker = 1
 target_utilisation = 1.0
 target_queue_latency_sec = 2
 `))
-	e.startDaemon()
+	e.StartDaemon()
 	e.waitWorkers(pool, 1, 10*time.Second)
 
 	// Six 6-second jobs: the worker takes one, five wait and age.
-	e.enqueue(6, 6*time.Second)
-	e.eventually(20*time.Second, "a scale-up by the latency signal", func() (bool, string) {
-		ws := e.workers(pool, "active", "activating")
+	e.Enqueue(6, 6*time.Second)
+	e.Eventually(20*time.Second, "a scale-up by the latency signal", func() (bool, string) {
+		ws := e.Workers(pool, "active", "activating")
 		return len(ws) >= 2, "workers: " + strconv.Itoa(len(ws))
 	})
 
@@ -40,7 +40,7 @@ target_queue_latency_sec = 2
 	// latency for at least the new target; the age was past the target.
 	rationale := regexp.MustCompile(`\(scale-up: depth=1 busy=\d+ cpu=- latency=(\d+) overload=false`)
 	var scaleUps int
-	for _, en := range e.entries("FLEXIQ_POOL="+pool, decisionID, "FLEXIQ_ACTION=scale-up") {
+	for _, en := range e.Entries("FLEXIQ_POOL="+pool, decisionID, "FLEXIQ_ACTION=scale-up") {
 		msg, desired := en.Field("MESSAGE"), en.Field("FLEXIQ_DESIRED")
 		if desired == "1" {
 			continue // the start at min_workers, before any job
@@ -50,19 +50,19 @@ target_queue_latency_sec = 2
 		m := rationale.FindStringSubmatch(msg)
 		want, _ := strconv.Atoi(desired)
 		if m == nil {
-			e.errorf("scale-up to %s without the latency signal in its rationale: %s", desired, msg)
+			e.Errorf("scale-up to %s without the latency signal in its rationale: %s", desired, msg)
 			continue
 		}
 		if latency, _ := strconv.Atoi(m[1]); latency < want {
-			e.errorf("scale-up to %d with latency=%d: not the latency signal's doing: %s", want, latency, msg)
+			e.Errorf("scale-up to %d with latency=%d: not the latency signal's doing: %s", want, latency, msg)
 		}
 		age, err := strconv.ParseFloat(en.Field("FLEXIQ_OLDEST_AGE"), 64)
 		if err != nil || age <= target {
-			e.errorf("scale-up to %s with FLEXIQ_OLDEST_AGE=%q, want an age past the %g s target: %s",
+			e.Errorf("scale-up to %s with FLEXIQ_OLDEST_AGE=%q, want an age past the %g s target: %s",
 				desired, en.Field("FLEXIQ_OLDEST_AGE"), target, msg)
 		}
 	}
 	if scaleUps == 0 {
-		e.errorf("no scale-up decision entry above min_workers")
+		e.Errorf("no scale-up decision entry above min_workers")
 	}
 }

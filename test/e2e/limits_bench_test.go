@@ -55,9 +55,9 @@ func BenchmarkDaemonLimits(b *testing.B) {
 	if v := os.Getenv("FLEXIQ_BENCH_GOMAXPROCS"); v != "" {
 		conf += "Environment=GOMAXPROCS=" + v + "\n"
 	}
-	e.write("/etc/systemd/system/flexiq-scaled.service.d/90-limits.conf", conf)
-	e.sh("systemctl daemon-reload")
-	e.configure(e.poolConfig(pool, fmt.Sprintf(`exec = ["/bin/sleep", "infinity"]
+	e.Write("/etc/systemd/system/flexiq-scaled.service.d/90-limits.conf", conf)
+	e.Sh("systemctl daemon-reload")
+	e.Configure(e.poolConfig(pool, fmt.Sprintf(`exec = ["/bin/sleep", "infinity"]
 threads_per_worker = 1
 poll_interval_sec = 5
 min_workers = %d
@@ -85,7 +85,7 @@ max_workers = %d
 		// The operator's reads and a scrape at every poll: status of the
 		// whole fleet is the largest answer the daemon writes.
 		for range 6 {
-			e.sh("flexiq-scaled status --json >/dev/null && flexiq-scaled explain " + pool + " >/dev/null && " +
+			e.Sh("flexiq-scaled status --json >/dev/null && flexiq-scaled explain " + pool + " >/dev/null && " +
 				"curl -sf --unix-socket /run/flexiq-scaled/metrics.sock http://localhost/metrics >/dev/null")
 			time.Sleep(5 * time.Second)
 		}
@@ -93,21 +93,21 @@ max_workers = %d
 		time.Sleep(100 * time.Millisecond)
 		st := procStatus(pid, "VmHWM", "VmRSS", "RssAnon", "RssFile", "RssShmem", "Threads")
 		b.Logf("%s: %d workers; daemon peak RSS (VmHWM) %.1f MB, RSS %.1f MB (anon %.1f, file %.1f, shmem %.1f); threads %d, at most %d",
-			phase, len(e.workers(pool, "active")), float64(st["VmHWM"])/1024, float64(st["VmRSS"])/1024,
+			phase, len(e.Workers(pool, "active")), float64(st["VmHWM"])/1024, float64(st["VmRSS"])/1024,
 			float64(st["RssAnon"])/1024, float64(st["RssFile"])/1024, float64(st["RssShmem"])/1024, st["Threads"], threads.Load())
 		b.ReportMetric(float64(st["VmHWM"])/1024, phase+"-peak-MB")
 		b.ReportMetric(float64(threads.Load()), phase+"-threads-max")
 	}
 	b.ResetTimer()
-	e.startDaemon()
-	pid := hostPID(b, e, e.daemonPID())
+	e.StartDaemon()
+	pid := hostPID(b, e, e.DaemonPID())
 	stop := make(chan struct{})
 	threads := sample(pid, stop)
 	e.waitWorkers(pool, limitsWorkers, 6*time.Minute)
 	measure("scale-out", pid, threads, stop)
 	// A restart adopts the fleet.
-	e.sh("systemctl restart " + daemonUnit)
-	pid = hostPID(b, e, e.daemonPID())
+	e.Sh("systemctl restart " + daemonUnit)
+	pid = hostPID(b, e, e.DaemonPID())
 	stop = make(chan struct{})
 	threads = sample(pid, stop)
 	time.Sleep(10 * time.Second)

@@ -22,27 +22,27 @@ const metricsPort = 9958
 // metrics.sock, which the proxy joins, is the package's (sysusers.d); the
 // daemon sets it when it starts, so call this before startDaemon.
 func installMetricsUnits(e *env) {
-	e.t.Helper()
-	e.sh("getent group flexiq-scaled >/dev/null || groupadd --system flexiq-scaled")
+	e.T.Helper()
+	e.Sh("getent group flexiq-scaled >/dev/null || groupadd --system flexiq-scaled")
 	root, _ := sandbox.ModuleRoot()
 	for _, u := range []string{"flexiq-scaled-metrics.socket", "flexiq-scaled-metrics.service"} {
 		b, err := os.ReadFile(filepath.Join(root, "systemd", u))
 		if err != nil {
-			e.t.Fatal(err)
+			e.T.Fatal(err)
 		}
-		e.write("/etc/systemd/system/"+u, string(b))
+		e.Write("/etc/systemd/system/"+u, string(b))
 	}
-	e.sh("systemctl daemon-reload && systemctl start flexiq-scaled-metrics.socket")
-	e.t.Cleanup(func() {
-		e.sb.Exec(e.ctx(), "systemctl", "stop", "flexiq-scaled-metrics.socket", "flexiq-scaled-metrics.service")
+	e.Sh("systemctl daemon-reload && systemctl start flexiq-scaled-metrics.socket")
+	e.T.Cleanup(func() {
+		e.SB.Exec(e.Ctx(), "systemctl", "stop", "flexiq-scaled-metrics.socket", "flexiq-scaled-metrics.service")
 	})
 }
 
 // promQuery runs an instant query against the sandbox's Prometheus and
 // returns the value of its single sample, or false when it has none.
 func promQuery(e *env, prom, q string) (float64, bool) {
-	e.t.Helper()
-	out := e.sh("curl -sf '" + prom + "/api/v1/query?query=" + url.QueryEscape(q) + "'")
+	e.T.Helper()
+	out := e.Sh("curl -sf '" + prom + "/api/v1/query?query=" + url.QueryEscape(q) + "'")
 	var r struct {
 		Data struct {
 			Result []struct {
@@ -51,7 +51,7 @@ func promQuery(e *env, prom, q string) (float64, bool) {
 		} `json:"data"`
 	}
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		e.t.Fatalf("query %s: %v: %s", q, err, out)
+		e.T.Fatalf("query %s: %v: %s", q, err, out)
 	}
 	if len(r.Data.Result) != 1 {
 		return 0, false
@@ -69,13 +69,13 @@ func TestMetricsScrape(t *testing.T) {
 	parallel(t)
 	e := setup(t)
 	installMetricsUnits(e)
-	e.configure(e.poolConfig("scraped", "min_workers = 2\nmax_workers = 2\ndrain_timeout_sec = 3\n"))
-	e.startDaemon()
+	e.Configure(e.poolConfig("scraped", "min_workers = 2\nmax_workers = 2\ndrain_timeout_sec = 3\n"))
+	e.StartDaemon()
 	e.waitWorkers("scraped", 2, 15*time.Second)
-	e.enqueue(7, 10*time.Minute) // some run, the rest wait: the counts hold still
+	e.Enqueue(7, 10*time.Minute) // some run, the rest wait: the counts hold still
 
 	// Through the socket, as Prometheus will see it.
-	body := e.sh(fmt.Sprintf("curl -sf http://127.0.0.1:%d/metrics", metricsPort))
+	body := e.Sh(fmt.Sprintf("curl -sf http://127.0.0.1:%d/metrics", metricsPort))
 	for _, want := range []string{"flexiq_scaled_workers_current{pool=\"scraped\"}", "flexiq_scaled_build_info{",
 		"go_goroutines", "flexiq_scaled_dbus_reconnects_total", "container_cpu_usage_seconds_total{pool=\"scraped\",slot=\""} {
 		if !strings.Contains(body, want) {
@@ -84,8 +84,8 @@ func TestMetricsScrape(t *testing.T) {
 	}
 
 	prom := startPrometheus(e, fmt.Sprintf("127.0.0.1:%d", metricsPort))
-	status := func() string { return e.unitProp(daemonUnit, "StatusText") }
-	e.eventually(30*time.Second, "Prometheus agreeing with STATUS=", func() (bool, string) {
+	status := func() string { return e.UnitProp(daemonUnit, "StatusText") }
+	e.Eventually(30*time.Second, "Prometheus agreeing with STATUS=", func() (bool, string) {
 		st := status()
 		cur, ok1 := promQuery(e, prom, `flexiq_scaled_workers_current{pool="scraped"}`)
 		max, ok2 := promQuery(e, prom, `flexiq_scaled_workers_max{pool="scraped"}`)
@@ -108,15 +108,15 @@ func TestMetricsScrape(t *testing.T) {
 	// shows in both.
 	statusJSON := func() (live, max int, pending int64, mode string) {
 		var s api.StatusResponse
-		out := e.sh("flexiq-scaled status scraped --json")
+		out := e.Sh("flexiq-scaled status scraped --json")
 		if err := json.Unmarshal([]byte(out), &s); err != nil || len(s.Pools) != 1 || s.Pools[0].Queue == nil {
-			e.fatalf("status scraped --json: %v\n%s", err, out)
+			e.Fatalf("status scraped --json: %v\n%s", err, out)
 		}
 		v := s.Pools[0]
 		return v.Workers.Live, v.Workers.Max, v.Queue.Pending, v.Mode
 	}
 	agree := func(wantMode string) {
-		e.eventually(30*time.Second, "Prometheus agreeing with status --json in mode "+wantMode, func() (bool, string) {
+		e.Eventually(30*time.Second, "Prometheus agreeing with status --json in mode "+wantMode, func() (bool, string) {
 			live, max, pending, mode := statusJSON()
 			cur, ok1 := promQuery(e, prom, `flexiq_scaled_workers_current{pool="scraped"}`)
 			pmax, ok2 := promQuery(e, prom, `flexiq_scaled_workers_max{pool="scraped"}`)
@@ -129,14 +129,14 @@ func TestMetricsScrape(t *testing.T) {
 		})
 	}
 	agree("active")
-	e.sh("flexiq-scaled pin scraped 2")
+	e.Sh("flexiq-scaled pin scraped 2")
 	agree("pinned")
 
 	if n, ok := promQuery(e, prom, `flexiq_scaled_tick_duration_seconds_count{pool="scraped"}`); !ok || n < 1 {
 		t.Errorf("tick duration histogram: %v ticks (%v)", n, ok)
 	}
 	// The proxy runs as a dynamic user in a network of its own.
-	if u := e.unitProp("flexiq-scaled-metrics.service", "DynamicUser"); u != "yes" {
+	if u := e.UnitProp("flexiq-scaled-metrics.service", "DynamicUser"); u != "yes" {
 		t.Errorf("proxy DynamicUser=%s", u)
 	}
 }

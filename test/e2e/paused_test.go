@@ -25,12 +25,12 @@ func TestPausedQueueIsNotDemand(t *testing.T) {
 	e := setup(t)
 	// Paused before the daemon starts, so that the backlog was never demand
 	// and the first decision (0 -> min_workers) already sees the pause.
-	if err := flexiqdb.PauseQueue(e.db, flexiqdb.DefaultQueue, "", true); err != nil {
+	if err := flexiqdb.PauseQueue(e.DB, flexiqdb.DefaultQueue, "", true); err != nil {
 		t.Fatal(err)
 	}
-	e.enqueue(backlog, 500*time.Millisecond)
+	e.Enqueue(backlog, 500*time.Millisecond)
 	// Unpaused, 120 jobs at 10 per worker would ask for 12: max_workers.
-	e.configure(e.poolConfig(pool, `
+	e.Configure(e.poolConfig(pool, `
 min_workers = 1
 max_workers = 5
 target_queue_depth_per_worker = 10
@@ -38,23 +38,23 @@ threads_per_worker = 1
 target_utilisation = 1.0
 scale_down_window_sec = 4
 `))
-	e.startDaemon()
+	e.StartDaemon()
 	e.waitWorkers(pool, 1, 10*time.Second)
 	// The daemon has read the queue once the status shows a pending count.
-	e.eventually(10*time.Second, "a pending count in STATUS=", func() (bool, string) {
-		st := e.unitProp(daemonUnit, "StatusText")
+	e.Eventually(10*time.Second, "a pending count in STATUS=", func() (bool, string) {
+		st := e.UnitProp(daemonUnit, "StatusText")
 		return strings.Contains(st, " pending") && !strings.Contains(st, "? pending"), st
 	})
 
 	// Several ticks (one a second) with a full backlog, all paused.
 	for i := range 6 {
-		if ws := e.workers(pool, "active", "activating"); len(ws) > 1 {
-			e.fatalf("after %d s of a paused backlog: workers %v, want min_workers = 1", i, ws)
+		if ws := e.Workers(pool, "active", "activating"); len(ws) > 1 {
+			e.Fatalf("after %d s of a paused backlog: workers %v, want min_workers = 1", i, ws)
 		}
 		time.Sleep(time.Second)
 	}
 	for _, status := range []int{flexiqdb.StatusRunning, flexiqdb.StatusComplete} {
-		if n, err := flexiqdb.Count(e.db, status); err != nil || n != 0 {
+		if n, err := flexiqdb.Count(e.DB, status); err != nil || n != 0 {
 			t.Errorf("%d jobs with status %d, %v: the worker claimed jobs of a paused queue", n, status, err)
 		}
 	}
@@ -63,41 +63,41 @@ scale_down_window_sec = 4
 	// (STATUS= follows the ticks within a watchdog period, hence the wait.)
 	wantStatus := fmt.Sprintf("%s 1/5 workers, 0 pending, %d paused", pool, backlog)
 	if ok, st := sandbox.Eventually(5*time.Second, func() (bool, string) {
-		st := e.unitProp(daemonUnit, "StatusText")
+		st := e.UnitProp(daemonUnit, "StatusText")
 		return strings.Contains(st, wantStatus), st
 	}); !ok {
-		e.errorf("StatusText = %q, want it to contain %q", st, wantStatus)
+		e.Errorf("StatusText = %q, want it to contain %q", st, wantStatus)
 	}
 	var sawPaused bool
-	for _, en := range e.entries("FLEXIQ_POOL="+pool, decisionID) {
+	for _, en := range e.Entries("FLEXIQ_POOL="+pool, decisionID) {
 		if en.Field("FLEXIQ_PAUSED") == strconv.Itoa(backlog) && en.Field("FLEXIQ_PENDING") == "0" {
 			sawPaused = true
 		}
 	}
 	if !sawPaused {
-		e.errorf("no decision entry of pool %s with FLEXIQ_PAUSED=%d and FLEXIQ_PENDING=0", pool, backlog)
+		e.Errorf("no decision entry of pool %s with FLEXIQ_PAUSED=%d and FLEXIQ_PENDING=0", pool, backlog)
 	}
 
 	// Resumed, the backlog is demand again.
-	if err := flexiqdb.PauseQueue(e.db, flexiqdb.DefaultQueue, "", false); err != nil {
+	if err := flexiqdb.PauseQueue(e.DB, flexiqdb.DefaultQueue, "", false); err != nil {
 		t.Fatal(err)
 	}
 	e.waitWorkers(pool, 5, 20*time.Second)
 	var scaledUp bool
-	for _, en := range e.entries("FLEXIQ_POOL="+pool, decisionID) {
+	for _, en := range e.Entries("FLEXIQ_POOL="+pool, decisionID) {
 		if en.Field("FLEXIQ_ACTION") == "scale-up" && en.Field("FLEXIQ_DESIRED") == "5" {
 			pending, _ := strconv.Atoi(en.Field("FLEXIQ_PENDING"))
 			scaledUp = scaledUp || pending > 0
 		}
 	}
 	if !scaledUp {
-		e.errorf("no scale-up decision to 5 with the resumed jobs pending")
+		e.Errorf("no scale-up decision to 5 with the resumed jobs pending")
 	}
 	// ", N paused" is there only while something is paused.
 	if ok, st := sandbox.Eventually(5*time.Second, func() (bool, string) {
-		st := e.unitProp(daemonUnit, "StatusText")
+		st := e.UnitProp(daemonUnit, "StatusText")
 		return strings.HasPrefix(st, pool+" ") && !strings.Contains(st, "paused"), st
 	}); !ok {
-		e.errorf("StatusText = %q after the resume, want no paused count", st)
+		e.Errorf("StatusText = %q after the resume, want no paused count", st)
 	}
 }

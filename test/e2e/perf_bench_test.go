@@ -47,35 +47,35 @@ func perfSetup(b *testing.B, pool, extra string) *env {
 	if v := os.Getenv("FLEXIQ_BENCH_GOGC"); v != "" {
 		conf += "Environment=GOGC=" + v + "\n"
 	}
-	e.write("/etc/systemd/system/flexiq-scaled.service.d/90-bench.conf", conf)
-	e.sh("systemctl daemon-reload")
-	e.configure(e.poolConfig(pool, `exec = ["/bin/sleep", "infinity"]
+	e.Write("/etc/systemd/system/flexiq-scaled.service.d/90-bench.conf", conf)
+	e.Sh("systemctl daemon-reload")
+	e.Configure(e.poolConfig(pool, `exec = ["/bin/sleep", "infinity"]
 threads_per_worker = 1
 poll_interval_sec = 5
 `+extra))
-	e.startDaemon()
+	e.StartDaemon()
 	return e
 }
 
 // cgroupCPU is a unit's cumulative CPU time (all its threads) from its
 // cgroup in the sandbox, to the microsecond.
 func (e *env) cgroupCPU(cgroup string) time.Duration {
-	e.t.Helper()
-	path := filepath.Join(fmt.Sprintf("/proc/%d/root/sys/fs/cgroup", e.sb.PID), cgroup, "cpu.stat")
+	e.T.Helper()
+	path := filepath.Join(fmt.Sprintf("/proc/%d/root/sys/fs/cgroup", e.SB.PID), cgroup, "cpu.stat")
 	b, err := os.ReadFile(path)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
-				e.t.Fatalf("%s: %v", path, err)
+				e.T.Fatalf("%s: %v", path, err)
 			}
 			return time.Duration(n) * time.Microsecond
 		}
 	}
-	e.t.Fatalf("%s: no usage_usec", path)
+	e.T.Fatalf("%s: no usage_usec", path)
 	return 0
 }
 
@@ -127,7 +127,7 @@ func BenchmarkTickCost(b *testing.B) {
 	e.waitWorkers(pool, perfWorkers, 3*time.Minute)
 	time.Sleep(2 * poll) // the ticks after the scale-out, which read every new unit
 	daemon := "/system.slice/" + daemonUnit
-	pid := hostPID(b, e, e.daemonPID())
+	pid := hostPID(b, e, e.DaemonPID())
 	var dms, pms, rss, anon []float64
 	b.ResetTimer()
 	for i := range benchRounds(b) {
@@ -138,18 +138,18 @@ func BenchmarkTickCost(b *testing.B) {
 		rss = append(rss, statusMB(b, pid, "VmRSS"))
 		anon = append(anon, statusMB(b, pid, "RssAnon"))
 
-		e.sh("systemctl freeze " + daemonUnit)
+		e.Sh("systemctl freeze " + daemonUnit)
 		q0, s0 := e.cgroupCPU("/init.scope"), time.Now()
 		time.Sleep(idle)
 		q1, s1 := e.cgroupCPU("/init.scope"), time.Now()
-		e.sh("systemctl thaw " + daemonUnit)
+		e.Sh("systemctl thaw " + daemonUnit)
 		pid1Idle := float64(q1-q0) / float64(s1.Sub(s0)) * float64(t1.Sub(t0))
 
 		dms = append(dms, float64(d1-d0)/ticks/1e6)
 		pms = append(pms, (float64(p1-p0)-pid1Idle)/ticks/1e6)
 		b.Logf("round %d: %.1f ticks, daemon %.2f ms/tick, PID 1 %.2f ms/tick (its idle %.2f ms per interval), RSS %.1f MB, anonymous %.1f MB",
 			i+1, ticks, dms[i], pms[i], pid1Idle/ticks/1e6, rss[i], anon[i])
-		if n := len(e.workers(pool, "active")); n != perfWorkers {
+		if n := len(e.Workers(pool, "active")); n != perfWorkers {
 			b.Fatalf("%d active workers, want %d", n, perfWorkers)
 		}
 	}
@@ -200,7 +200,7 @@ func BenchmarkScaleOut(b *testing.B) {
 	e := perfSetup(b, pool, fmt.Sprintf("min_workers = 0\nmax_workers = %d\nscale_down_window_sec = 0\ndrain_timeout_sec = 5\n", perfWorkers))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
-	conn, err := e.sb.Bus(ctx)
+	conn, err := e.SB.Bus(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -209,15 +209,15 @@ func BenchmarkScaleOut(b *testing.B) {
 	b.ResetTimer()
 	for i := range benchRounds(b) {
 		t0 := monotonicUsec()
-		e.sh(fmt.Sprintf("flexiq-scaled pin %s %d", pool, perfWorkers))
+		e.Sh(fmt.Sprintf("flexiq-scaled pin %s %d", pool, perfWorkers))
 		o := lastActive(b, ctx, conn, pool, perfWorkers) - t0
-		e.sh("flexiq-scaled unpin " + pool)
+		e.Sh("flexiq-scaled unpin " + pool)
 		waitNoUnits(b, ctx, conn, pool)
 
 		f := floorStart(b, ctx, conn, "floor", perfWorkers)
 		stopAll(b, ctx, conn, "floor")
 
-		out := e.sh(fmt.Sprintf(`t0=$(date +%%s%%N)
+		out := e.Sh(fmt.Sprintf(`t0=$(date +%%s%%N)
 for i in $(seq %d); do systemd-run --quiet --unit=flexiq-seq@$i.service --slice=flexiq-seq.slice -p Type=exec /bin/sleep infinity; done
 echo $(( $(date +%%s%%N) - t0 ))`, perfWorkers))
 		ns, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)

@@ -39,7 +39,7 @@ func TestRulesOverPromQL(t *testing.T) {
 	x := startExporter(e, "flexiq-e2e-rules-exporter", "127.0.0.1", 9102, "")
 	x.set(gauges(0, 0))
 	prom := startPrometheus(e, "127.0.0.1:9102")
-	e.configure(rulesPool("rules", prom, 0, `
+	e.Configure(rulesPool("rules", prom, 0, `
 [[pools.rules.scale_up]]
 when = 'promql("max_over_time(queue_waiting[5s]) > 3")'
 step = 2
@@ -52,33 +52,33 @@ cooldown_sec = 1
 [[pools.broken.scale_up]]
 when = 'promql("no_such_function(queue_waiting) > 3")'
 `))
-	e.startDaemon()
+	e.StartDaemon()
 	e.waitWorkers("broken", 1, 20*time.Second)
 	e.holds("rules", 0, 2*time.Second, "with the gauge at 0")
 
 	x.set(gauges(5, 0))
 	e.waitWorkers("rules", 4, 30*time.Second)
-	ups := e.entries("FLEXIQ_POOL=rules", "FLEXIQ_RULE=scale_up[0]", "FLEXIQ_ACTION=scale-up")
+	ups := e.Entries("FLEXIQ_POOL=rules", "FLEXIQ_RULE=scale_up[0]", "FLEXIQ_ACTION=scale-up")
 	if len(ups) < 2 {
-		e.errorf("%d scale-up decisions naming rule scale_up[0], want two steps of 2", len(ups))
+		e.Errorf("%d scale-up decisions naming rule scale_up[0], want two steps of 2", len(ups))
 	}
 	for _, en := range ups {
 		if !strings.Contains(en.Field("MESSAGE"), "rule scale_up[0]") {
-			e.errorf("decision entry does not say which rule fired: %q", en.Field("MESSAGE"))
+			e.Errorf("decision entry does not say which rule fired: %q", en.Field("MESSAGE"))
 		}
 	}
 
 	x.set(gauges(0, 0))
 	e.waitWorkers("rules", 0, 30*time.Second)
-	if n := len(e.entries("FLEXIQ_POOL=rules", "FLEXIQ_RULE=scale_down", "FLEXIQ_ACTION=scale-down")); n == 0 {
-		e.errorf("no scale-down decision naming the scale_down rule")
+	if n := len(e.Entries("FLEXIQ_POOL=rules", "FLEXIQ_RULE=scale_down", "FLEXIQ_ACTION=scale-down")); n == 0 {
+		e.Errorf("no scale-down decision naming the scale_down rule")
 	}
 
 	// The broken rule's pool held at its minimum through it all, and said
 	// why, naming the server's error.
 	e.holds("broken", 1, time.Second, "with a query the server refuses")
-	e.eventually(10*time.Second, "a rule-error entry for pool broken", func() (bool, string) {
-		for _, en := range e.entries("FLEXIQ_POOL=broken", ruleErrorID) {
+	e.Eventually(10*time.Second, "a rule-error entry for pool broken", func() (bool, string) {
+		for _, en := range e.Entries("FLEXIQ_POOL=broken", ruleErrorID) {
 			if strings.Contains(en.Field("FLEXIQ_ERROR"), "no_such_function") && en.Field("FLEXIQ_RULE") == "scale_up[0]" {
 				return true, ""
 			}

@@ -16,9 +16,9 @@ func TestCommandSource(t *testing.T) {
 	parallel(t)
 	e := setup(t)
 	const state = "/var/lib/flexiq-e2e-command/state"
-	e.sh("mkdir -p /var/lib/flexiq-e2e-command")
-	e.write(state, `{"pending": 0, "running": 0}`)
-	e.write("/usr/local/bin/flexiq-e2e-depth", `#!/bin/sh
+	e.Sh("mkdir -p /var/lib/flexiq-e2e-command")
+	e.Write(state, `{"pending": 0, "running": 0}`)
+	e.Write("/usr/local/bin/flexiq-e2e-depth", `#!/bin/sh
 # The queue's state is in `+state+`: JSON counts, or FAIL, or HANG.
 s=$(cat `+state+`)
 case "$s" in
@@ -27,8 +27,8 @@ HANG) echo "waiting for the broker" >&2; setsid sleep 302 </dev/null >/dev/null 
 *) echo "$s" ;;
 esac
 `)
-	e.sh("chmod 0755 /usr/local/bin/flexiq-e2e-depth")
-	e.configure(`
+	e.Sh("chmod 0755 /usr/local/bin/flexiq-e2e-depth")
+	e.Configure(`
 [pools.cmd]
 exec = ["/bin/sleep", "infinity"]
 poll_interval_sec = 1
@@ -45,43 +45,43 @@ command = ["/usr/local/bin/flexiq-e2e-depth", "--queue", "mail"]
 # Longer than the tick: the tick (1 s) bounds it.
 timeout_sec = 30
 `)
-	e.startDaemon()
+	e.StartDaemon()
 
-	e.write(state, `{"pending": 6, "running": 0, "oldest_age_sec": 3.5}`)
+	e.Write(state, `{"pending": 6, "running": 0, "oldest_age_sec": 3.5}`)
 	e.waitWorkers("cmd", 3, 20*time.Second)
-	if out := e.sh("flexiq-scaled observe cmd"); !strings.Contains(out, `"pending":6`) || !strings.Contains(out, `"oldest_age_sec":3.5`) {
+	if out := e.Sh("flexiq-scaled observe cmd"); !strings.Contains(out, `"pending":6`) || !strings.Contains(out, `"oldest_age_sec":3.5`) {
 		t.Errorf("observe: %s", out)
 	}
 
 	// Failing: a hold, with the command's stderr.
-	e.write(state, "FAIL")
+	e.Write(state, "FAIL")
 	e.waitSourceError("cmd", "command source /usr/local/bin/flexiq-e2e-depth", "exit status 2", "cannot reach the broker at 10.0.0.9")
 	e.holds("cmd", 3, 3*time.Second, "with the command failing")
 
 	// Recovered (the journal logs a source's first error, then at most one
 	// a minute: a recovery starts that afresh).
-	e.write(state, `{"pending": 6, "running": 0}`)
-	e.eventually(20*time.Second, "pool cmd's source recovered", func() (bool, string) {
-		n := len(e.entries("FLEXIQ_POOL=cmd", sourceRecoveredID))
+	e.Write(state, `{"pending": 6, "running": 0}`)
+	e.Eventually(20*time.Second, "pool cmd's source recovered", func() (bool, string) {
+		n := len(e.Entries("FLEXIQ_POOL=cmd", sourceRecoveredID))
 		return n > 0, fmt.Sprintf("%d recoveries", n)
 	})
 
 	// Hanging: killed at the tick's end, its child too; a hold meanwhile.
-	e.write(state, "HANG")
+	e.Write(state, "HANG")
 	e.waitSourceError("cmd", "command source /usr/local/bin/flexiq-e2e-depth", "timed out after", "waiting for the broker")
 	e.holds("cmd", 3, 3*time.Second, "with the command hanging")
-	e.write(state, `{"pending": 2, "running": 0}`)
+	e.Write(state, `{"pending": 2, "running": 0}`)
 	e.waitWorkers("cmd", 1, 20*time.Second)
 	// Nothing the hung commands started is left anywhere, and their units
 	// are gone: only a command running right now may be listed.
-	e.eventually(10*time.Second, "no sleep of the command left", func() (bool, string) {
-		out := e.sh(`pgrep -af '[s]leep 30[0-2]' || true`)
+	e.Eventually(10*time.Second, "no sleep of the command left", func() (bool, string) {
+		out := e.Sh(`pgrep -af '[s]leep 30[0-2]' || true`)
 		return strings.TrimSpace(out) == "", fmt.Sprintf("processes: %s", out)
 	})
-	e.eventually(10*time.Second, "at most one command unit", func() (bool, string) {
-		out := strings.TrimSpace(e.sh(`systemctl list-units --all --plain --no-legend 'flexiq-source-cmd-*'`))
+	e.Eventually(10*time.Second, "at most one command unit", func() (bool, string) {
+		out := strings.TrimSpace(e.Sh(`systemctl list-units --all --plain --no-legend 'flexiq-source-cmd-*'`))
 		return strings.Count(out, "flexiq-source-cmd-") <= 1, out
 	})
-	e.write(state, `{"pending": 0, "running": 0}`)
+	e.Write(state, `{"pending": 0, "running": 0}`)
 	e.waitWorkers("cmd", 0, 20*time.Second)
 }

@@ -36,10 +36,10 @@ poll_interval_sec = 0.5
 }
 
 func (e *env) mustObserve(pool string) observed {
-	e.t.Helper()
+	e.T.Helper()
 	o, out, err := e.observe(pool)
 	if err != nil {
-		e.t.Fatalf("observe %s failed: %v: %s", pool, err, out)
+		e.T.Fatalf("observe %s failed: %v: %s", pool, err, out)
 	}
 	return o
 }
@@ -47,17 +47,17 @@ func (e *env) mustObserve(pool string) observed {
 // threads runs test/clients/flexiqthreads inside the sandbox: the pool's
 // threads_per_worker as "auto" reads it, and whether any live worker said.
 func (e *env) threads(pool string) (int, bool) {
-	e.t.Helper()
-	out, err := e.sb.Exec(e.ctx(), need(e.t, "flexiqthreads"), pool)
+	e.T.Helper()
+	out, err := e.SB.Exec(e.Ctx(), need(e.T, "flexiqthreads"), pool)
 	if err != nil {
-		e.t.Fatalf("flexiqthreads: %v", err)
+		e.T.Fatalf("flexiqthreads: %v", err)
 	}
 	var r struct {
 		Threads int
 		OK      bool
 	}
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		e.t.Fatalf("flexiqthreads printed %q: %v", out, err)
+		e.T.Fatalf("flexiqthreads printed %q: %v", out, err)
 	}
 	return r.Threads, r.OK
 }
@@ -66,10 +66,10 @@ func (e *env) threads(pool string) (int, bool) {
 // holds (a SourceError naming the source and server) and recovers
 // (SourceRecovered) once it is back.
 func (e *env) holdAndRecover(pool, unit, typ, server string, afterStart func()) {
-	e.t.Helper()
-	e.sh("systemctl stop " + unit)
-	e.eventually(20*time.Second, "a SourceError", func() (bool, string) {
-		for _, en := range e.entries("-u", daemonUnit, sourceErrorID) {
+	e.T.Helper()
+	e.Sh("systemctl stop " + unit)
+	e.Eventually(20*time.Second, "a SourceError", func() (bool, string) {
+		for _, en := range e.Entries("-u", daemonUnit, sourceErrorID) {
 			msg := en.Field("FLEXIQ_ERROR")
 			if strings.Contains(msg, typ) && strings.Contains(msg, server) {
 				return true, msg
@@ -77,15 +77,15 @@ func (e *env) holdAndRecover(pool, unit, typ, server string, afterStart func()) 
 		}
 		return false, "none yet"
 	})
-	if n := len(e.workers(pool, "active")); n != 1 {
-		e.errorf("holding: %d workers, want the 1 it had", n)
+	if n := len(e.Workers(pool, "active")); n != 1 {
+		e.Errorf("holding: %d workers, want the 1 it had", n)
 	}
-	e.sh("systemctl start " + unit)
+	e.Sh("systemctl start " + unit)
 	if afterStart != nil {
 		afterStart()
 	}
-	e.eventually(30*time.Second, "a SourceRecovered", func() (bool, string) {
-		return len(e.entries("-u", daemonUnit, sourceRecoveredID)) > 0, "none yet"
+	e.Eventually(30*time.Second, "a SourceRecovered", func() (bool, string) {
+		return len(e.Entries("-u", daemonUnit, sourceRecoveredID)) > 0, "none yet"
 	})
 }
 
@@ -131,15 +131,15 @@ func TestFlexiqPostgresSource(t *testing.T) {
 	parallel(t)
 	const pool = "fpg"
 	e := setup(t)
-	url := servers.Postgres(t, e.sb, "flexiq", "pw")
-	servers.PSQL(t, e.sb, "flexiq", flexiqPgSchema)
-	e.sh(`umask 077; printf pw > /etc/flexiq-scaled/pg.pw; printf wrong > /etc/flexiq-scaled/pg-wrong.pw`)
+	url := servers.Postgres(t, e.SB, "flexiq", "pw")
+	servers.PSQL(t, e.SB, "flexiq", flexiqPgSchema)
+	e.Sh(`umask 077; printf pw > /etc/flexiq-scaled/pg.pw; printf wrong > /etc/flexiq-scaled/pg-wrong.pw`)
 	src := fmt.Sprintf("type = \"flexiq-postgres\"\nurl = %q\npassword_file = \"/etc/flexiq-scaled/pg.pw\"\nqueues = [\"default\", \"held\"]", url)
-	e.configure(netPool(pool, src))
+	e.Configure(netPool(pool, src))
 
 	// Future-scheduled and paused work is ignored; running is counted.
 	now := time.Now().UnixMilli()
-	servers.PSQL(t, e.sb, "flexiq", pgJobs(3, "default", 0, now-60_000, "")+
+	servers.PSQL(t, e.SB, "flexiq", pgJobs(3, "default", 0, now-60_000, "")+
 		pgJobs(7, "default", 0, now+3_600_000, "")+ // an hour ahead
 		pgJobs(2, "default", 1, now-1000, "")+
 		pgJobs(4, "held", 0, now-1000, "")+
@@ -154,22 +154,22 @@ func TestFlexiqPostgresSource(t *testing.T) {
 	}
 	// A pause in another namespace does not hold the default namespace's
 	// queue (flexiq's m0020 rule, as for SQLite).
-	servers.PSQL(t, e.sb, "flexiq", `UPDATE flexiq.queue_state SET namespace = 'acme'`)
+	servers.PSQL(t, e.SB, "flexiq", `UPDATE flexiq.queue_state SET namespace = 'acme'`)
 	if o := e.mustObserve(pool); o.Pending != 7 || o.Paused != 0 {
 		t.Errorf("after moving the pause to namespace acme: %+v, want 7 pending, 0 paused", o)
 	}
 	// An older flexiq's queue_state: without a namespace column (before
 	// m0020) a pause holds the queue in every namespace; without the table,
 	// nothing is paused.
-	servers.PSQL(t, e.sb, "flexiq", `ALTER TABLE flexiq.queue_state DROP COLUMN namespace`)
+	servers.PSQL(t, e.SB, "flexiq", `ALTER TABLE flexiq.queue_state DROP COLUMN namespace`)
 	if o := e.mustObserve(pool); o.Pending != 3 || o.Paused != 4 {
 		t.Errorf("queue_state without namespace: %+v, want 3 pending, 4 paused", o)
 	}
-	servers.PSQL(t, e.sb, "flexiq", `DROP TABLE flexiq.queue_state`)
+	servers.PSQL(t, e.SB, "flexiq", `DROP TABLE flexiq.queue_state`)
 	if o := e.mustObserve(pool); o.Pending != 7 || o.Paused != 0 {
 		t.Errorf("no queue_state: %+v, want 7 pending, 0 paused", o)
 	}
-	servers.PSQL(t, e.sb, "flexiq", `DELETE FROM flexiq.jobs;
+	servers.PSQL(t, e.SB, "flexiq", `DELETE FROM flexiq.jobs;
 CREATE TABLE flexiq.queue_state (queue_name TEXT NOT NULL, paused BOOLEAN NOT NULL DEFAULT false, paused_at BIGINT, namespace TEXT);
 ALTER TABLE flexiq.queue_state OWNER TO flexiq;`)
 
@@ -179,7 +179,7 @@ ALTER TABLE flexiq.queue_state OWNER TO flexiq;`)
 	if n, ok := e.threads(pool); ok {
 		t.Errorf("threads with no workers: %d, ok; want not ok", n)
 	}
-	servers.PSQL(t, e.sb, "flexiq", fmt.Sprintf(`INSERT INTO flexiq.workers (worker_id, last_heartbeat, queues, status, threads, namespace) VALUES
+	servers.PSQL(t, e.SB, "flexiq", fmt.Sprintf(`INSERT INTO flexiq.workers (worker_id, last_heartbeat, queues, status, threads, namespace) VALUES
 	('live', %[1]d, 'sms,default', 'active', 6, NULL),
 	('stale', %[2]d, 'default', 'active', 2, NULL),
 	('elsewhere', %[1]d, 'video', 'active', 1, NULL),
@@ -187,36 +187,36 @@ ALTER TABLE flexiq.queue_state OWNER TO flexiq;`)
 	if n, ok := e.threads(pool); !ok || n != 3 {
 		t.Errorf("threads = %d, %v; want 3 (the fewest of the live workers on the pool's queues, any namespace)", n, ok)
 	}
-	e.configure(netPool(pool, src+"\nnamespace = \"acme\""))
+	e.Configure(netPool(pool, src+"\nnamespace = \"acme\""))
 	if n, ok := e.threads(pool); !ok || n != 3 {
 		t.Errorf("threads in namespace acme = %d, %v; want 3", n, ok)
 	}
-	servers.PSQL(t, e.sb, "flexiq", `DELETE FROM flexiq.workers WHERE worker_id = 'tenant'`)
-	e.configure(netPool(pool, src))
+	servers.PSQL(t, e.SB, "flexiq", `DELETE FROM flexiq.workers WHERE worker_id = 'tenant'`)
+	e.Configure(netPool(pool, src))
 	if n, ok := e.threads(pool); !ok || n != 6 {
 		t.Errorf("threads = %d, %v; want 6", n, ok)
 	}
 
 	// Wrong credentials: an error naming the source, the server and
 	// authentication.
-	e.configure(netPool(pool, strings.Replace(src, "pg.pw", "pg-wrong.pw", 1)))
+	e.Configure(netPool(pool, strings.Replace(src, "pg.pw", "pg-wrong.pw", 1)))
 	if _, errOut, _ := e.observe(pool); !strings.Contains(errOut, "flexiq-postgres") ||
 		!strings.Contains(errOut, "127.0.0.1:5432") || !strings.Contains(errOut, "authentication") {
 		t.Errorf("with a wrong password, observe said %q", errOut)
 	}
-	e.configure(netPool(pool, src))
+	e.Configure(netPool(pool, src))
 
 	// A burst scales the pool up; deleting the jobs scales it back down.
-	e.startDaemon()
-	servers.PSQL(t, e.sb, "flexiq", pgJobs(20, "default", 0, time.Now().UnixMilli(), ""))
+	e.StartDaemon()
+	servers.PSQL(t, e.SB, "flexiq", pgJobs(20, "default", 0, time.Now().UnixMilli(), ""))
 	e.waitWorkers(pool, 4, 20*time.Second)
-	servers.PSQL(t, e.sb, "flexiq", `DELETE FROM flexiq.jobs`)
+	servers.PSQL(t, e.SB, "flexiq", `DELETE FROM flexiq.jobs`)
 	e.waitWorkers(pool, 0, 30*time.Second)
 
 	// The server stopped mid-run: hold, then recover.
-	servers.PSQL(t, e.sb, "flexiq", pgJobs(3, "default", 0, time.Now().UnixMilli(), ""))
+	servers.PSQL(t, e.SB, "flexiq", pgJobs(3, "default", 0, time.Now().UnixMilli(), ""))
 	e.waitWorkers(pool, 1, 20*time.Second)
-	cluster := strings.TrimSpace(e.sh(`pg_lsclusters -h | awk '{print $1"-"$2; exit}'`))
+	cluster := strings.TrimSpace(e.Sh(`pg_lsclusters -h | awk '{print $1"-"$2; exit}'`))
 	e.holdAndRecover(pool, "postgresql@"+cluster+".service", "flexiq-postgres", "127.0.0.1:5432", nil)
 }
 
@@ -226,7 +226,7 @@ ALTER TABLE flexiq.queue_state OWNER TO flexiq;`)
 // running job has left it, jobs/dequeue.rs), by_queue, by_ns
 // (jobs/helpers.rs) and the all index.
 func (e *env) redisJobs(n int, queue string, status, priority int, scheduledAtMs int64, namespace string) {
-	e.t.Helper()
+	e.T.Helper()
 	seg := "-"
 	if namespace != "" {
 		seg = fmt.Sprintf("%d:%s", len(namespace), namespace)
@@ -243,24 +243,24 @@ func (e *env) redisJobs(n int, queue string, status, priority int, scheduledAtMs
 			fmt.Fprintf(&cmds, "ZADD flexiq:queue:%s:pending %s %s\n", queue, score, id)
 		}
 	}
-	e.write("/root/redis-cmds.txt", cmds.String())
-	e.sh("redis-cli < /root/redis-cmds.txt > /dev/null")
+	e.Write("/root/redis-cmds.txt", cmds.String())
+	e.Sh("redis-cli < /root/redis-cmds.txt > /dev/null")
 }
 
 func TestFlexiqRedisSource(t *testing.T) {
 	parallel(t)
 	const pool = "fredis"
 	e := setup(t)
-	servers.Redis(t, e.sb)
-	servers.RedisCLI(t, e.sb, "FLUSHALL")
+	servers.Redis(t, e.SB)
+	servers.RedisCLI(t, e.SB, "FLUSHALL")
 	// A user with a password, so that a wrong one is refused.
 	addUser := func() {
-		servers.RedisCLI(t, e.sb, "ACL", "SETUSER", "flexiq", "reset", "on", ">pw", "~*", "&*", "+@all")
+		servers.RedisCLI(t, e.SB, "ACL", "SETUSER", "flexiq", "reset", "on", ">pw", "~*", "&*", "+@all")
 	}
 	addUser()
-	e.sh(`umask 077; printf pw > /etc/flexiq-scaled/redis.pw; printf wrong > /etc/flexiq-scaled/redis-wrong.pw`)
+	e.Sh(`umask 077; printf pw > /etc/flexiq-scaled/redis.pw; printf wrong > /etc/flexiq-scaled/redis-wrong.pw`)
 	src := "type = \"flexiq-redis\"\nurl = \"redis://flexiq@127.0.0.1:6379/0\"\npassword_file = \"/etc/flexiq-scaled/redis.pw\"\nqueues = [\"default\", \"held\"]"
-	e.configure(netPool(pool, src))
+	e.Configure(netPool(pool, src))
 
 	now := time.Now().UnixMilli()
 	e.redisJobs(3, "default", 0, 0, now-60_000, "")
@@ -270,7 +270,7 @@ func TestFlexiqRedisSource(t *testing.T) {
 	e.redisJobs(2, "default", 1, 0, now-1_000, "")                    // running
 	e.redisJobs(4, "held", 0, 0, now-1_000, "")                       // paused below
 	e.redisJobs(5, "other", 0, 0, now-1_000, "")                      // not the pool's
-	servers.RedisCLI(t, e.sb, "SADD", "flexiq:queues:paused", "held") // queue_state.rs
+	servers.RedisCLI(t, e.SB, "SADD", "flexiq:queues:paused", "held") // queue_state.rs
 	o := e.mustObserve(pool)
 	if o.Pending != 5 || o.Running != 2 || o.Paused != 4 {
 		t.Errorf("observe = %+v, want 5 pending, 2 running, 4 paused", o)
@@ -280,57 +280,57 @@ func TestFlexiqRedisSource(t *testing.T) {
 	}
 	// A namespace: only its own jobs count, and its own pauses.
 	e.redisJobs(2, "default", 0, 0, now-1_000, "acme")
-	e.configure(netPool(pool, src+"\nnamespace = \"acme\""))
+	e.Configure(netPool(pool, src+"\nnamespace = \"acme\""))
 	if o := e.mustObserve(pool); o.Pending != 2 || o.Running != 0 {
 		t.Errorf("namespace acme: %+v, want 2 pending, 0 running", o)
 	}
 	// threads_per_worker = "auto": workers as register_worker writes them
 	// (redis_backend/workers.rs: worker:ID hashes listed in workers:all,
 	// namespace as its segment).
-	e.configure(netPool(pool, src))
+	e.Configure(netPool(pool, src))
 	if n, ok := e.threads(pool); ok {
 		t.Errorf("threads with no workers: %d, ok; want not ok", n)
 	}
 	live, stale := fmt.Sprint(time.Now().UnixMilli()), fmt.Sprint(time.Now().Add(-time.Minute).UnixMilli())
-	servers.RedisCLI(t, e.sb, "HSET", "flexiq:worker:w1", "last_heartbeat", live, "queues", "default", "threads", "8", "namespace", "-")
-	servers.RedisCLI(t, e.sb, "HSET", "flexiq:worker:w2", "last_heartbeat", stale, "queues", "default", "threads", "2", "namespace", "-")
-	servers.RedisCLI(t, e.sb, "HSET", "flexiq:worker:w3", "last_heartbeat", live, "queues", "video", "threads", "1", "namespace", "-")
-	servers.RedisCLI(t, e.sb, "HSET", "flexiq:worker:w4", "last_heartbeat", live, "queues", "held,x", "threads", "5", "namespace", "4:acme")
-	servers.RedisCLI(t, e.sb, "SADD", "flexiq:workers:all", "w1", "w2", "w3", "w4")
+	servers.RedisCLI(t, e.SB, "HSET", "flexiq:worker:w1", "last_heartbeat", live, "queues", "default", "threads", "8", "namespace", "-")
+	servers.RedisCLI(t, e.SB, "HSET", "flexiq:worker:w2", "last_heartbeat", stale, "queues", "default", "threads", "2", "namespace", "-")
+	servers.RedisCLI(t, e.SB, "HSET", "flexiq:worker:w3", "last_heartbeat", live, "queues", "video", "threads", "1", "namespace", "-")
+	servers.RedisCLI(t, e.SB, "HSET", "flexiq:worker:w4", "last_heartbeat", live, "queues", "held,x", "threads", "5", "namespace", "4:acme")
+	servers.RedisCLI(t, e.SB, "SADD", "flexiq:workers:all", "w1", "w2", "w3", "w4")
 	if n, ok := e.threads(pool); !ok || n != 5 {
 		t.Errorf("threads = %d, %v; want 5 (the fewest of the live workers on the pool's queues)", n, ok)
 	}
-	e.configure(netPool(pool, src+"\nnamespace = \"acme\""))
+	e.Configure(netPool(pool, src+"\nnamespace = \"acme\""))
 	if n, ok := e.threads(pool); !ok || n != 5 {
 		t.Errorf("threads in namespace acme = %d, %v; want 5", n, ok)
 	}
-	servers.RedisCLI(t, e.sb, "SREM", "flexiq:workers:all", "w4")
-	e.configure(netPool(pool, src))
+	servers.RedisCLI(t, e.SB, "SREM", "flexiq:workers:all", "w4")
+	e.Configure(netPool(pool, src))
 	if n, ok := e.threads(pool); !ok || n != 8 {
 		t.Errorf("threads = %d, %v; want 8", n, ok)
 	}
 
 	// A key of the wrong type is an error, not a zero.
-	servers.RedisCLI(t, e.sb, "SET", "flexiq:queue:held:pending", "x")
-	e.configure(netPool(pool, src))
+	servers.RedisCLI(t, e.SB, "SET", "flexiq:queue:held:pending", "x")
+	e.Configure(netPool(pool, src))
 	if _, errOut, _ := e.observe(pool); !strings.Contains(errOut, "flexiq-redis") || !strings.Contains(errOut, "wrong") {
 		t.Errorf("with a string for a pending set, observe said %q", errOut)
 	}
-	servers.RedisCLI(t, e.sb, "FLUSHALL")
+	servers.RedisCLI(t, e.SB, "FLUSHALL")
 
 	// Wrong credentials.
-	e.configure(netPool(pool, strings.Replace(src, "redis.pw", "redis-wrong.pw", 1)))
+	e.Configure(netPool(pool, strings.Replace(src, "redis.pw", "redis-wrong.pw", 1)))
 	if _, errOut, _ := e.observe(pool); !strings.Contains(errOut, "flexiq-redis") ||
 		!strings.Contains(errOut, "127.0.0.1:6379") || !strings.Contains(errOut, "authentication") {
 		t.Errorf("with a wrong password, observe said %q", errOut)
 	}
-	e.configure(netPool(pool, src))
+	e.Configure(netPool(pool, src))
 
 	// A burst scales the pool up; deleting the jobs scales it back down.
-	e.startDaemon()
+	e.StartDaemon()
 	e.redisJobs(20, "default", 0, 0, time.Now().UnixMilli(), "")
 	e.waitWorkers(pool, 4, 20*time.Second)
-	servers.RedisCLI(t, e.sb, "FLUSHALL")
+	servers.RedisCLI(t, e.SB, "FLUSHALL")
 	e.waitWorkers(pool, 0, 30*time.Second)
 
 	// The server stopped mid-run: hold, then recover.
@@ -338,7 +338,7 @@ func TestFlexiqRedisSource(t *testing.T) {
 	e.waitWorkers(pool, 1, 20*time.Second)
 	e.holdAndRecover(pool, "redis-server.service", "flexiq-redis", "127.0.0.1:6379", func() {
 		// The user is not saved: a restarted server has lost it.
-		servers.Redis(t, e.sb)
+		servers.Redis(t, e.SB)
 		addUser()
 	})
 }

@@ -122,7 +122,7 @@ type pgSystem struct {
 }
 
 func psql(e *env) func(sql string) {
-	return func(sql string) { e.t.Helper(); servers.PSQL(e.t, e.sb, pgDB, sql) }
+	return func(sql string) { e.T.Helper(); servers.PSQL(e.T, e.SB, pgDB, sql) }
 }
 
 func rep(n int, stmt string) string { return strings.Repeat(stmt+";\n", n) }
@@ -134,7 +134,7 @@ type nodeOps map[string][]string
 
 // flush runs the batched operations, in order, and forgets them.
 func (ops nodeOps) flush(e *env, url string) {
-	e.t.Helper()
+	e.T.Helper()
 	root, _ := sandbox.ModuleRoot()
 	for _, client := range []string{"pgboss", "graphile-worker", "river"} {
 		if _, any := ops[client]; !any {
@@ -146,8 +146,8 @@ func (ops nodeOps) flush(e *env, url string) {
 			cmd = []string{filepath.Join(binDir, "flexiq-river-client")}
 		}
 		full := append(append(cmd, strings.Replace(url, pgDB+"@", pgDB+":"+pgPassword+"@", 1), schema), ops[client]...)
-		if out, err := e.sb.Exec(e.ctx(), full...); err != nil {
-			e.t.Fatalf("%s: %v\n%s", strings.Join(full[1:], " "), err, out)
+		if out, err := e.SB.Exec(e.Ctx(), full...); err != nil {
+			e.T.Fatalf("%s: %v\n%s", strings.Join(full[1:], " "), err, out)
 		}
 		delete(ops, client)
 	}
@@ -264,13 +264,13 @@ func TestPostgresSources(t *testing.T) {
 	npmCI(t, "pgboss")
 	npmCI(t, "graphile-worker")
 	need(t, "flexiq-river-client")
-	url := servers.Postgres(t, e.sb, pgDB, pgPassword)
-	cluster := strings.TrimSpace(e.sh("pg_lsclusters -h | awk '{print $1\"-\"$2; exit}'"))
-	e.sh(fmt.Sprintf("umask 077; printf '%%s\\n' %q > /etc/flexiq-scaled/pg.password; printf 'wrong\\n' > /etc/flexiq-scaled/bad.password", pgPassword))
+	url := servers.Postgres(t, e.SB, pgDB, pgPassword)
+	cluster := strings.TrimSpace(e.Sh("pg_lsclusters -h | awk '{print $1\"-\"$2; exit}'"))
+	e.Sh(fmt.Sprintf("umask 077; printf '%%s\\n' %q > /etc/flexiq-scaled/pg.password; printf 'wrong\\n' > /etc/flexiq-scaled/bad.password", pgPassword))
 	// A fresh database each run: the sandbox's overlay may keep the last one.
 	q := psql(e)
-	servers.PSQL(t, e.sb, "postgres", "DROP DATABASE IF EXISTS "+pgDB+" WITH (FORCE)")
-	url = servers.Postgres(t, e.sb, pgDB, pgPassword)
+	servers.PSQL(t, e.SB, "postgres", "DROP DATABASE IF EXISTS "+pgDB+" WITH (FORCE)")
+	url = servers.Postgres(t, e.SB, pgDB, pgPassword)
 	q("SET ROLE " + pgDB + ";\n" + obanSchema + goodJobSchema + solidQueueSchema + genericSchema)
 	ops := nodeOps{}
 	systems := pgSystems(e, ops)
@@ -295,7 +295,7 @@ SELECT count(*) FILTER (WHERE state = 'ready' AND run_at <= now()) AS pending,
 FROM tasks WHERE tenant = @tenant"""
 params = { tenant = "acme" }`))
 	cfg.WriteString(pgSourceTOML("badpw", "river", url, "/etc/flexiq-scaled/bad.password", `schema = "river"`))
-	e.configure(cfg.String())
+	e.Configure(cfg.String())
 
 	for _, s := range systems {
 		qu := "obs"
@@ -367,15 +367,15 @@ INSERT INTO tasks (tenant, state) VALUES ('acme', 'running'), ('other', 'ready')
 	for _, s := range systems {
 		pools = append(pools, strings.ReplaceAll(s.typ, "-", "_"))
 	}
-	e.startDaemon()
-	e.eventually(15*time.Second, "a pending count for every pool in STATUS=", func() (bool, string) {
-		st := e.unitProp(daemonUnit, "StatusText")
+	e.StartDaemon()
+	e.Eventually(15*time.Second, "a pending count for every pool in STATUS=", func() (bool, string) {
+		st := e.UnitProp(daemonUnit, "StatusText")
 		return strings.Count(st, "0 pending") >= len(pools), st
 	})
 	time.Sleep(2 * time.Second)
 	for _, p := range pools {
-		if ws := e.workers(p, "active", "activating"); len(ws) != 0 {
-			e.errorf("pool %s: workers %v for future and paused work only, want none", p, ws)
+		if ws := e.Workers(p, "active", "activating"); len(ws) != 0 {
+			e.Errorf("pool %s: workers %v for future and paused work only, want none", p, ws)
 		}
 	}
 
@@ -396,32 +396,32 @@ INSERT INTO tasks (tenant, state) VALUES ('acme', 'running'), ('other', 'ready')
 
 	t.Logf("%s: phase 4", time.Since(began).Round(time.Millisecond))
 	// 4. The server stops mid-run: every pool holds at 3, and says why.
-	e.sh("systemctl stop postgresql@" + cluster + ".service")
-	e.eventually(15*time.Second, "a source error for every pool", func() (bool, string) {
+	e.Sh("systemctl stop postgresql@" + cluster + ".service")
+	e.Eventually(15*time.Second, "a source error for every pool", func() (bool, string) {
 		var missing []string
 		for _, p := range pools {
-			if len(e.entries("MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b05", "FLEXIQ_POOL="+p)) == 0 {
+			if len(e.Entries("MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b05", "FLEXIQ_POOL="+p)) == 0 {
 				missing = append(missing, p)
 			}
 		}
 		return len(missing) == 0, fmt.Sprintf("no error yet for %v", missing)
 	})
-	for _, en := range e.entries("MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b05", "FLEXIQ_POOL=river") {
+	for _, en := range e.Entries("MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b05", "FLEXIQ_POOL=river") {
 		if msg := en.Field("FLEXIQ_ERROR"); !strings.Contains(msg, "river source postgres://fq:xxxxx@127.0.0.1:5432/fq") || strings.Contains(msg, pgPassword) {
 			t.Errorf("source error %q: want the type and the redacted server, never the password", msg)
 		}
 	}
 	time.Sleep(3 * time.Second) // several held ticks
 	for _, p := range pools {
-		if ws := e.workers(p, "active"); len(ws) != 3 {
-			e.errorf("pool %s with the server down: %d workers, want the 3 held", p, len(ws))
+		if ws := e.Workers(p, "active"); len(ws) != 3 {
+			e.Errorf("pool %s with the server down: %d workers, want the 3 held", p, len(ws))
 		}
 	}
-	e.sh("systemctl start postgresql@" + cluster + ".service")
-	e.eventually(30*time.Second, "a recovery for every pool", func() (bool, string) {
+	e.Sh("systemctl start postgresql@" + cluster + ".service")
+	e.Eventually(30*time.Second, "a recovery for every pool", func() (bool, string) {
 		var missing []string
 		for _, p := range pools {
-			if len(e.entries("MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b08", "FLEXIQ_POOL="+p)) == 0 {
+			if len(e.Entries("MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b08", "FLEXIQ_POOL="+p)) == 0 {
 				missing = append(missing, p)
 			}
 		}
@@ -438,9 +438,9 @@ INSERT INTO tasks (tenant, state) VALUES ('acme', 'running'), ('other', 'ready')
 	for _, p := range pools {
 		e.waitWorkers(p, 0, 30*time.Second)
 	}
-	bad := e.entries("MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b05", "FLEXIQ_POOL=badpw")
+	bad := e.Entries("MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b05", "FLEXIQ_POOL=badpw")
 	if len(bad) == 0 || !strings.Contains(bad[0].Field("FLEXIQ_ERROR"), "authentication failed") {
-		e.errorf("pool badpw: source errors %v, want one saying authentication failed", bad)
+		e.Errorf("pool badpw: source errors %v, want one saying authentication failed", bad)
 	}
 
 	// 6. Wake-up: River's and graphile-worker's sources LISTEN where their
@@ -458,13 +458,13 @@ INSERT INTO tasks (tenant, state) VALUES ('acme', 'running'), ('other', 'ready')
 // sandbox (names: a -test.run alternation of whole names), with env
 // (NAME=VALUE) set, and fails the test with its output unless each passes.
 func (e *env) sourceTest(names string, env ...string) {
-	e.t.Helper()
-	bin := need(e.t, "flexiq-source.test")
+	e.T.Helper()
+	bin := need(e.T, "flexiq-source.test")
 	argv := append(append([]string{"env"}, env...), bin, "-test.run", "^("+names+")$", "-test.v", "-test.count=1", "-test.timeout=2m")
-	out, err := e.sb.Exec(e.ctx(), argv...)
+	out, err := e.SB.Exec(e.Ctx(), argv...)
 	for _, name := range strings.Split(names, "|") {
 		if err != nil || !strings.Contains(out, "--- PASS: "+name+" ") {
-			e.errorf("internal/source's %s: %v\n%s", name, err, out)
+			e.Errorf("internal/source's %s: %v\n%s", name, err, out)
 			return
 		}
 	}

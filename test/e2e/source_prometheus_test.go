@@ -23,20 +23,20 @@ type exporter struct {
 }
 
 func startExporter(e *env, unit, addr string, port int, netns string) *exporter {
-	e.t.Helper()
+	e.T.Helper()
 	x := &exporter{e: e, dir: "/var/lib/" + unit}
-	e.sh("mkdir -p " + x.dir)
+	e.Sh("mkdir -p " + x.dir)
 	x.set("")
 	props := ""
 	if netns != "" {
 		props = " -p NetworkNamespacePath=/run/netns/" + netns
 	}
-	e.sh(fmt.Sprintf("systemctl stop %[1]s 2>/dev/null || true; systemctl reset-failed %[1]s 2>/dev/null || true; systemd-run --quiet --unit %[1]s%[2]s /usr/bin/python3 -m http.server --bind %[3]s --directory %[4]s %[5]d",
+	e.Sh(fmt.Sprintf("systemctl stop %[1]s 2>/dev/null || true; systemctl reset-failed %[1]s 2>/dev/null || true; systemd-run --quiet --unit %[1]s%[2]s /usr/bin/python3 -m http.server --bind %[3]s --directory %[4]s %[5]d",
 		unit, props, addr, x.dir, port))
-	e.t.Cleanup(func() {
+	e.T.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		e.sb.Exec(ctx, "systemctl", "stop", unit)
+		e.SB.Exec(ctx, "systemctl", "stop", unit)
 	})
 	return x
 }
@@ -45,9 +45,9 @@ func startExporter(e *env, unit, addr string, port int, netns string) *exporter 
 // a file. Prometheus 2 reads a file of unknown content type as the text
 // exposition format.
 func (x *exporter) set(metrics string) {
-	x.e.t.Helper()
-	x.e.write(x.dir+"/.metrics", metrics)
-	x.e.sh("mv " + x.dir + "/.metrics " + x.dir + "/metrics")
+	x.e.T.Helper()
+	x.e.Write(x.dir+"/.metrics", metrics)
+	x.e.Sh("mv " + x.dir + "/.metrics " + x.dir + "/metrics")
 }
 
 // gauges is the exposition text of queue_waiting and queue_running.
@@ -86,7 +86,7 @@ running_query = "sum(queue_running)"
 // sourceErrors is the pool's source errors logged in this test.
 func (e *env) sourceErrors(pool string) []string {
 	var errs []string
-	for _, en := range e.entries("FLEXIQ_POOL="+pool, sourceErrorID) {
+	for _, en := range e.Entries("FLEXIQ_POOL="+pool, sourceErrorID) {
 		errs = append(errs, en.Field("FLEXIQ_ERROR"))
 	}
 	return errs
@@ -95,8 +95,8 @@ func (e *env) sourceErrors(pool string) []string {
 // waitSourceError waits for a logged source error of pool containing all
 // of subs.
 func (e *env) waitSourceError(pool string, subs ...string) {
-	e.t.Helper()
-	e.eventually(20*time.Second, fmt.Sprintf("source error of pool %s with %q", pool, subs), func() (bool, string) {
+	e.T.Helper()
+	e.Eventually(20*time.Second, fmt.Sprintf("source error of pool %s with %q", pool, subs), func() (bool, string) {
 		errs := e.sourceErrors(pool)
 		for _, err := range errs {
 			all := true
@@ -113,10 +113,10 @@ func (e *env) waitSourceError(pool string, subs ...string) {
 
 // holds checks that the pool stays at n active workers for a while.
 func (e *env) holds(pool string, n int, d time.Duration, why string) {
-	e.t.Helper()
+	e.T.Helper()
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
-		if got := len(e.workers(pool, "active")); got != n {
-			e.fatalf("%s: %d active workers in pool %s, want a hold at %d", why, got, pool, n)
+		if got := len(e.Workers(pool, "active")); got != n {
+			e.Fatalf("%s: %d active workers in pool %s, want a hold at %d", why, got, pool, n)
 		}
 	}
 }
@@ -126,9 +126,9 @@ func (e *env) holds(pool string, n int, d time.Duration, why string) {
 // package's own configuration, and servers.Prometheus's start would leave
 // that running: stop it first, so that the start reads ours.
 func startPrometheus(e *env, target string) string {
-	e.t.Helper()
-	e.sh("systemctl stop prometheus.service")
-	return servers.Prometheus(e.t, e.sb, scrapeJob("queue", target), time.Second)
+	e.T.Helper()
+	e.Sh("systemctl stop prometheus.service")
+	return servers.Prometheus(e.T, e.SB, scrapeJob("queue", target), time.Second)
 }
 
 // A pool follows a gauge up and down; an empty result reads as 0 by
@@ -140,8 +140,8 @@ func TestPrometheusSource(t *testing.T) {
 	x := startExporter(e, "flexiq-e2e-exporter", "127.0.0.1", 9101, "")
 	x.set(gauges(0, 0))
 	prom := startPrometheus(e, "127.0.0.1:9101")
-	e.configure(promPool("zero", prom, "") + promPool("hold", prom, `empty_result = "hold"`))
-	e.startDaemon()
+	e.Configure(promPool("zero", prom, "") + promPool("hold", prom, `empty_result = "hold"`))
+	e.StartDaemon()
 
 	// Up on a raised gauge: 6 pending, 2 per worker.
 	x.set(gauges(6, 0))
@@ -167,23 +167,23 @@ func TestPrometheusSource(t *testing.T) {
 	}
 	x.set(gauges(4, 0))
 	e.waitWorkers("zero", 2, 30*time.Second)
-	e.eventually(20*time.Second, "pool hold's source recovered", func() (bool, string) {
-		n := len(e.entries("FLEXIQ_POOL=hold", sourceRecoveredID))
+	e.Eventually(20*time.Second, "pool hold's source recovered", func() (bool, string) {
+		n := len(e.Entries("FLEXIQ_POOL=hold", sourceRecoveredID))
 		return n > 0, fmt.Sprintf("%d recoveries", n)
 	})
 
 	// Prometheus stopped mid-run: a hold for both pools, whatever the gauge
 	// says meanwhile.
-	e.sh("systemctl stop prometheus.service")
+	e.Sh("systemctl stop prometheus.service")
 	x.set(gauges(0, 0))
 	e.waitSourceError("zero", "prometheus source "+prom, "connection refused")
 	e.holds("zero", 2, 3*time.Second, "with Prometheus stopped")
 	e.holds("hold", 2, time.Second, "with Prometheus stopped")
 	// Back: both follow the gauge down.
-	servers.Prometheus(t, e.sb, scrapeJob("queue", "127.0.0.1:9101"), time.Second)
+	servers.Prometheus(t, e.SB, scrapeJob("queue", "127.0.0.1:9101"), time.Second)
 	e.waitWorkers("zero", 0, 40*time.Second)
 	e.waitWorkers("hold", 0, 10*time.Second)
-	if n := len(e.entries("FLEXIQ_POOL=zero", sourceRecoveredID)); n == 0 {
-		e.errorf("pool zero: no source-recovered entry after Prometheus came back")
+	if n := len(e.Entries("FLEXIQ_POOL=zero", sourceRecoveredID)); n == 0 {
+		e.Errorf("pool zero: no source-recovered entry after Prometheus came back")
 	}
 }

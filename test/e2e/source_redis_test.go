@@ -64,53 +64,53 @@ queues = ["default"]
 }
 
 func (e *env) wantObserved(pool string, pending, running, paused int64, oldestMin, oldestMax float64) {
-	e.t.Helper()
+	e.T.Helper()
 	o, out, err := e.observe(pool)
 	if err != nil {
-		e.errorf("observe %s: %v: %s", pool, err, out)
+		e.Errorf("observe %s: %v: %s", pool, err, out)
 		return
 	}
 	if o.Pending != pending || o.Running != running || o.Paused != paused {
-		e.errorf("pool %s: observed %s, want pending %d, running %d, paused %d", pool, strings.TrimSpace(out), pending, running, paused)
+		e.Errorf("pool %s: observed %s, want pending %d, running %d, paused %d", pool, strings.TrimSpace(out), pending, running, paused)
 	}
 	switch {
 	case oldestMax == 0 && o.OldestAgeSec != nil:
-		e.errorf("pool %s: oldest_age_sec %v, want none", pool, *o.OldestAgeSec)
+		e.Errorf("pool %s: oldest_age_sec %v, want none", pool, *o.OldestAgeSec)
 	case oldestMax > 0 && (o.OldestAgeSec == nil || *o.OldestAgeSec < oldestMin || *o.OldestAgeSec > oldestMax):
-		e.errorf("pool %s: observed %s, want oldest_age_sec in [%v, %v]", pool, strings.TrimSpace(out), oldestMin, oldestMax)
+		e.Errorf("pool %s: observed %s, want oldest_age_sec in [%v, %v]", pool, strings.TrimSpace(out), oldestMin, oldestMax)
 	}
 }
 
 // bullmq runs test/clients/bullmq/enqueue.js inside the sandbox.
 func (e *env) bullmq(args ...string) {
-	e.t.Helper()
+	e.T.Helper()
 	root, _ := sandbox.ModuleRoot()
 	dir := filepath.Join(root, "test", "clients", "bullmq")
-	npmCI(e.t, "bullmq")
+	npmCI(e.T, "bullmq")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if out, err := e.sb.Exec(ctx, append([]string{"node", filepath.Join(dir, "enqueue.js"), redisURL}, args...)...); err != nil {
-		e.fatalf("bullmq %v: %v\n%s", args, err, out)
+	if out, err := e.SB.Exec(ctx, append([]string{"node", filepath.Join(dir, "enqueue.js"), redisURL}, args...)...); err != nil {
+		e.Fatalf("bullmq %v: %v\n%s", args, err, out)
 	}
 }
 
 func (e *env) redis(args ...string) string {
-	e.t.Helper()
-	return servers.RedisCLI(e.t, e.sb, args...)
+	e.T.Helper()
+	return servers.RedisCLI(e.T, e.SB, args...)
 }
 
 func TestRedisSources(t *testing.T) {
 	parallel(t)
 	e := setup(t)
-	servers.Redis(t, e.sb)
+	servers.Redis(t, e.SB)
 	e.redis("FLUSHALL")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		e.sb.Exec(ctx, "redis-cli", "-a", "s3cret", "--no-auth-warning", "CONFIG", "SET", "requirepass", "")
-		e.sb.Exec(ctx, "redis-cli", "FLUSHALL")
+		e.SB.Exec(ctx, "redis-cli", "-a", "s3cret", "--no-auth-warning", "CONFIG", "SET", "requirepass", "")
+		e.SB.Exec(ctx, "redis-cli", "FLUSHALL")
 	})
-	e.configure(redisPools())
+	e.Configure(redisPools())
 	now := time.Now()
 	sec := func(d time.Duration) string { return fmt.Sprint(now.Add(d).Unix()) }
 
@@ -189,7 +189,7 @@ func TestRedisSources(t *testing.T) {
 
 	// Phase 2: every pool scales up on a burst and back down.
 	e.redis("FLUSHALL")
-	e.startDaemon()
+	e.StartDaemon()
 	for i := range 5 {
 		e.redis("RPUSH", "rg:jobs", fmt.Sprint(i))
 		e.redis("LPUSH", "app:celery", fmt.Sprint(i))
@@ -210,10 +210,10 @@ func TestRedisSources(t *testing.T) {
 	// error naming its type, the server and what failed; then recovers.
 	e.redis("RPUSH", "rg:jobs", "1")
 	e.waitWorkers("rg", 1, 20*time.Second)
-	e.sh("systemctl stop redis-server.service")
+	e.Sh("systemctl stop redis-server.service")
 	for _, p := range []string{"rg", "bq", "cq", "rq", "sk"} {
-		e.eventually(20*time.Second, "a source error for pool "+p, func() (bool, string) {
-			for _, en := range e.entries("FLEXIQ_POOL="+p, "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b05") {
+		e.Eventually(20*time.Second, "a source error for pool "+p, func() (bool, string) {
+			for _, en := range e.Entries("FLEXIQ_POOL="+p, "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b05") {
 				msg := en.Field("FLEXIQ_ERROR")
 				typ := map[string]string{"rg": "redis", "bq": "bullmq", "cq": "celery", "rq": "rq", "sk": "sidekiq"}[p]
 				// Unreachable once it is down; timed out while it shuts down.
@@ -226,27 +226,27 @@ func TestRedisSources(t *testing.T) {
 		})
 	}
 	if _, out, err := e.observe("rg"); err == nil || !strings.Contains(out, "redis source "+redisURL+": unreachable: dial tcp 127.0.0.1:6379") {
-		e.errorf("observe rg with the server down: %v %q, want it unreachable", err, out)
+		e.Errorf("observe rg with the server down: %v %q, want it unreachable", err, out)
 	}
 	time.Sleep(2 * time.Second) // a few ticks of the hold: past the scale-down window
-	if ws := e.workers("rg", "active"); len(ws) != 1 {
-		e.errorf("pool rg during the outage: %v, want its 1 worker held", ws)
+	if ws := e.Workers("rg", "active"); len(ws) != 1 {
+		e.Errorf("pool rg during the outage: %v, want its 1 worker held", ws)
 	}
-	servers.Redis(t, e.sb)
+	servers.Redis(t, e.SB)
 	// Every pool recovers (each after its own backoff), before the next
 	// phase makes them fail again.
 	for _, p := range []string{"rg", "bq", "cq", "rq", "sk"} {
-		e.eventually(30*time.Second, "source recovered for pool "+p, func() (bool, string) {
-			n := len(e.entries("FLEXIQ_POOL="+p, "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b08"))
+		e.Eventually(30*time.Second, "source recovered for pool "+p, func() (bool, string) {
+			n := len(e.Entries("FLEXIQ_POOL="+p, "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b08"))
 			return n > 0, fmt.Sprint(n)
 		})
 	}
 
 	// Phase 4: wrong credentials, and the wrong key type: errors that say so.
 	e.redis("SET", "rg:str", "x")
-	e.write("/etc/flexiq-scaled/pw", "wrong\n")
-	e.sh("chmod 0600 /etc/flexiq-scaled/pw")
-	e.write("/etc/flexiq-scaled/bad.toml", fmt.Sprintf(`
+	e.Write("/etc/flexiq-scaled/pw", "wrong\n")
+	e.Sh("chmod 0600 /etc/flexiq-scaled/pw")
+	e.Write("/etc/flexiq-scaled/bad.toml", fmt.Sprintf(`
 [pools.wt]
 exec = ["/usr/bin/sleep", "infinity"]
 [pools.wt.source]
@@ -271,19 +271,19 @@ queues = ["default"]
 		}
 		_, out, err := e.observeConfig("/etc/flexiq-scaled/bad.toml", pool)
 		if err == nil || !strings.Contains(out, want) {
-			e.errorf("observe %s: %v %q, want an error with %q", pool, err, out, want)
+			e.Errorf("observe %s: %v %q, want an error with %q", pool, err, out, want)
 		}
 	}
 	// The daemon's pools, without a password, hold on the same error once
 	// their connections (authenticated before requirepass) are gone.
 	e.redis("-a", "s3cret", "--no-auth-warning", "CLIENT", "KILL", "TYPE", "normal")
-	e.eventually(20*time.Second, "an authentication error for pool sk", func() (bool, string) {
-		for _, en := range e.entries("FLEXIQ_POOL=sk", "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b05") {
+	e.Eventually(20*time.Second, "an authentication error for pool sk", func() (bool, string) {
+		for _, en := range e.Entries("FLEXIQ_POOL=sk", "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b05") {
 			if msg := en.Field("FLEXIQ_ERROR"); strings.Contains(msg, "sidekiq source "+redisURL+": authentication failed") {
 				return true, msg
 			}
 		}
 		return false, ""
 	})
-	e.sb.Exec(context.Background(), "redis-cli", "-a", "s3cret", "--no-auth-warning", "CONFIG", "SET", "requirepass", "")
+	e.SB.Exec(context.Background(), "redis-cli", "-a", "s3cret", "--no-auth-warning", "CONFIG", "SET", "requirepass", "")
 }

@@ -12,9 +12,9 @@ import (
 // workerIDs is the real and effective uid and gid of the worker's main
 // process, as the kernel has them: "uid gid".
 func (e *env) workerIDs(unit string) string {
-	e.t.Helper()
-	pid := e.unitProp(unit, "MainPID")
-	status := e.sh("cat /proc/" + pid + "/status")
+	e.T.Helper()
+	pid := e.UnitProp(unit, "MainPID")
+	status := e.Sh("cat /proc/" + pid + "/status")
 	var uid, gid string
 	for _, line := range strings.Split(status, "\n") {
 		f := strings.Fields(line)
@@ -34,20 +34,20 @@ func (e *env) workerIDs(unit string) string {
 func TestUsersNobodyPrimaryGroup(t *testing.T) {
 	parallel(t)
 	e := setup(t)
-	if out := e.sh("getent passwd nobody | cut -d: -f4; getent group nogroup | cut -d: -f3; getent group nobody || echo none"); strings.Fields(out)[0] != "65534" ||
+	if out := e.Sh("getent passwd nobody | cut -d: -f4; getent group nogroup | cut -d: -f3; getent group nobody || echo none"); strings.Fields(out)[0] != "65534" ||
 		strings.Fields(out)[1] != "65534" || strings.Fields(out)[2] != "none" {
 		t.Fatalf("this test needs nobody with primary group nogroup (65534) and no group nobody; the sandbox has:\n%s", out)
 	}
 	// The worker needs no database: it only has to run as someone.
-	e.configure(e.poolConfig("nobody", "exec = [\"/bin/sleep\", \"infinity\"]\nuser = \"nobody\"\nmin_workers = 1\n"))
-	e.sh("flexiq-scaled check-config >/dev/null")
-	e.startDaemon()
+	e.Configure(e.poolConfig("nobody", "exec = [\"/bin/sleep\", \"infinity\"]\nuser = \"nobody\"\nmin_workers = 1\n"))
+	e.Sh("flexiq-scaled check-config >/dev/null")
+	e.StartDaemon()
 	e.waitWorkers("nobody", 1, 15*time.Second)
 	unit := "flexiq-nobody@1.service"
 	if got := e.workerIDs(unit); got != "65534/65534 65534/65534" {
 		t.Errorf("worker runs as uid/euid gid/egid %s, want nobody:nogroup (65534)", got)
 	}
-	if u, g := e.unitProp(unit, "User"), e.unitProp(unit, "Group"); u != "nobody" || g != "" {
+	if u, g := e.UnitProp(unit, "User"), e.UnitProp(unit, "Group"); u != "nobody" || g != "" {
 		t.Errorf("worker unit User=%q Group=%q; want nobody and no Group= (systemd's primary group)", u, g)
 	}
 }
@@ -63,11 +63,11 @@ func TestUsersFromUserdb(t *testing.T) {
 	if _, err := os.Stat("/etc/userdb/" + name + ".user"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the host already has /etc/userdb/%s.user (%v); this test would not tell the sandbox's from it", name, err)
 	}
-	if out := e.sh("grep -E '^passwd:|^group:' /etc/nsswitch.conf"); !strings.Contains(out, "systemd") {
+	if out := e.Sh("grep -E '^passwd:|^group:' /etc/nsswitch.conf"); !strings.Contains(out, "systemd") {
 		t.Skipf("nss-systemd is not configured in the sandbox:\n%s", out)
 	}
 	// nss-systemd looks records up by name and by number: both files.
-	e.sh(`mkdir -p /etc/userdb
+	e.Sh(`mkdir -p /etc/userdb
 cat >/etc/userdb/` + name + `.user <<'EOF'
 {"userName":"` + name + `","uid":` + id + `,"gid":` + id + `,"disposition":"regular","homeDirectory":"/","shell":"/usr/sbin/nologin"}
 EOF
@@ -77,24 +77,24 @@ EOF
 ln -sf ` + name + `.user /etc/userdb/` + id + `.user
 ln -sf ` + name + `.group /etc/userdb/` + id + `.group`)
 	t.Cleanup(func() {
-		e.sb.Exec(e.ctx(), "sh", "-c", "rm -f /etc/userdb/"+name+".* /etc/userdb/"+id+".*")
+		e.SB.Exec(e.Ctx(), "sh", "-c", "rm -f /etc/userdb/"+name+".* /etc/userdb/"+id+".*")
 	})
 	// The sandbox's root is an overlay: the record must not reach the host.
 	if _, err := os.Stat("/etc/userdb/" + name + ".user"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the userdb record written in the sandbox is visible on the host (%v)", err)
 	}
-	if out := e.sh("getent passwd " + name + "; getent group " + name + "; grep -c '^" + name + ":' /etc/passwd /etc/group || true"); !strings.Contains(out, name+":x:"+id+":"+id+":") ||
+	if out := e.Sh("getent passwd " + name + "; getent group " + name + "; grep -c '^" + name + ":' /etc/passwd /etc/group || true"); !strings.Contains(out, name+":x:"+id+":"+id+":") ||
 		!strings.Contains(out, "/etc/passwd:0") || !strings.Contains(out, "/etc/group:0") {
 		t.Fatalf("the user should exist through NSS only:\n%s", out)
 	}
 
-	e.configure(e.poolConfig("udb", "exec = [\"/bin/sleep\", \"infinity\"]\nuser = \""+name+"\"\ngroup = \""+name+"\"\nmin_workers = 2\n"))
-	if out, err := e.sb.Exec(e.ctx(), "flexiq-scaled", "check-config"); err != nil {
+	e.Configure(e.poolConfig("udb", "exec = [\"/bin/sleep\", \"infinity\"]\nuser = \""+name+"\"\ngroup = \""+name+"\"\nmin_workers = 2\n"))
+	if out, err := e.SB.Exec(e.Ctx(), "flexiq-scaled", "check-config"); err != nil {
 		t.Fatalf("check-config refuses a userdb user: %v\n%s", err, out)
 	}
-	e.startDaemon()
+	e.StartDaemon()
 	e.waitWorkers("udb", 2, 15*time.Second)
-	for _, unit := range e.workers("udb", "active") {
+	for _, unit := range e.Workers("udb", "active") {
 		if got := e.workerIDs(unit); got != id+"/"+id+" "+id+"/"+id {
 			t.Errorf("%s runs as uid/euid gid/egid %s, want %s", unit, got, id)
 		}
@@ -102,10 +102,10 @@ ln -sf ` + name + `.group /etc/userdb/` + id + `.group`)
 
 	// And a name that no source knows is still refused, by the daemon
 	// too: NSS is asked, not skipped.
-	e.configure(e.poolConfig("udb", "exec = [\"/bin/sleep\", \"infinity\"]\nuser = \"flexiq-nobody-knows\"\n"))
-	e.sh("if systemctl reload flexiq-scaled.service; then echo 'reload accepted' >&2; exit 1; fi")
-	e.eventually(10*time.Second, "the reload refused for an unknown user", func() (bool, string) {
-		out := e.journalText("-u", daemonUnit)
+	e.Configure(e.poolConfig("udb", "exec = [\"/bin/sleep\", \"infinity\"]\nuser = \"flexiq-nobody-knows\"\n"))
+	e.Sh("if systemctl reload flexiq-scaled.service; then echo 'reload accepted' >&2; exit 1; fi")
+	e.Eventually(10*time.Second, "the reload refused for an unknown user", func() (bool, string) {
+		out := e.JournalText("-u", daemonUnit)
 		return strings.Contains(out, `pools.udb.user: user "flexiq-nobody-knows" does not exist`), out
 	})
 }
@@ -118,33 +118,33 @@ func TestExecResolvedAsSystemd(t *testing.T) {
 	parallel(t)
 	e := setup(t)
 	const venv = "/opt/flexiq-e2e-venv/bin"
-	if out := e.sh("command -v flexiq || echo none"); strings.TrimSpace(out) != "none" {
+	if out := e.Sh("command -v flexiq || echo none"); strings.TrimSpace(out) != "none" {
 		t.Skipf("the sandbox has a flexiq of its own: %s", out)
 	}
-	e.sh("mkdir -p " + venv + " && printf '#!/bin/sh\\nexec sleep infinity\\n' >" + venv + "/flexiq && chmod 0755 " + venv + "/flexiq")
-	t.Cleanup(func() { e.sb.Exec(e.ctx(), "rm", "-rf", "/opt/flexiq-e2e-venv") })
+	e.Sh("mkdir -p " + venv + " && printf '#!/bin/sh\\nexec sleep infinity\\n' >" + venv + "/flexiq && chmod 0755 " + venv + "/flexiq")
+	t.Cleanup(func() { e.SB.Exec(e.Ctx(), "rm", "-rf", "/opt/flexiq-e2e-venv") })
 	pool := func(command string) string {
 		return "[pools.venv]\n" + command + "\nenvironment = { PATH = \"" + venv + ":/usr/bin:/bin\" }\nmin_workers = 1\npoll_interval_sec = 1\n" +
-			"[pools.venv.source]\npath = \"" + e.dbPath + "\"\n"
+			"[pools.venv.source]\npath = \"" + e.DBPath + "\"\n"
 	}
 
-	e.configure(pool(`app = "myapp.tasks:queue"`))
-	out, err := e.sb.Exec(e.ctx(), "flexiq-scaled", "check-config")
+	e.Configure(pool(`app = "myapp.tasks:queue"`))
+	out, err := e.SB.Exec(e.Ctx(), "flexiq-scaled", "check-config")
 	wantFix := `found at ` + venv + `/flexiq via the pool's environment PATH, which systemd does not use: write exec = ["` + venv + `/flexiq", "worker", "--app", "myapp.tasks:queue"] instead of app`
 	if err == nil || !strings.Contains(out, "pools.venv.app: \"flexiq\" is not an absolute path") || !strings.Contains(out, wantFix) {
 		t.Fatalf("check-config: %v\n%s\nwant an error with %q", err, out, wantFix)
 	}
 	// What systemd does with that config: every start fails, 203/EXEC.
-	e.startDaemon()
-	e.eventually(20*time.Second, "a start failed with 203/EXEC", func() (bool, string) {
-		out := e.journalText("-u", "flexiq-venv@*.service")
+	e.StartDaemon()
+	e.Eventually(20*time.Second, "a start failed with 203/EXEC", func() (bool, string) {
+		out := e.JournalText("-u", "flexiq-venv@*.service")
 		return strings.Contains(out, "status=203/EXEC"), out
 	})
 
-	e.configure(pool(`exec = ["` + venv + `/flexiq", "worker", "--app", "myapp.tasks:queue"]`))
-	if out, err := e.sb.Exec(e.ctx(), "flexiq-scaled", "check-config"); err != nil {
+	e.Configure(pool(`exec = ["` + venv + `/flexiq", "worker", "--app", "myapp.tasks:queue"]`))
+	if out, err := e.SB.Exec(e.Ctx(), "flexiq-scaled", "check-config"); err != nil {
 		t.Fatalf("check-config of the suggested exec: %v\n%s", err, out)
 	}
-	e.sh("systemctl reload " + daemonUnit)
+	e.Sh("systemctl reload " + daemonUnit)
 	e.waitWorkers("venv", 1, 90*time.Second) // past the crash backoff
 }

@@ -13,9 +13,9 @@ import (
 // would (the daemon never does), and puts Debian's default ("") back after
 // the test.
 func (e *env) redisNotify(flags string) {
-	e.t.Helper()
+	e.T.Helper()
 	e.redis("CONFIG", "SET", "notify-keyspace-events", flags)
-	e.t.Cleanup(func() { servers.RedisCLI(e.t, e.sb, "CONFIG", "SET", "notify-keyspace-events", "") })
+	e.T.Cleanup(func() { servers.RedisCLI(e.T, e.SB, "CONFIG", "SET", "notify-keyspace-events", "") })
 }
 
 // wakePools are a flexiq-redis pool and a bullmq pool, each at one worker,
@@ -52,7 +52,7 @@ queues = ["wake"]`)
 func TestRedisWakeUp(t *testing.T) {
 	parallel(t)
 	e := setup(t)
-	servers.Redis(t, e.sb)
+	servers.Redis(t, e.SB)
 	e.redis("FLUSHALL")
 	e.redisNotify("Klzs")
 	npmCI(t, "bullmq")
@@ -63,23 +63,23 @@ func TestRedisWakeUp(t *testing.T) {
 	}
 	e.redis("FLUSHALL")
 
-	e.configure(wakePools(30))
-	e.startDaemon()
+	e.Configure(wakePools(30))
+	e.StartDaemon()
 	for pool, want := range map[string]string{
 		"fq": `wake-up is active: keyspace notifications on redis://127.0.0.1:6379 db 0 (2 keys; notify-keyspace-events is "`,
 		"bq": `wake-up is active: keyspace notifications on redis://127.0.0.1:6379 db 0 (5 keys; notify-keyspace-events is "`,
 	} {
 		e.waitWorkers(pool, 1, 15*time.Second)
 		if line := e.wakeUpLine(pool); !strings.Contains(line, want) {
-			e.fatalf("pool %s: journal says %q, want it to contain %q", pool, line, want)
+			e.Fatalf("pool %s: journal says %q, want it to contain %q", pool, line, want)
 		}
 	}
 	// The pools' first ticks were at their start; their next polls are
 	// about 30 s away, so a second worker within 10 s can only come from a
 	// wake-up.
 	second := func(pool string, landed time.Time) {
-		e.eventually(10*time.Second, "a second worker in pool "+pool+" (the poll alone would take up to 30 s)", func() (bool, string) {
-			ws := e.workers(pool, "active")
+		e.Eventually(10*time.Second, "a second worker in pool "+pool+" (the poll alone would take up to 30 s)", func() (bool, string) {
+			ws := e.Workers(pool, "active")
 			return len(ws) >= 2, fmt.Sprintf("active: %v", ws)
 		})
 		t.Logf("pool %s: burst → second worker active in %s (poll_interval_sec = 30)", pool, time.Since(landed).Round(10*time.Millisecond))
@@ -93,9 +93,9 @@ func TestRedisWakeUp(t *testing.T) {
 
 	// The daemon stops promptly with its subscriptions open.
 	began := time.Now()
-	e.sh("systemctl stop " + daemonUnit)
+	e.Sh("systemctl stop " + daemonUnit)
 	if took := time.Since(began); took > 10*time.Second {
-		e.errorf("systemctl stop took %s with the pools' subscriptions open", took)
+		e.Errorf("systemctl stop took %s with the pools' subscriptions open", took)
 	} else {
 		t.Logf("systemctl stop took %s (drain_timeout_sec = 2)", took.Round(10*time.Millisecond))
 	}
@@ -108,11 +108,11 @@ func TestRedisWakeUp(t *testing.T) {
 func TestRedisWakeUpOff(t *testing.T) {
 	parallel(t)
 	e := setup(t)
-	servers.Redis(t, e.sb)
+	servers.Redis(t, e.SB)
 	e.redis("FLUSHALL")
 	e.redisNotify("")
-	e.configure(wakePools(3))
-	e.startDaemon()
+	e.Configure(wakePools(3))
+	e.StartDaemon()
 	for pool, want := range map[string]string{
 		"fq": `pool=fq wake-up is off, polling every 3s: flexiq-redis source redis://127.0.0.1:6379: notify-keyspace-events is ""; wake-up needs at least "Kzs"`,
 		"bq": `pool=bq wake-up is off, polling every 3s: bullmq source redis://127.0.0.1:6379: notify-keyspace-events is ""; wake-up needs at least "Klz"`,
@@ -120,13 +120,13 @@ func TestRedisWakeUpOff(t *testing.T) {
 		e.waitWorkers(pool, 1, 15*time.Second)
 		line := e.wakeUpLine(pool)
 		if !strings.Contains(sortFlags(line), sortFlags(want)) || !strings.Contains(line, "polling only") {
-			e.fatalf("pool %s: journal says %q, want it to contain %q and end with polling only", pool, line, want)
+			e.Fatalf("pool %s: journal says %q, want it to contain %q and end with polling only", pool, line, want)
 		}
 	}
 	landed := time.Now()
 	e.redisJobs(20, "default", 0, 0, landed.UnixMilli(), "")
-	e.eventually(10*time.Second, "a second worker at the next poll", func() (bool, string) {
-		ws := e.workers("fq", "active")
+	e.Eventually(10*time.Second, "a second worker at the next poll", func() (bool, string) {
+		ws := e.Workers("fq", "active")
 		return len(ws) >= 2, fmt.Sprintf("active: %v", ws)
 	})
 	t.Logf("burst → second worker active in %s (poll_interval_sec = 3, no wake-up)", time.Since(landed).Round(10*time.Millisecond))
@@ -164,15 +164,15 @@ func sortFlags(s string) string {
 func TestRedisWakeUpAfterOutage(t *testing.T) {
 	parallel(t)
 	e := setup(t)
-	servers.Redis(t, e.sb)
+	servers.Redis(t, e.SB)
 	e.redis("FLUSHALL")
 	e.redisNotify("Klzs")
-	e.configure(wakePools(2))
-	e.startDaemon()
+	e.Configure(wakePools(2))
+	e.StartDaemon()
 	e.waitWorkers("fq", 1, 15*time.Second)
 	line := func(sub string) func() (bool, string) {
 		return func() (bool, string) {
-			for _, en := range e.entries("FLEXIQ_POOL=fq", lifecycleID, fmt.Sprintf("_PID=%d", e.daemonPID())) {
+			for _, en := range e.Entries("FLEXIQ_POOL=fq", lifecycleID, fmt.Sprintf("_PID=%d", e.DaemonPID())) {
 				if strings.Contains(en.Field("MESSAGE"), sub) {
 					return true, ""
 				}
@@ -180,25 +180,25 @@ func TestRedisWakeUpAfterOutage(t *testing.T) {
 			return false, ""
 		}
 	}
-	e.eventually(15*time.Second, "wake-up active", line("pool=fq wake-up is active: keyspace notifications"))
+	e.Eventually(15*time.Second, "wake-up active", line("pool=fq wake-up is active: keyspace notifications"))
 
-	e.sh("systemctl stop redis-server.service")
-	e.eventually(15*time.Second, "a journal line saying wake-up is lost", line("pool=fq wake-up is lost, polling every 2s until it is back: flexiq-redis source redis://127.0.0.1:6379"))
+	e.Sh("systemctl stop redis-server.service")
+	e.Eventually(15*time.Second, "a journal line saying wake-up is lost", line("pool=fq wake-up is lost, polling every 2s until it is back: flexiq-redis source redis://127.0.0.1:6379"))
 	time.Sleep(16 * time.Second) // the retries back off: 1, 2, 4, 8, then 16 s
-	servers.Redis(t, e.sb)
+	servers.Redis(t, e.SB)
 	back := time.Now()
 	// A restart forgets CONFIG SET: the operator sets it again at once.
 	e.redis("CONFIG", "SET", "notify-keyspace-events", "Klzs")
-	e.eventually(30*time.Second, "a journal line saying wake-up is active again", line("pool=fq wake-up is active again: keyspace notifications on redis://127.0.0.1:6379"))
+	e.Eventually(30*time.Second, "a journal line saying wake-up is active again", line("pool=fq wake-up is active again: keyspace notifications on redis://127.0.0.1:6379"))
 	took := time.Since(back)
 	if took > 8*time.Second {
-		e.errorf("wake-up active again %s after the server came back; want it at the pool's first good read (poll_interval_sec = 2), not at the backoff's next retry", took)
+		e.Errorf("wake-up active again %s after the server came back; want it at the pool's first good read (poll_interval_sec = 2), not at the backoff's next retry", took)
 	}
 	t.Logf("server back → wake-up active again in %s (poll_interval_sec = 2; the backoff alone was up to 16 s)", took.Round(10*time.Millisecond))
 	// The pool reads the server again.
 	e.redisJobs(20, "default", 0, 0, time.Now().UnixMilli(), "")
-	e.eventually(10*time.Second, "a second worker after the outage", func() (bool, string) {
-		ws := e.workers("fq", "active")
+	e.Eventually(10*time.Second, "a second worker after the outage", func() (bool, string) {
+		ws := e.Workers("fq", "active")
 		return len(ws) >= 2, fmt.Sprintf("active: %v", ws)
 	})
 }

@@ -14,12 +14,10 @@ package faults
 
 import (
 	"context"
-	"database/sql"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -33,7 +31,7 @@ import (
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 
-	"github.com/flexiq/flexiq-scaled/internal/flexiqdb"
+	"github.com/flexiq/flexiq-scaled/test/harness"
 	"github.com/flexiq/flexiq-scaled/test/sandbox"
 )
 
@@ -75,19 +73,12 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "fault-injection tests skipped: "+why)
 		return m.Run()
 	}
-	root, err := sandbox.ModuleRoot()
-	if err != nil {
+	var err error
+	if binDir, err = harness.Build("faults",
+		harness.Bin{Pkg: "./cmd/flexiq-scaled", Name: "flexiq-scaled"},
+		harness.Bin{Pkg: "./test/worker", Name: "flexiq-testworker"}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
-	}
-	binDir = filepath.Join(root, "bin", "faults")
-	for pkg, name := range map[string]string{"./cmd/flexiq-scaled": "flexiq-scaled", "./test/worker": "flexiq-testworker"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg)
-		cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
-			return 1
-		}
 	}
 	if dbHost, err = os.MkdirTemp("", "flexiq-faults-db-"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -106,14 +97,8 @@ var sandboxSeq atomic.Int32
 
 // env is one test's sandbox, with the daemon installed and a queue database.
 type env struct {
-	t    *testing.T
-	sb   *sandbox.Sandbox
+	*harness.Env
 	name string // the fault's name in FIGURE lines
-
-	// dbPath is the queue database as the sandbox sees it; hostDB as the
-	// test sees it.
-	dbPath, hostDB string
-	db             *sql.DB
 
 	busMu sync.Mutex
 	bus   *sddbus.Conn
@@ -148,105 +133,38 @@ func setupAlone(t *testing.T, fault string) *env {
 func boot(t *testing.T, fault string) *env {
 	t.Helper()
 	root, _ := sandbox.ModuleRoot()
-	opts := sandbox.Options{
-		Name:     fmt.Sprintf("flt-%d-%d", os.Getpid(), sandboxSeq.Add(1)),
-		Binds:    []string{root, dbHost + ":" + dbInside},
-		OwnerPID: os.Getpid(),
+	sb := harness.Boot(t, 3*time.Minute, sandbox.Options{
+		Name:  fmt.Sprintf("flt-%d-%d", os.Getpid(), sandboxSeq.Add(1)),
+		Binds: []string{root, dbHost + ":" + dbInside},
 		// Nothing of a sandbox outlives its test: no need for a clean
 		// drain at poweroff, and stubborn workers would only slow it.
 		StopTimeout: 5 * time.Second,
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t0 := time.Now()
-	sb, err := sandbox.Start(ctx, opts)
-	cancel()
-	if err != nil {
-		t.Fatalf("booting the sandbox: %v", err)
-	}
-	t.Logf("sandbox %s booted in %.2fs", sb.Name, time.Since(t0).Seconds())
-	e := &env{t: t, sb: sb, name: fault}
+	})
+	e := &env{Env: &harness.Env{T: t, SB: sb, JournalLines: 80, Poll: 100 * time.Millisecond}, name: fault}
 	t.Cleanup(func() {
 		e.busMu.Lock()
+		defer e.busMu.Unlock()
 		if e.bus != nil {
 			e.bus.Close()
 		}
-		e.busMu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := sb.Stop(ctx); err != nil {
-			t.Errorf("stopping the sandbox: %v", err)
-		}
 	})
-
-	unitFile, err := os.ReadFile(filepath.Join(root, "systemd", daemonUnit))
-	if err != nil {
+	harness.InstallDaemon(t, sb, harness.Daemon{
+		BinDir: binDir,
+		Tools:  map[string]string{"flexiq-testworker": "/usr/local/bin/flexiq-testworker"},
+		DropIn: fmt.Sprintf("WatchdogSec=%ds\nRestartSec=%dms\n", watchdogSec, int(restartSec*1000)),
+	})
+	e.CreateQueue(dbHost, dbInside)
+	if _, err := e.DB.Exec(`CREATE TABLE demand (pending, running); INSERT INTO demand VALUES (0, 0)`); err != nil {
 		t.Fatal(err)
 	}
-	e.sh(`id flexiq >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin flexiq
-install -m 0755 ` + binDir + `/flexiq-scaled /usr/bin/flexiq-scaled
-install -m 0755 ` + binDir + `/flexiq-testworker /usr/local/bin/flexiq-testworker
-mkdir -p /etc/flexiq-scaled /var/lib/flexiq`)
-	e.write("/etc/systemd/system/"+daemonUnit, string(unitFile))
-	e.write("/etc/systemd/system/flexiq-scaled.service.d/50-test.conf",
-		fmt.Sprintf("[Service]\nWatchdogSec=%ds\nRestartSec=%dms\n", watchdogSec, int(restartSec*1000)))
-	e.sh("systemctl daemon-reload")
-
-	name := strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(t.Name(), "_"))
-	e.hostDB = filepath.Join(dbHost, name+".db")
-	e.dbPath = filepath.Join(dbInside, name+".db")
-	for _, suffix := range []string{"", "-wal", "-shm"} {
-		os.Remove(e.hostDB + suffix)
-	}
-	if e.db, err = flexiqdb.Create(e.hostDB); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.db.Close() })
-	if _, err := e.db.Exec(`CREATE TABLE demand (pending, running); INSERT INTO demand VALUES (0, 0)`); err != nil {
-		t.Fatal(err)
-	}
-	e.sh("chown flexiq:flexiq " + e.dbPath + "*")
 	return e
 }
 
-// figure reports a measurement in the greppable form the docs are filled from.
+// figure reports a measurement in the greppable form docs/reliability.md
+// is filled from.
 func (e *env) figure(kv ...any) {
-	e.t.Helper()
-	var b strings.Builder
-	fmt.Fprintf(&b, "FIGURE fault=%s", e.name)
-	for i := 0; i+1 < len(kv); i += 2 {
-		v := kv[i+1]
-		if d, ok := v.(time.Duration); ok {
-			v = fmt.Sprintf("%.2fs", d.Seconds())
-		}
-		fmt.Fprintf(&b, " %v=%v", kv[i], v)
-	}
-	e.t.Log(b.String())
-}
-
-func (e *env) ctx() context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	e.t.Cleanup(cancel)
-	return ctx
-}
-
-func (e *env) sh(script string) string {
-	e.t.Helper()
-	return e.sb.Sh(e.t, script)
-}
-
-// try runs a command inside and returns its output and error, without
-// failing the test.
-func (e *env) try(argv ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	return e.sb.Exec(ctx, argv...)
-}
-
-func (e *env) write(path, content string) {
-	e.t.Helper()
-	if err := e.sb.WriteFile(path, content); err != nil {
-		e.t.Fatal(err)
-	}
+	e.T.Helper()
+	e.T.Log(harness.FigureLine("FIGURE fault="+e.name, 2, kv...))
 }
 
 // demandPool is a pool whose source is the test's demand table, so the
@@ -270,7 +188,7 @@ target_utilisation = 1.0
 type = "sqlite-query"
 path = %q
 query = "SELECT pending, running FROM demand"
-`, pool, e.dbPath, extra, pool, e.dbPath)
+`, pool, e.DBPath, extra, pool, e.DBPath)
 }
 
 // jobPool is a pool of test workers on the test's flexiq queue.
@@ -288,32 +206,17 @@ environment = { FLEXIQ_DB_PATH = %q }
 [pools.%s.source]
 type = "flexiq-sqlite"
 path = %q
-`, pool, e.dbPath, extra, pool, e.dbPath)
+`, pool, e.DBPath, extra, pool, e.DBPath)
 }
 
 // setDemand sets what the demand pools' source reads: a pending count (depth
 // 1 makes it the number of workers asked for) and a running count. Values
 // are written as given, so a test can write garbage.
 func (e *env) setDemand(pending, running any) {
-	e.t.Helper()
-	if _, err := e.db.Exec(`UPDATE demand SET pending = ?, running = ?`, pending, running); err != nil {
-		e.t.Fatal(err)
+	e.T.Helper()
+	if _, err := e.DB.Exec(`UPDATE demand SET pending = ?, running = ?`, pending, running); err != nil {
+		e.T.Fatal(err)
 	}
-}
-
-func (e *env) configure(toml string) {
-	e.t.Helper()
-	e.write("/etc/flexiq-scaled/config.toml", toml)
-}
-
-func (e *env) startDaemon() {
-	e.t.Helper()
-	e.sh("systemctl start " + daemonUnit)
-}
-
-func (e *env) reload() {
-	e.t.Helper()
-	e.sh("systemctl reload " + daemonUnit)
 }
 
 // conn is the test's own connection to the sandbox's systemd, reopened
@@ -329,7 +232,7 @@ func (e *env) conn() (*sddbus.Conn, error) {
 		e.bus = nil
 	}
 	// Not a context with a deadline: the connection lives as long as it.
-	c, err := e.sb.Bus(context.Background())
+	c, err := e.SB.Bus(context.Background())
 	if err != nil {
 		return nil, err
 	}
@@ -338,25 +241,16 @@ func (e *env) conn() (*sddbus.Conn, error) {
 }
 
 // unit is one worker unit as systemd lists it.
-type unit struct {
-	Name, Active, Sub string
-}
-
-// slot is the unit's slot number.
-func (u unit) slot() int {
-	at := strings.LastIndexByte(u.Name, '@')
-	n, _ := strconv.Atoi(strings.TrimSuffix(u.Name[at+1:], ".service"))
-	return n
-}
+type unit = harness.Unit
 
 // units lists the pool's loaded worker units ("*" for every pool), over
 // D-Bus: it is fast enough to poll every 100 ms. While the bus restarts it
 // falls back to systemctl, which waits for it.
 func (e *env) units(pool string) []unit {
-	e.t.Helper()
+	e.T.Helper()
 	us, err := e.listUnits(pool)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return us
 }
@@ -377,9 +271,9 @@ func (e *env) listUnits(pool string) ([]unit, error) {
 					if s.LoadState == "not-found" && s.ActiveState == "inactive" {
 						continue
 					}
-					us = append(us, unit{s.Name, s.ActiveState, s.SubState})
+					us = append(us, unit{Name: s.Name, Load: s.LoadState, Active: s.ActiveState, Sub: s.SubState})
 				}
-				sort.Slice(us, func(i, j int) bool { return us[i].slot() < us[j].slot() })
+				sort.Slice(us, func(i, j int) bool { return us[i].Slot() < us[j].Slot() })
 				return us, nil
 			}
 		}
@@ -391,17 +285,7 @@ func (e *env) listUnits(pool string) ([]unit, error) {
 		e.busMu.Unlock()
 		time.Sleep(200 * time.Millisecond)
 	}
-	out, err := e.try("systemctl", "list-units", "--plain", "--no-legend", "--all", pattern)
-	if err != nil {
-		return nil, fmt.Errorf("listing %s: %w", pattern, err)
-	}
-	var us []unit
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		if f := strings.Fields(line); len(f) >= 4 {
-			us = append(us, unit{f[0], f[2], f[3]})
-		}
-	}
-	return us, nil
+	return e.ListUnits(pattern)
 }
 
 // live are the units in the states that count as capacity: active or
@@ -438,60 +322,13 @@ func names(us []unit) []string {
 // waitLive waits until the pool has exactly n live workers, and returns how
 // long that took.
 func (e *env) waitLive(pool string, n int, within time.Duration) time.Duration {
-	e.t.Helper()
+	e.T.Helper()
 	t0 := time.Now()
-	e.eventually(within, fmt.Sprintf("%d live workers in pool %s", n, pool), func() (bool, string) {
+	e.Eventually(within, fmt.Sprintf("%d live workers in pool %s", n, pool), func() (bool, string) {
 		us := e.units(pool)
 		return len(live(us)) == n, fmt.Sprint(names(us))
 	})
 	return time.Since(t0)
-}
-
-// eventually polls cond every 100 ms, and fails the test with the daemon's
-// journal if it does not come true within the time.
-func (e *env) eventually(within time.Duration, what string, cond func() (bool, string)) {
-	e.t.Helper()
-	if ok, state := poll(within, 100*time.Millisecond, cond); !ok {
-		e.fatalf("after %s, still no %s (%s)", within, what, state)
-	}
-}
-
-func poll(within, every time.Duration, cond func() (bool, string)) (bool, string) {
-	deadline := time.Now().Add(within)
-	for {
-		ok, state := cond()
-		if ok || time.Now().After(deadline) {
-			return ok, state
-		}
-		time.Sleep(every)
-	}
-}
-
-// errorf and fatalf report a failure with the daemon's recent journal.
-func (e *env) errorf(format string, args ...any) {
-	e.t.Helper()
-	e.t.Errorf(format+"\ndaemon journal:\n%s", append(args, e.journalText("-u", daemonUnit, "-n", "80"))...)
-}
-
-func (e *env) fatalf(format string, args ...any) {
-	e.t.Helper()
-	e.t.Fatalf(format+"\ndaemon journal:\n%s", append(args, e.journalText("-u", daemonUnit, "-n", "80"))...)
-}
-
-// journalText is the journal (the sandbox's own: only this test's) in a
-// readable form.
-func (e *env) journalText(args ...string) string {
-	out, _ := e.try(append([]string{"journalctl", "--no-pager", "-o", "short-monotonic"}, args...)...)
-	return out
-}
-
-func (e *env) entries(args ...string) []sandbox.JournalEntry {
-	e.t.Helper()
-	entries, err := e.sb.Journal(e.ctx(), args...)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return entries
 }
 
 // at is when a journal entry was written.
@@ -500,26 +337,19 @@ func at(en sandbox.JournalEntry) time.Time {
 	return time.UnixMicro(us)
 }
 
-// unitProp reads one property of a unit.
-func (e *env) unitProp(unit, prop string) string {
-	e.t.Helper()
-	out, _ := e.try("systemctl", "show", "-P", prop, unit)
-	return strings.TrimSpace(out)
-}
-
 // identity is what tells one run of a worker from another.
 type identity struct{ pid, invocation string }
 
 // identities reads the identity of each live worker of the pool.
 func (e *env) identities(pool string) map[string]identity {
-	e.t.Helper()
+	e.T.Helper()
 	ids := map[string]identity{}
 	for _, u := range live(e.units(pool)) {
 		if id, ok := e.busIdentity(u.Name); ok {
 			ids[u.Name] = id
 			continue
 		}
-		out, _ := e.try("systemctl", "show", "-P", "MainPID,InvocationID", u.Name)
+		out, _ := e.Try("systemctl", "show", "-P", "MainPID,InvocationID", u.Name)
 		f := strings.Fields(out)
 		if len(f) == 2 {
 			ids[u.Name] = identity{f[0], f[1]}
@@ -549,42 +379,25 @@ func (e *env) busIdentity(name string) (identity, bool) {
 	return identity{fmt.Sprint(pid.Value.Value()), fmt.Sprintf("%x", b)}, true
 }
 
-func (e *env) daemonPID() int {
-	pid, _ := strconv.Atoi(e.unitProp(daemonUnit, "MainPID"))
-	return pid
-}
-
 // killMain sends sig to a unit's main process, through systemd, as an OOM
 // killer or an operator would hit it.
 func (e *env) killMain(unit string, sig syscall.Signal) {
-	e.t.Helper()
-	if _, err := e.try("systemctl", "kill", "--kill-whom=main", "--signal="+strconv.Itoa(int(sig)), unit); err != nil {
-		e.t.Fatal(err)
+	e.T.Helper()
+	if _, err := e.Try("systemctl", "kill", "--kill-whom=main", "--signal="+strconv.Itoa(int(sig)), unit); err != nil {
+		e.T.Fatal(err)
 	}
 }
 
 // waitRestarted waits until systemd has restarted the daemon after oldPID
 // died, and returns when it became active again.
 func (e *env) waitRestarted(oldPID int, within time.Duration) time.Time {
-	e.t.Helper()
-	e.eventually(within, "a restarted daemon", func() (bool, string) {
-		out, _ := e.try("systemctl", "show", "-P", "MainPID,ActiveState", daemonUnit)
+	e.T.Helper()
+	e.Eventually(within, "a restarted daemon", func() (bool, string) {
+		out, _ := e.Try("systemctl", "show", "-P", "MainPID,ActiveState", daemonUnit)
 		f := strings.Fields(out)
 		return len(f) == 2 && f[0] != "0" && f[0] != strconv.Itoa(oldPID) && f[1] == "active", out
 	})
 	return time.Now()
-}
-
-// enqueue adds n pending jobs of the given duration.
-func (e *env) enqueue(n int, d time.Duration) {
-	e.t.Helper()
-	jobs := make([]flexiqdb.Job, n)
-	for i := range jobs {
-		jobs[i] = flexiqdb.Job{DurationMs: int(d.Milliseconds())}
-	}
-	if err := flexiqdb.EnqueueMany(e.db, jobs); err != nil {
-		e.t.Fatal(err)
-	}
 }
 
 // eventKind finds a journal event kind's MESSAGE_ID in internal/eventlog's
@@ -670,7 +483,7 @@ func (e *env) watch(pool string, every time.Duration) *monitor {
 			}
 		}
 	}()
-	e.t.Cleanup(m.Stop)
+	e.T.Cleanup(m.Stop)
 	return m
 }
 
@@ -710,9 +523,9 @@ func (m *monitor) count() int {
 // that means to drain a worker ignoring SIGTERM must not catch one still in
 // its runtime's start.
 func (e *env) waitStarted(pool string, n int) {
-	e.t.Helper()
-	e.eventually(10*time.Second, fmt.Sprintf("%d workers of %s started", n, pool), func() (bool, string) {
-		got := strings.Count(e.journalText("FLEXIQ_POOL="+pool), "started id=")
+	e.T.Helper()
+	e.Eventually(10*time.Second, fmt.Sprintf("%d workers of %s started", n, pool), func() (bool, string) {
+		got := strings.Count(e.JournalText("FLEXIQ_POOL="+pool), "started id=")
 		return got >= n, fmt.Sprintf("%d started", got)
 	})
 }

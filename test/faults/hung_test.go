@@ -15,8 +15,8 @@ const hangPort = 9599
 // (in the kernel's backlog) and the request is sent, but no answer ever
 // comes, so a source read of it hangs for its whole timeout.
 func (e *env) startHang() {
-	e.t.Helper()
-	e.sh(fmt.Sprintf(`systemd-run --quiet --unit flexiq-hang /usr/bin/python3 -c 'import socket, time
+	e.T.Helper()
+	e.Sh(fmt.Sprintf(`systemd-run --quiet --unit flexiq-hang /usr/bin/python3 -c 'import socket, time
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", %d))
@@ -36,7 +36,7 @@ type hangReads struct {
 // youngest is the age of the newest read in flight, as far as the test has
 // seen it; ok is false when none is.
 func (h *hangReads) youngest() (age time.Duration, ok bool) {
-	out, _ := h.e.try("ss", "-Htn", "state", "established", fmt.Sprintf("( dport = :%d )", hangPort))
+	out, _ := h.e.Try("ss", "-Htn", "state", "established", fmt.Sprintf("( dport = :%d )", hangPort))
 	now := time.Now()
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.Fields(line)
@@ -58,8 +58,8 @@ func (h *hangReads) youngest() (age time.Duration, ok bool) {
 // waitFresh waits until a source read has been hanging for at most fresh,
 // so that what follows meets it with most of its 30 s still to hang.
 func (h *hangReads) waitFresh(fresh time.Duration) {
-	h.e.t.Helper()
-	h.e.eventually(75*time.Second, "a fresh read of the hung source in flight", func() (bool, string) {
+	h.e.T.Helper()
+	h.e.Eventually(75*time.Second, "a fresh read of the hung source in flight", func() (bool, string) {
 		age, ok := h.youngest()
 		return ok && age <= fresh, fmt.Sprintf("in flight %v, youngest %s", ok, age)
 	})
@@ -99,11 +99,11 @@ url = "http://127.0.0.1:%d"
 pending_query = "sum(queue_waiting)"
 `, maxWorkers, hangPort)
 	}
-	e.configure(pool(4))
-	e.startDaemon()
+	e.Configure(pool(4))
+	e.StartDaemon()
 	// A reload ticks at once: no waiting out the first 30 s interval.
-	e.configure(pool(5))
-	e.reload()
+	e.Configure(pool(5))
+	e.Reload()
 	reads := &hangReads{e: e, seen: map[string]time.Time{}}
 
 	var took []time.Duration
@@ -111,37 +111,37 @@ pending_query = "sum(queue_waiting)"
 		t.Helper()
 		reads.waitFresh(5 * time.Second)
 		t0 := time.Now()
-		out, err := e.try(append([]string{"flexiq-scaled"}, argv...)...)
+		out, err := e.Try(append([]string{"flexiq-scaled"}, argv...)...)
 		d := time.Since(t0)
 		took = append(took, d)
 		_, inFlight := reads.youngest()
 		t.Logf("%s answered in %s (a read still in flight after it: %v)", what, d.Round(time.Millisecond), inFlight)
 		if err != nil {
-			e.errorf("%s: %v", what, err)
+			e.Errorf("%s: %v", what, err)
 		}
 		if d > bound {
-			e.errorf("%s took %s while the source read hung, want under %s", what, d.Round(time.Millisecond), bound)
+			e.Errorf("%s took %s while the source read hung, want under %s", what, d.Round(time.Millisecond), bound)
 		}
 		return out
 	}
 	// What a command costs with no daemon in the way: the sandbox's exec.
 	t0 := time.Now()
-	e.try("flexiq-scaled", "--help")
+	e.Try("flexiq-scaled", "--help")
 	base := time.Since(t0)
 
 	run("pause", "pause", "hang")
 	run("pin", "pin", "hang", "2")
 	if out := run("status", "status", "hang"); !strings.Contains(out, "pin") {
-		e.errorf("status after the pin does not show it:\n%s", out)
+		e.Errorf("status after the pin does not show it:\n%s", out)
 	}
 	run("unpin", "unpin", "hang")
 
 	// The fix: the same pool on the demand table, asking for 3 workers.
 	reads.waitFresh(5 * time.Second)
 	e.setDemand(3, 0)
-	e.configure(e.demandPool("hang", "min_workers = 0\nmax_workers = 5\npoll_interval_sec = 30\n"))
+	e.Configure(e.demandPool("hang", "min_workers = 0\nmax_workers = 5\npoll_interval_sec = 30\n"))
 	t1 := time.Now()
-	e.reload()
+	e.Reload()
 	reload := time.Since(t1)
 	e.waitLive("hang", 3, 10*time.Second)
 	fixed := time.Since(t1)

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flexiq/flexiq-scaled/test/sandbox"
 )
 
 // The operator's commands while systemd does not answer: PID 1 stopped
@@ -27,15 +29,15 @@ func TestHungSystemdDuringScaleUp(t *testing.T) {
 		pinned  = 2
 		stopFor = 20 * time.Second
 	)
-	e.configure(e.demandPool("hp", fmt.Sprintf("min_workers = 0\nmax_workers = %d\n", maxW)))
+	e.Configure(e.demandPool("hp", fmt.Sprintf("min_workers = 0\nmax_workers = %d\n", maxW)))
 	e.setDemand(0, 0)
-	e.startDaemon()
+	e.StartDaemon()
 	e.waitLive("hp", 0, 15*time.Second)
-	pid := e.daemonPID()
+	pid := e.DaemonPID()
 
 	// PID 1 stopped: the sandbox's systemd, as the host numbers it, never
 	// the host's own init.
-	init := e.sb.PID
+	init := e.SB.PID
 	self, _ := os.Readlink("/proc/self/ns/pid")
 	theirs, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", init))
 	if init <= 1 || self == theirs {
@@ -73,14 +75,14 @@ func TestHungSystemdDuringScaleUp(t *testing.T) {
 	// The same with the bus restarted in the middle of a scale-up.
 	from = time.Now()
 	e.setDemand(maxW, 0)
-	if _, err := e.try("flexiq-scaled", "unpin", "hp"); err != nil {
+	if _, err := e.Try("flexiq-scaled", "unpin", "hp"); err != nil {
 		t.Fatal(err)
 	}
 	atRestart := e.scaleUpInFlight("hp", pinned, maxW)
 	restarted := make(chan struct{})
 	go func() {
 		defer close(restarted)
-		if out, err := e.try("systemctl", "restart", "dbus.service"); err != nil {
+		if out, err := e.Try("systemctl", "restart", "dbus.service"); err != nil {
 			t.Errorf("restarting the bus: %v\n%s", err, out)
 		}
 	}()
@@ -98,7 +100,7 @@ func TestHungSystemdDuringScaleUp(t *testing.T) {
 	e.figure(append([]any{"step", "dbus-restart", "listed_at_restart", atRestart}, append(took.figures(), "converged_after", converged)...)...)
 	took.check(e, "the bus restarting", bound)
 
-	if got := e.daemonPID(); got != pid {
+	if got := e.DaemonPID(); got != pid {
 		t.Errorf("the daemon was restarted (pid %d, was %d)", got, pid)
 	}
 }
@@ -106,9 +108,9 @@ func TestHungSystemdDuringScaleUp(t *testing.T) {
 // scaleUpInFlight waits until a scale-up from had of a pool's units towards
 // want has begun (a new unit is listed), and returns how many are listed.
 func (e *env) scaleUpInFlight(pool string, had, want int) int {
-	e.t.Helper()
+	e.T.Helper()
 	n := 0
-	ok, state := poll(20*time.Second, 2*time.Millisecond, func() (bool, string) {
+	ok, state := sandbox.Poll(20*time.Second, 2*time.Millisecond, func() (bool, string) {
 		us, err := e.listUnits(pool)
 		if err != nil {
 			return false, err.Error()
@@ -117,10 +119,10 @@ func (e *env) scaleUpInFlight(pool string, had, want int) int {
 		return n > had, fmt.Sprint(names(us))
 	})
 	if !ok {
-		e.fatalf("no scale-up began: %s", state)
+		e.Fatalf("no scale-up began: %s", state)
 	}
 	if n >= want {
-		e.t.Logf("the scale-up had already listed all its %d units: the fault meets its last starts, if any", n)
+		e.T.Logf("the scale-up had already listed all its %d units: the fault meets its last starts, if any", n)
 	}
 	return n
 }
@@ -141,13 +143,13 @@ func (o *opTimes) figures() []any {
 }
 
 func (o *opTimes) check(e *env, during string, bound time.Duration) {
-	e.t.Helper()
+	e.T.Helper()
 	for _, msg := range o.errs {
-		e.errorf("while %s: %s", during, msg)
+		e.Errorf("while %s: %s", during, msg)
 	}
 	for _, what := range o.order {
 		if m := median(o.by[what]); m > bound {
-			e.errorf("while %s, %s answered in a median %s, want under %s", during, what, m.Round(time.Millisecond), bound)
+			e.Errorf("while %s, %s answered in a median %s, want under %s", during, what, m.Round(time.Millisecond), bound)
 		}
 	}
 }
@@ -156,7 +158,7 @@ func (o *opTimes) check(e *env, during string, bound time.Duration) {
 // daemon, round after round until until is closed, and a last pin: what
 // the pool must converge to.
 func (e *env) operate(pool string, pin int, until <-chan struct{}) *opTimes {
-	e.t.Helper()
+	e.T.Helper()
 	o := &opTimes{by: map[string][]time.Duration{}}
 	cmds := [][]string{
 		{"status", "status", pool},
@@ -168,7 +170,7 @@ func (e *env) operate(pool string, pin int, until <-chan struct{}) *opTimes {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		t0 := time.Now()
-		out, err := e.sb.Exec(ctx, append([]string{"flexiq-scaled"}, argv...)...)
+		out, err := e.SB.Exec(ctx, append([]string{"flexiq-scaled"}, argv...)...)
 		d := time.Since(t0)
 		if o.by[what] == nil {
 			o.order = append(o.order, what)
@@ -177,7 +179,7 @@ func (e *env) operate(pool string, pin int, until <-chan struct{}) *opTimes {
 		if err != nil {
 			o.errs = append(o.errs, fmt.Sprintf("%s after %s: %v", what, d.Round(time.Millisecond), err))
 		}
-		e.t.Logf("%s answered in %s%s", what, d.Round(time.Millisecond), map[bool]string{true: " (failed)"}[err != nil])
+		e.T.Logf("%s answered in %s%s", what, d.Round(time.Millisecond), map[bool]string{true: " (failed)"}[err != nil])
 		_ = out
 	}
 	for done := false; !done; {
@@ -199,10 +201,10 @@ func (e *env) operate(pool string, pin int, until <-chan struct{}) *opTimes {
 // beyond maxW at any listing, no worker crashed, no start of a slot whose
 // unit was still there. It returns how long convergence took.
 func (e *env) converge(pool string, want, maxW int, from time.Time) time.Duration {
-	e.t.Helper()
+	e.T.Helper()
 	t0 := time.Now()
 	most := 0
-	ok, state := poll(90*time.Second, 100*time.Millisecond, func() (bool, string) {
+	ok, state := sandbox.Poll(90*time.Second, 100*time.Millisecond, func() (bool, string) {
 		us, err := e.listUnits(pool)
 		if err != nil {
 			return false, err.Error()
@@ -212,34 +214,34 @@ func (e *env) converge(pool string, want, maxW int, from time.Time) time.Duratio
 	})
 	took := time.Since(t0)
 	if !ok {
-		e.fatalf("after %s, pool %s has not converged to its pin of %d: %s", 90*time.Second, pool, want, state)
+		e.Fatalf("after %s, pool %s has not converged to its pin of %d: %s", 90*time.Second, pool, want, state)
 	}
 	if most > maxW {
-		e.errorf("pool %s listed %d units, beyond its max_workers %d", pool, most, maxW)
+		e.Errorf("pool %s listed %d units, beyond its max_workers %d", pool, most, maxW)
 	}
 	since := fmt.Sprintf("--since=@%d", from.Unix())
 	// A start whose job's end systemd announced while the bus was down is
 	// reported failed after its 30 s, and its unit adopted at the next
 	// listing: not a crash, nothing lost.
 	failedStarts := 0
-	for _, en := range e.entries("MESSAGE_ID="+msgWorkerCrashed, since) {
+	for _, en := range e.Entries("MESSAGE_ID="+msgWorkerCrashed, since) {
 		if m := en.Field("MESSAGE"); strings.Contains(m, "failed to start") {
 			failedStarts++
-			e.t.Logf("start failed: %s", m)
+			e.T.Logf("start failed: %s", m)
 		} else {
-			e.errorf("a worker crashed: %s", m)
+			e.Errorf("a worker crashed: %s", m)
 		}
 	}
 	e.figure("converged_after", took, "starts_reported_failed", failedStarts)
-	for _, en := range e.entries("FLEXIQ_POOL="+pool, since) {
+	for _, en := range e.Entries("FLEXIQ_POOL="+pool, since) {
 		if m := en.Field("MESSAGE"); strings.Contains(m, "is still taken") {
-			e.errorf("a slot was handed to a second start: %s", m)
+			e.Errorf("a slot was handed to a second start: %s", m)
 		}
 	}
 	// Stable: the pin holds, nothing flaps.
 	time.Sleep(3 * time.Second)
 	if us := e.units(pool); len(us) != want || len(live(us)) != want {
-		e.errorf("pool %s left its pin of %d: %v", pool, want, names(us))
+		e.Errorf("pool %s left its pin of %d: %v", pool, want, names(us))
 	}
 	return took
 }

@@ -28,7 +28,7 @@ while True:
 // status right after, and the watchdog never kills the daemon.
 func TestProbeSwitchingProtocols(t *testing.T) {
 	e := setup(t, "probe-101")
-	e.write("/usr/local/lib/switch101.py", switchingReplica)
+	e.Write("/usr/local/lib/switch101.py", switchingReplica)
 	pool := func(readiness string) string {
 		return `
 [pools.web]
@@ -44,41 +44,41 @@ http = "auto"
 [pools.web.service.readiness]
 ` + readiness
 	}
-	e.configure(pool("type = \"http\"\npath = \"/health\"\nport = \"http\"\nperiod_sec = 1\ntimeout_sec = 1\n"))
-	e.startDaemon()
+	e.Configure(pool("type = \"http\"\npath = \"/health\"\nport = \"http\"\nperiod_sec = 1\ntimeout_sec = 1\n"))
+	e.StartDaemon()
 	e.waitLive("web", 1, 30*time.Second)
 	// Probed a few times (period 1 s): on the code before the fix, the
 	// first attempt's connection was held from then on.
 	time.Sleep(4 * time.Second)
-	pid, restarts := e.daemonPID(), e.unitProp(daemonUnit, "NRestarts")
+	pid, restarts := e.DaemonPID(), e.UnitProp(daemonUnit, "NRestarts")
 
-	e.configure(pool("type = \"active\"\n"))
+	e.Configure(pool("type = \"active\"\n"))
 	t0 := time.Now()
-	out, err := e.try("systemctl", "reload", daemonUnit)
+	out, err := e.Try("systemctl", "reload", daemonUnit)
 	reload := time.Since(t0)
 	if err != nil {
-		e.errorf("reload: %v\n%s", err, out)
+		e.Errorf("reload: %v\n%s", err, out)
 	}
 	t1 := time.Now()
-	out, err = e.try("flexiq-scaled", "status", "web")
+	out, err = e.Try("flexiq-scaled", "status", "web")
 	status := time.Since(t1)
 	if err != nil {
-		e.errorf("status after the reload: %v\n%s", err, out)
+		e.Errorf("status after the reload: %v\n%s", err, out)
 	}
 	t.Logf("reload returned in %s, status in %s", reload.Round(time.Millisecond), status.Round(time.Millisecond))
 	if reload > 2*time.Second {
-		e.errorf("the reload took %s, want under 2 s", reload.Round(time.Millisecond))
+		e.Errorf("the reload took %s, want under 2 s", reload.Round(time.Millisecond))
 	}
 	// Past the watchdog's period, so that a stuck loop would have shown.
 	time.Sleep(2 * watchdogSec * time.Second)
-	if got := e.daemonPID(); got != pid {
-		e.errorf("the daemon was restarted: MainPID %d, was %d", got, pid)
+	if got := e.DaemonPID(); got != pid {
+		e.Errorf("the daemon was restarted: MainPID %d, was %d", got, pid)
 	}
-	if got := e.unitProp(daemonUnit, "NRestarts"); got != restarts || got != "0" {
-		e.errorf("NRestarts %s (was %s), want 0", got, restarts)
+	if got := e.UnitProp(daemonUnit, "NRestarts"); got != restarts || got != "0" {
+		e.Errorf("NRestarts %s (was %s), want 0", got, restarts)
 	}
-	if j := e.journalText("-u", daemonUnit, "--grep", "[Ww]atchdog"); strings.TrimSpace(j) != "" && !strings.Contains(j, "No entries") {
-		e.errorf("watchdog trouble in the journal:\n%s", j)
+	if j := e.JournalText("-u", daemonUnit, "--grep", "[Ww]atchdog"); strings.TrimSpace(j) != "" && !strings.Contains(j, "No entries") {
+		e.Errorf("watchdog trouble in the journal:\n%s", j)
 	}
-	e.figure("reload", reload, "status_after", status, "daemon_pid_kept", fmt.Sprint(e.daemonPID() == pid))
+	e.figure("reload", reload, "status_after", status, "daemon_pid_kept", fmt.Sprint(e.DaemonPID() == pid))
 }

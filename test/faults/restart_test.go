@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flexiq/flexiq-scaled/test/sandbox"
 )
 
 // A worker that takes a while to stop, as a real one finishing its job
@@ -46,13 +48,13 @@ func daemonKillCycles(t *testing.T, fault string) {
 		// suite side by side on two cores).
 		slack = 3 * time.Second
 	)
-	e.configure(e.demandPool(pool, slowStopExec+fmt.Sprintf(`
+	e.Configure(e.demandPool(pool, slowStopExec+fmt.Sprintf(`
 min_workers = 1
 max_workers = %d
 scale_down_window_sec = %g
 `, maxW, window.Seconds())))
 	e.setDemand(2, 0)
-	e.startDaemon()
+	e.StartDaemon()
 	e.waitLive(pool, 2, 15*time.Second)
 	mon := e.watch(pool, 100*time.Millisecond)
 
@@ -67,7 +69,7 @@ scale_down_window_sec = %g
 	violation := func(count *int, format string, args ...any) {
 		t.Helper()
 		if *count == 0 {
-			e.errorf(format, args...)
+			e.Errorf(format, args...)
 		} else {
 			t.Errorf(format, args...)
 		}
@@ -76,7 +78,7 @@ scale_down_window_sec = %g
 	var slowUp, slowDown int
 	kill := func(delay time.Duration) time.Time {
 		time.Sleep(delay)
-		old := e.daemonPID()
+		old := e.DaemonPID()
 		e.killMain(daemonUnit, syscall.SIGKILL)
 		points++
 		return e.waitRestarted(old, 20*time.Second)
@@ -172,11 +174,11 @@ scale_down_window_sec = %g
 		}
 	}
 	mon.Stop()
-	crashes := len(e.entries("FLEXIQ_POOL="+pool, "MESSAGE_ID="+msgWorkerCrashed))
+	crashes := len(e.Entries("FLEXIQ_POOL="+pool, "MESSAGE_ID="+msgWorkerCrashed))
 	if crashes > 0 {
-		e.errorf("%d crash events: no worker crashed; a start collided with a unit that was still there", crashes)
+		e.Errorf("%d crash events: no worker crashed; a start collided with a unit that was still there", crashes)
 	}
-	failed := e.sh("systemctl list-units --failed --plain --no-legend 'flexiq-*' || true")
+	failed := e.Sh("systemctl list-units --failed --plain --no-legend 'flexiq-*' || true")
 	if strings.TrimSpace(failed) != "" {
 		t.Errorf("failed units: %s", failed)
 	}
@@ -188,14 +190,14 @@ scale_down_window_sec = %g
 // waitLiveOrErr waits for n live workers like waitLive, but a timeout is an
 // error, not the end of the test, and it returns the time taken either way.
 func (e *env) waitLiveOrErr(pool string, n int, within time.Duration) time.Duration {
-	e.t.Helper()
+	e.T.Helper()
 	t0 := time.Now()
-	ok, state := poll(within, 100*time.Millisecond, func() (bool, string) {
+	ok, state := sandbox.Poll(within, 100*time.Millisecond, func() (bool, string) {
 		us := e.units(pool)
 		return len(live(us)) == n, fmt.Sprint(names(us))
 	})
 	if !ok {
-		e.errorf("after %s, still no %d live workers in pool %s (%s)", within, n, pool, state)
+		e.Errorf("after %s, still no %d live workers in pool %s (%s)", within, n, pool, state)
 	}
 	return time.Since(t0)
 }
@@ -206,9 +208,9 @@ func (e *env) waitLiveOrErr(pool string, n int, within time.Duration) time.Durat
 func TestRestartDuringLull(t *testing.T) {
 	e := setup(t, "restart-in-lull")
 	const window = 30 * time.Second
-	e.configure(e.demandPool("lull", fmt.Sprintf("min_workers = 1\nmax_workers = 10\nscale_down_window_sec = %g\n", window.Seconds())))
+	e.Configure(e.demandPool("lull", fmt.Sprintf("min_workers = 1\nmax_workers = 10\nscale_down_window_sec = %g\n", window.Seconds())))
 	e.setDemand(8, 0)
-	e.startDaemon()
+	e.StartDaemon()
 	e.waitLive("lull", 8, 20*time.Second)
 	before := e.identities("lull")
 
@@ -216,7 +218,7 @@ func TestRestartDuringLull(t *testing.T) {
 	t0 := time.Now()
 	e.setDemand(0, 0)
 	time.Sleep(3 * time.Second)
-	e.sh("systemctl restart " + daemonUnit)
+	e.Sh("systemctl restart " + daemonUnit)
 	restarted := time.Now()
 	mon := e.watch("lull", 200*time.Millisecond)
 
@@ -234,7 +236,7 @@ func TestRestartDuringLull(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	if low < 8 {
-		e.errorf("%d workers %s after the restart, %s into a %s lull: the restart forgot the scale-down window",
+		e.Errorf("%d workers %s after the restart, %s into a %s lull: the restart forgot the scale-down window",
 			low, lowAt.Round(100*time.Millisecond), (time.Since(t0) - time.Since(restarted) + lowAt).Round(time.Second), window)
 	} else {
 		for u, id := range before {
@@ -268,11 +270,11 @@ func held(m *monitor, n int, from time.Time) time.Duration {
 // duplicated.
 func TestReexecAndBusRestartDuringScaleUp(t *testing.T) {
 	e := setup(t, "reexec-and-dbus-restart")
-	e.configure(e.demandPool("rx", "min_workers = 1\nmax_workers = 14\nscale_down_window_sec = 60\n"))
+	e.Configure(e.demandPool("rx", "min_workers = 1\nmax_workers = 14\nscale_down_window_sec = 60\n"))
 	e.setDemand(2, 0)
-	e.startDaemon()
+	e.StartDaemon()
 	e.waitLive("rx", 2, 15*time.Second)
-	pid := e.daemonPID()
+	pid := e.DaemonPID()
 	mon := e.watch("rx", 100*time.Millisecond)
 	lost, extra := 0, 0
 	for _, step := range []struct {
@@ -286,7 +288,7 @@ func TestReexecAndBusRestartDuringScaleUp(t *testing.T) {
 		t0 := time.Now()
 		e.setDemand(step.to, 0)
 		time.Sleep(time.Duration(rand.IntN(1000)) * time.Millisecond)
-		e.sh(step.cmd)
+		e.Sh(step.cmd)
 		took := e.waitLiveOrErr("rx", step.to, 25*time.Second)
 		after := e.identities("rx")
 		for u, id := range before {
@@ -298,17 +300,17 @@ func TestReexecAndBusRestartDuringScaleUp(t *testing.T) {
 		for _, s := range mon.between(t0, time.Now()) {
 			if s.live() > step.to || len(s.units) > step.to {
 				extra++
-				e.errorf("%s: %d units (%d live) for %d wanted: %v", step.what, len(s.units), s.live(), step.to, names(s.units))
+				e.Errorf("%s: %d units (%d live) for %d wanted: %v", step.what, len(s.units), s.live(), step.to, names(s.units))
 				break
 			}
 		}
 		e.figure("step", strings.ReplaceAll(step.what, " ", "-"), "converged_after", took)
 	}
 	mon.Stop()
-	if got := e.daemonPID(); got != pid {
+	if got := e.DaemonPID(); got != pid {
 		t.Errorf("the daemon was restarted (pid %d, was %d); it should have reconnected", got, pid)
 	}
-	e.figure("workers_lost", lost, "duplicates", extra, "daemon_restarted", e.daemonPID() != pid)
+	e.figure("workers_lost", lost, "duplicates", extra, "daemon_restarted", e.DaemonPID() != pid)
 }
 
 // `systemctl stop flexiq-scaled` while a scale-up is in flight: every
@@ -317,31 +319,31 @@ func TestReexecAndBusRestartDuringScaleUp(t *testing.T) {
 func TestStopDuringScaleUpLeavesNoWorker(t *testing.T) {
 	e := setup(t, "stop-during-scale-up")
 	rng := seeded(t)
-	e.configure(e.demandPool("st", "min_workers = 1\nmax_workers = 40\n"))
+	e.Configure(e.demandPool("st", "min_workers = 1\nmax_workers = 40\n"))
 	leftover := 0
 	const rounds = 4
 	for i := 0; i < rounds; i++ {
 		e.setDemand(1, 0)
-		e.startDaemon()
+		e.StartDaemon()
 		e.waitLive("st", 1, 15*time.Second)
 		e.setDemand(40, 0)
 		// Stop as soon as the first new unit appears, or a little later.
-		e.eventually(10*time.Second, "the scale-up to begin", func() (bool, string) {
+		e.Eventually(10*time.Second, "the scale-up to begin", func() (bool, string) {
 			return len(e.units("st")) > 1, ""
 		})
 		time.Sleep(jitter(rng, 0, 300*time.Millisecond))
-		e.sh("systemctl stop " + daemonUnit)
+		e.Sh("systemctl stop " + daemonUnit)
 		if left := running(e.units("st")); len(left) > 0 {
 			leftover += len(left)
 			// A start that lands a moment later is as bad: look again.
-			e.errorf("round %d: units left after the daemon's stop: %v", i, names(left))
-			e.sh("systemctl stop 'flexiq-st@*.service'; systemctl reset-failed")
+			e.Errorf("round %d: units left after the daemon's stop: %v", i, names(left))
+			e.Sh("systemctl stop 'flexiq-st@*.service'; systemctl reset-failed")
 		} else {
 			time.Sleep(time.Second)
 			if late := running(e.units("st")); len(late) > 0 {
 				leftover += len(late)
-				e.errorf("round %d: units started after the daemon's stop: %v", i, names(late))
-				e.sh("systemctl stop 'flexiq-st@*.service'")
+				e.Errorf("round %d: units started after the daemon's stop: %v", i, names(late))
+				e.Sh("systemctl stop 'flexiq-st@*.service'")
 			}
 		}
 	}
@@ -356,31 +358,31 @@ func TestReloadShortensPollInterval(t *testing.T) {
 	cfg := func(poll int) string {
 		return e.demandPool("pi", fmt.Sprintf("poll_interval_sec = %d\nmin_workers = 1\nmax_workers = 5\n", poll))
 	}
-	e.configure(cfg(300))
+	e.Configure(cfg(300))
 	e.setDemand(1, 0)
-	e.startDaemon()
+	e.StartDaemon()
 	e.waitLive("pi", 1, 15*time.Second)
-	pid := e.daemonPID()
+	pid := e.DaemonPID()
 	time.Sleep(2 * time.Second)
 	e.setDemand(3, 0)
-	e.configure(cfg(1))
+	e.Configure(cfg(1))
 	t0 := time.Now()
-	e.reload()
-	ok, state := poll(time.Second+4*time.Second, 100*time.Millisecond, func() (bool, string) {
+	e.Reload()
+	ok, state := sandbox.Poll(time.Second+4*time.Second, 100*time.Millisecond, func() (bool, string) {
 		us := e.units("pi")
 		return len(live(us)) == 3, fmt.Sprint(names(us))
 	})
 	tickAfter := time.Since(t0)
 	if !ok {
-		e.errorf("no tick within %s of the reload to 1 s (%s)", tickAfter.Round(100*time.Millisecond), state)
+		e.Errorf("no tick within %s of the reload to 1 s (%s)", tickAfter.Round(100*time.Millisecond), state)
 	}
 	// Outlive the watchdog twice over: the daemon must still be the same.
 	time.Sleep(2*watchdogSec*time.Second - time.Since(t0))
-	newPID := e.daemonPID()
+	newPID := e.DaemonPID()
 	if newPID != pid {
-		e.errorf("the daemon was restarted (pid %d, was %d) after the reload", newPID, pid)
+		e.Errorf("the daemon was restarted (pid %d, was %d) after the reload", newPID, pid)
 	}
-	wd := strings.Contains(e.journalText("-u", daemonUnit), "Watchdog timeout")
+	wd := strings.Contains(e.JournalText("-u", daemonUnit), "Watchdog timeout")
 	if wd {
 		t.Errorf("systemd's watchdog fired after the reload")
 	}

@@ -23,7 +23,7 @@ var (
 // floodBinary builds the hostile local user (./test/faults/flood) once and
 // installs it in the sandbox, where nobody may run it.
 func (e *env) floodBinary() string {
-	e.t.Helper()
+	e.T.Helper()
 	floodOnce.Do(func() {
 		root, _ := sandbox.ModuleRoot()
 		cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, "flexiq-flood"), "./test/faults/flood")
@@ -33,9 +33,9 @@ func (e *env) floodBinary() string {
 		}
 	})
 	if floodErr != nil {
-		e.t.Fatal(floodErr)
+		e.T.Fatal(floodErr)
 	}
-	e.sh("install -m 0755 " + binDir + "/flexiq-flood /usr/local/bin/flexiq-flood")
+	e.Sh("install -m 0755 " + binDir + "/flexiq-flood /usr/local/bin/flexiq-flood")
 	return "/usr/local/bin/flexiq-flood"
 }
 
@@ -50,7 +50,7 @@ type floodReport struct {
 
 // daemonFootprint is the daemon's open descriptors and resident memory.
 func (e *env) daemonFootprint() (fds int, rssKB int, err error) {
-	out, err := e.try("sh", "-c", `pid=$(systemctl show -P MainPID flexiq-scaled.service)
+	out, err := e.Try("sh", "-c", `pid=$(systemctl show -P MainPID flexiq-scaled.service)
 ls /proc/$pid/fd | wc -l
 awk '/^VmRSS:/ { print $2 }' /proc/$pid/status`)
 	if err != nil {
@@ -87,7 +87,7 @@ func TestSocketFlood(t *testing.T) {
 	// The package's groups (sysusers.d); a reader; and a user whom
 	// /etc/group lists in the admin group but whose process will have
 	// dropped it.
-	e.sh(`getent group flexiq-scaled >/dev/null || groupadd --system flexiq-scaled
+	e.Sh(`getent group flexiq-scaled >/dev/null || groupadd --system flexiq-scaled
 getent group flexiq-scaled-admin >/dev/null || groupadd --system flexiq-scaled-admin
 id fltreader >/dev/null 2>&1 || useradd --no-create-home -G flexiq-scaled fltreader
 id fltgone >/dev/null 2>&1 || useradd --no-create-home -G flexiq-scaled-admin fltgone`)
@@ -96,37 +96,37 @@ id fltgone >/dev/null 2>&1 || useradd --no-create-home -G flexiq-scaled-admin fl
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.write("/etc/systemd/system/"+u, string(b))
+		e.Write("/etc/systemd/system/"+u, string(b))
 	}
-	e.sh("systemctl daemon-reload && systemctl start flexiq-scaled-metrics.socket")
-	e.configure(e.demandPool("flood", "min_workers = 1\nmax_workers = 3\n"))
-	e.startDaemon()
+	e.Sh("systemctl daemon-reload && systemctl start flexiq-scaled-metrics.socket")
+	e.Configure(e.demandPool("flood", "min_workers = 1\nmax_workers = 3\n"))
+	e.StartDaemon()
 	e.waitLive("flood", 1, 30*time.Second)
 
 	// root.sock: root's alone, by the file's mode; the read group's
 	// status falls back to control.sock.
-	if st := strings.TrimSpace(e.sh("stat -c '%a %U %G' /run/flexiq-scaled/root.sock")); st != "600 root root" {
-		e.errorf("root.sock is %q, want 600 root root", st)
+	if st := strings.TrimSpace(e.Sh("stat -c '%a %U %G' /run/flexiq-scaled/root.sock")); st != "600 root root" {
+		e.Errorf("root.sock is %q, want 600 root root", st)
 	}
-	if out, err := e.try("runuser", "-u", "fltreader", "--", "flexiq-scaled", "status", "--socket", "/run/flexiq-scaled/root.sock", "flood"); err == nil || !strings.Contains(out, "permission denied: cannot connect") {
-		e.errorf("fltreader on root.sock: %v %.300s, want the connect refused for permission", err, out)
+	if out, err := e.Try("runuser", "-u", "fltreader", "--", "flexiq-scaled", "status", "--socket", "/run/flexiq-scaled/root.sock", "flood"); err == nil || !strings.Contains(out, "permission denied: cannot connect") {
+		e.Errorf("fltreader on root.sock: %v %.300s, want the connect refused for permission", err, out)
 	}
-	if out, err := e.try("runuser", "-u", "fltreader", "--", "flexiq-scaled", "status", "flood"); err != nil || !strings.Contains(out, "flood") {
-		e.errorf("fltreader's status (root.sock refused, then control.sock): %v\n%s", err, out)
+	if out, err := e.Try("runuser", "-u", "fltreader", "--", "flexiq-scaled", "status", "flood"); err != nil || !strings.Contains(out, "flood") {
+		e.Errorf("fltreader's status (root.sock refused, then control.sock): %v\n%s", err, out)
 	}
 
 	// metrics.sock: the read group's, not nobody's; the proxy, a dynamic
 	// user with the group, still serves it on 127.0.0.1:9958.
-	if st := strings.TrimSpace(e.sh("stat -c '%a %U %G' /run/flexiq-scaled/metrics.sock")); st != "660 root flexiq-scaled" {
-		e.errorf("metrics.sock is %q, want 660 root flexiq-scaled", st)
+	if st := strings.TrimSpace(e.Sh("stat -c '%a %U %G' /run/flexiq-scaled/metrics.sock")); st != "660 root flexiq-scaled" {
+		e.Errorf("metrics.sock is %q, want 660 root flexiq-scaled", st)
 	}
-	if out, err := e.try("runuser", "-u", "nobody", "--", "curl", "-sS", "--max-time", "5", "--unix-socket", "/run/flexiq-scaled/metrics.sock", "http://x/metrics"); err == nil {
-		e.errorf("nobody read metrics.sock:\n%.300s", out)
+	if out, err := e.Try("runuser", "-u", "nobody", "--", "curl", "-sS", "--max-time", "5", "--unix-socket", "/run/flexiq-scaled/metrics.sock", "http://x/metrics"); err == nil {
+		e.Errorf("nobody read metrics.sock:\n%.300s", out)
 	} else if !strings.Contains(out, "ermission denied") && !strings.Contains(out, "Couldn't connect") {
-		e.errorf("nobody's read of metrics.sock failed, but not for want of permission: %v\n%s", err, out)
+		e.Errorf("nobody's read of metrics.sock failed, but not for want of permission: %v\n%s", err, out)
 	}
-	if out, err := e.try("curl", "-sf", "--max-time", "10", "http://127.0.0.1:9958/metrics"); err != nil || !strings.Contains(out, "flexiq_scaled_") {
-		e.errorf("the proxy cannot scrape metrics.sock: %v\n%.300s\n%s", err, out, e.journalText("-u", "flexiq-scaled-metrics.service", "-n", "20"))
+	if out, err := e.Try("curl", "-sf", "--max-time", "10", "http://127.0.0.1:9958/metrics"); err != nil || !strings.Contains(out, "flexiq_scaled_") {
+		e.Errorf("the proxy cannot scrape metrics.sock: %v\n%.300s\n%s", err, out, e.JournalText("-u", "flexiq-scaled-metrics.service", "-n", "20"))
 	}
 
 	fds0, rss0, err := e.daemonFootprint()
@@ -143,7 +143,7 @@ id fltgone >/dev/null 2>&1 || useradd --no-create-home -G flexiq-scaled-admin fl
 		{"flood-reader-metrics", "fltreader", "/run/flexiq-scaled/metrics.sock", "trickle", "400"},
 	}
 	for _, f := range floods {
-		e.sh(fmt.Sprintf("systemd-run --quiet --unit=%s -p User=%s -p LimitNOFILE=8192 %s -socket %s -mode %s -n %s -for %ds",
+		e.Sh(fmt.Sprintf("systemd-run --quiet --unit=%s -p User=%s -p LimitNOFILE=8192 %s -socket %s -mode %s -n %s -for %ds",
 			f.unit, f.user, flood, f.socket, f.mode, f.n, secs))
 	}
 	t0 := time.Now()
@@ -157,7 +157,7 @@ id fltgone >/dev/null 2>&1 || useradd --no-create-home -G flexiq-scaled-admin fl
 	)
 	status := func(argv ...string) (time.Duration, bool) {
 		s0 := time.Now()
-		out, err := e.try(append([]string{"flexiq-scaled", "status"}, argv...)...)
+		out, err := e.Try(append([]string{"flexiq-scaled", "status"}, argv...)...)
 		d := time.Since(s0)
 		if err == nil && strings.Contains(out, "flood") {
 			return d, true
@@ -185,12 +185,12 @@ id fltgone >/dev/null 2>&1 || useradd --no-create-home -G flexiq-scaled-admin fl
 		time.Sleep(500 * time.Millisecond)
 	}
 	reports := map[string]floodReport{}
-	e.eventually(30*time.Second, "the floods' reports", func() (bool, string) {
+	e.Eventually(30*time.Second, "the floods' reports", func() (bool, string) {
 		for _, f := range floods {
 			if _, ok := reports[f.unit]; ok {
 				continue
 			}
-			out, _ := e.try("journalctl", "-o", "cat", "--no-pager", "-u", f.unit+".service")
+			out, _ := e.Try("journalctl", "-o", "cat", "--no-pager", "-u", f.unit+".service")
 			for _, line := range strings.Split(out, "\n") {
 				var r floodReport
 				if strings.HasPrefix(line, "{") && json.Unmarshal([]byte(line), &r) == nil {
@@ -216,36 +216,36 @@ id fltgone >/dev/null 2>&1 || useradd --no-create-home -G flexiq-scaled-admin fl
 	// on the machine), and must still be answered, within the command's
 	// timeout (10 s).
 	if answered != asked || slowest > 5*time.Second {
-		e.errorf("root's status under the flood: %d of %d answered, slowest %s (want all, within 5 s): %q", answered, asked, slowest, failures)
+		e.Errorf("root's status under the flood: %d of %d answered, slowest %s (want all, within 5 s): %q", answered, asked, slowest, failures)
 	}
 	if answeredShared != askedShared {
-		e.errorf("root's status on control.sock under the flood: %d of %d answered, slowest %s (want all): %q", answeredShared, askedShared, slowestShared, failures)
+		e.Errorf("root's status on control.sock under the flood: %d of %d answered, slowest %s (want all): %q", answeredShared, askedShared, slowestShared, failures)
 	}
 	// The caps: the reader holds at most 16 connections per socket; nobody
 	// holds none. Some 40 descriptors are the daemon's own.
 	if limit := fds0 + 2*16 + 16; maxFDs > limit {
-		e.errorf("the daemon's descriptors: %d under the flood (%d before), want at most %d", maxFDs, fds0, limit)
+		e.Errorf("the daemon's descriptors: %d under the flood (%d before), want at most %d", maxFDs, fds0, limit)
 	}
 	if maxRSS > rss0+32<<10 {
-		e.errorf("the daemon's RSS: %.1f MB under the flood (%.1f before), want at most 32 MB more", float64(maxRSS)/1024, float64(rss0)/1024)
+		e.Errorf("the daemon's RSS: %.1f MB under the flood (%.1f before), want at most 32 MB more", float64(maxRSS)/1024, float64(rss0)/1024)
 	}
 	if r := reports["flood-nobody-control"]; r.Answers[200] != 0 || r.Answers[403] == 0 {
-		e.errorf("nobody on the control socket: %+v, want 403s and no 200", r)
+		e.Errorf("nobody on the control socket: %+v, want 403s and no 200", r)
 	}
 	if r := reports["flood-nobody-metrics"]; len(r.Answers) != 0 || r.DialErrors["permission denied"] == 0 {
-		e.errorf("nobody on metrics.sock: %+v, want every connect refused by the file's mode", r)
+		e.Errorf("nobody on metrics.sock: %+v, want every connect refused by the file's mode", r)
 	}
 	for _, u := range []string{"flood-reader-control", "flood-reader-metrics"} {
 		if r := reports[u]; r.Answers[503] == 0 || r.Answers[200] != 0 {
-			e.errorf("%s: %+v, want 503 past the cap, and no request served from a header never finished", u, r)
+			e.Errorf("%s: %+v, want 503 past the cap, and no request served from a header never finished", u, r)
 		}
 	}
 	// The refusals cost a few journal lines, not one per connection.
-	if n := strings.Count(e.journalText("-u", daemonUnit, "--grep", "refused a connection"), "\n"); n > 4*(secs/10+2) {
-		e.errorf("%d journal lines for refused connections in %d s", n, secs)
+	if n := strings.Count(e.JournalText("-u", daemonUnit, "--grep", "refused a connection"), "\n"); n > 4*(secs/10+2) {
+		e.Errorf("%d journal lines for refused connections in %d s", n, secs)
 	}
-	if out, err := e.try("curl", "-sf", "--max-time", "10", "http://127.0.0.1:9958/metrics"); err != nil || !strings.Contains(out, "flexiq_scaled_") {
-		e.errorf("the proxy cannot scrape after the flood: %v", err)
+	if out, err := e.Try("curl", "-sf", "--max-time", "10", "http://127.0.0.1:9958/metrics"); err != nil || !strings.Contains(out, "flexiq_scaled_") {
+		e.Errorf("the proxy cannot scrape after the flood: %v", err)
 	}
 
 	// The hand-off: fltgone connects without its admin group (dropped, as
@@ -253,16 +253,16 @@ id fltgone >/dev/null 2>&1 || useradd --no-create-home -G flexiq-scaled-admin fl
 	// child asks for a pin. /etc/group lists fltgone as an admin, which
 	// the old code consulted once the caller was gone.
 	pin := []string{"-socket", "/run/flexiq-scaled/control.sock", "-mode", "handoff", "-request", "POST /v1/pools/flood/pin", "-body", `{"workers": 2}`}
-	out, _ := e.try(append([]string{"setpriv", "--reuid=fltgone", "--regid=fltgone", "--clear-groups", flood}, pin...)...)
+	out, _ := e.Try(append([]string{"setpriv", "--reuid=fltgone", "--regid=fltgone", "--clear-groups", flood}, pin...)...)
 	if !strings.HasPrefix(strings.TrimSpace(out), "403 ") || !strings.Contains(out, "permission denied") {
-		e.errorf("fltgone without its group, handed off: %q, want 403 permission denied", out)
+		e.Errorf("fltgone without its group, handed off: %q, want 403 permission denied", out)
 	}
-	if st := e.sh("flexiq-scaled status flood"); strings.Contains(st, "pinned") {
-		e.errorf("the pool was pinned by a caller outside the admin group:\n%s", st)
+	if st := e.Sh("flexiq-scaled status flood"); strings.Contains(st, "pinned") {
+		e.Errorf("the pool was pinned by a caller outside the admin group:\n%s", st)
 	}
 	// With the group in its process, the same hand-off is an admin's.
-	out, _ = e.try(append([]string{"setpriv", "--reuid=fltgone", "--regid=fltgone", "--init-groups", flood}, pin...)...)
+	out, _ = e.Try(append([]string{"setpriv", "--reuid=fltgone", "--regid=fltgone", "--init-groups", flood}, pin...)...)
 	if !strings.HasPrefix(strings.TrimSpace(out), "200 ") {
-		e.errorf("fltgone with its group, handed off: %q, want 200", out)
+		e.Errorf("fltgone with its group, handed off: %q, want 200", out)
 	}
 }

@@ -22,7 +22,7 @@ const msgUnitStopping = "de5b426a63be47a7b6ac3eaac82e2f6f"
 // which is what the OOM killer sends.
 func TestWorkerOOMKilled(t *testing.T) {
 	e := setup(t, "worker-oom")
-	controllers := strings.Fields(e.sh("cat /sys/fs/cgroup/cgroup.controllers 2>/dev/null || true"))
+	controllers := strings.Fields(e.Sh("cat /sys/fs/cgroup/cgroup.controllers 2>/dev/null || true"))
 	memory := false
 	for _, c := range controllers {
 		memory = memory || c == "memory"
@@ -30,19 +30,19 @@ func TestWorkerOOMKilled(t *testing.T) {
 	want := "oom-kill"
 	if memory {
 		// tail keeps a line that never ends: /dev/zero has no newline.
-		e.configure(e.demandPool("oom", `exec = ["/bin/sh", "-c", "sleep 2; head -c 2000000000 /dev/zero | tail"]
+		e.Configure(e.demandPool("oom", `exec = ["/bin/sh", "-c", "sleep 2; head -c 2000000000 /dev/zero | tail"]
 min_workers = 1
 max_workers = 1
 [pools.oom.limits]
 memory_max = "32M"
 `))
-		e.startDaemon()
+		e.StartDaemon()
 	} else {
 		t.Logf("the sandbox's cgroup2 has no memory controller (controllers: %v): memory_max cannot be enforced here; "+
 			"testing the OOM path with a SIGKILL of the worker's main process instead", controllers)
 		want = "signal"
-		e.configure(e.demandPool("oom", "min_workers = 2\nmax_workers = 2\n"))
-		e.startDaemon()
+		e.Configure(e.demandPool("oom", "min_workers = 2\nmax_workers = 2\n"))
+		e.StartDaemon()
 		e.waitLive("oom", 2, 15*time.Second)
 	}
 	unit := "flexiq-oom@1.service"
@@ -53,8 +53,8 @@ memory_max = "32M"
 	}
 	t0 := time.Now()
 	var crash sandbox.JournalEntry
-	e.eventually(30*time.Second, "the daemon's report of the killed worker", func() (bool, string) {
-		es := e.entries("FLEXIQ_UNIT="+unit, "MESSAGE_ID="+msgWorkerCrashed)
+	e.Eventually(30*time.Second, "the daemon's report of the killed worker", func() (bool, string) {
+		es := e.Entries("FLEXIQ_UNIT="+unit, "MESSAGE_ID="+msgWorkerCrashed)
 		if len(es) > 0 {
 			crash = es[0]
 		}
@@ -66,7 +66,7 @@ memory_max = "32M"
 	}
 	var replaced time.Duration
 	if !memory {
-		e.eventually(15*time.Second, "the killed worker replaced", func() (bool, string) {
+		e.Eventually(15*time.Second, "the killed worker replaced", func() (bool, string) {
 			ids := e.identities("oom")
 			id, ok := ids[unit]
 			return len(ids) == 2 && ok && id != before && id.pid != "0", fmt.Sprint(ids)
@@ -82,19 +82,19 @@ memory_max = "32M"
 func TestDrainTimeoutKillsStubbornWorker(t *testing.T) {
 	e := setup(t, "ignore-sigterm")
 	const drain = 3 * time.Second
-	e.configure(e.demandPool("stub", fmt.Sprintf(`exec = ["/usr/local/bin/flexiq-testworker", "--ignore-sigterm"]
+	e.Configure(e.demandPool("stub", fmt.Sprintf(`exec = ["/usr/local/bin/flexiq-testworker", "--ignore-sigterm"]
 min_workers = 1
 max_workers = 3
 scale_down_window_sec = 0
 drain_timeout_sec = %g
 `, drain.Seconds())))
 	e.setDemand(2, 0)
-	e.startDaemon()
+	e.StartDaemon()
 	e.waitLive("stub", 2, 15*time.Second)
 	e.waitStarted("stub", 2)
 	e.setDemand(1, 0)
 	var stopped string
-	e.eventually(10*time.Second, "a worker draining", func() (bool, string) {
+	e.Eventually(10*time.Second, "a worker draining", func() (bool, string) {
 		for _, u := range e.units("stub") {
 			if u.Active == "deactivating" {
 				stopped = u.Name
@@ -102,7 +102,7 @@ drain_timeout_sec = %g
 		}
 		return stopped != "", ""
 	})
-	e.eventually(drain+15*time.Second, stopped+" gone", func() (bool, string) {
+	e.Eventually(drain+15*time.Second, stopped+" gone", func() (bool, string) {
 		for _, u := range running(e.units("stub")) {
 			if u.Name == stopped {
 				return false, u.Active
@@ -111,7 +111,7 @@ drain_timeout_sec = %g
 		return true, ""
 	})
 	var stopAt, killAt time.Time
-	for _, en := range e.entries("_PID=1", "UNIT="+stopped) {
+	for _, en := range e.Entries("_PID=1", "UNIT="+stopped) {
 		switch {
 		case en.Field("MESSAGE_ID") == msgUnitStopping && stopAt.IsZero():
 			stopAt = at(en)
@@ -120,15 +120,15 @@ drain_timeout_sec = %g
 		}
 	}
 	if stopAt.IsZero() || killAt.IsZero() {
-		t.Fatalf("no stop or no SIGKILL of %s in systemd's journal:\n%s", stopped, e.journalText("-u", stopped))
+		t.Fatalf("no stop or no SIGKILL of %s in systemd's journal:\n%s", stopped, e.JournalText("-u", stopped))
 	}
 	took := killAt.Sub(stopAt)
 	if took < drain-time.Second || took > drain+time.Second {
 		t.Errorf("SIGKILL %s after the stop began, want drain_timeout_sec %s (±1 s)", took, drain)
 	}
 	var report sandbox.JournalEntry
-	e.eventually(10*time.Second, "the daemon's report of the end of the drain", func() (bool, string) {
-		for _, en := range e.entries("FLEXIQ_UNIT="+stopped, "MESSAGE_ID="+msgWorkerStopped) {
+	e.Eventually(10*time.Second, "the daemon's report of the end of the drain", func() (bool, string) {
+		for _, en := range e.Entries("FLEXIQ_UNIT="+stopped, "MESSAGE_ID="+msgWorkerStopped) {
 			if en.Field("FLEXIQ_RESULT") != "" {
 				report = en
 				return true, ""
@@ -155,7 +155,7 @@ func TestAdminStopCountsAsDraining(t *testing.T) {
 	// three (with four it saw 2 and 2, and dropped the third worker at
 	// once: scale_down_window_sec is 0). After the admin's stop the two
 	// live workers run two and two wait: two, no replacement.
-	e.configure(e.jobPool("adm", `min_workers = 1
+	e.Configure(e.jobPool("adm", `min_workers = 1
 max_workers = 3
 target_queue_depth_per_worker = 1
 threads_per_worker = 1
@@ -163,19 +163,19 @@ target_utilisation = 1.0
 scale_down_window_sec = 0
 drain_timeout_sec = 60
 `))
-	e.startDaemon()
-	e.enqueue(5, 40*time.Second)
+	e.StartDaemon()
+	e.Enqueue(5, 40*time.Second)
 	e.waitLive("adm", 3, 15*time.Second)
-	e.eventually(10*time.Second, "3 jobs running", func() (bool, string) {
+	e.Eventually(10*time.Second, "3 jobs running", func() (bool, string) {
 		var n int
-		e.db.QueryRow("SELECT count(*) FROM jobs WHERE status = 1").Scan(&n)
+		e.DB.QueryRow("SELECT count(*) FROM jobs WHERE status = 1").Scan(&n)
 		return n == 3, strconv.Itoa(n)
 	})
 	time.Sleep(1500 * time.Millisecond) // a tick with all three running
 	const victim = "flexiq-adm@3.service"
 	stopAt := time.Now()
-	e.sh("systemctl stop --no-block " + victim)
-	e.eventually(5*time.Second, victim+" deactivating", func() (bool, string) {
+	e.Sh("systemctl stop --no-block " + victim)
+	e.Eventually(5*time.Second, victim+" deactivating", func() (bool, string) {
 		for _, u := range e.units("adm") {
 			if u.Name == victim {
 				return u.Active == "deactivating", u.Active
@@ -191,7 +191,7 @@ drain_timeout_sec = 60
 	for _, s := range mon.between(t0, time.Now()) {
 		if s.live() > 2 {
 			plusOne = s.live() - 2
-			e.errorf("%d live workers %s after the admin's stop of %s, want 2: its job was taken for an overload: %v",
+			e.Errorf("%d live workers %s after the admin's stop of %s, want 2: its job was taken for an overload: %v",
 				s.live(), s.at.Sub(t0).Round(100*time.Millisecond), victim, names(s.units))
 			break
 		}
@@ -199,7 +199,7 @@ drain_timeout_sec = 60
 	// A start that is drained again within the same tick can slip between
 	// two listings; the journal has every start.
 	if plusOne == 0 {
-		for _, en := range e.entries("FLEXIQ_POOL=adm", "MESSAGE_ID="+msgWorkerStarted, fmt.Sprintf("--since=@%d", stopAt.Unix())) {
+		for _, en := range e.Entries("FLEXIQ_POOL=adm", "MESSAGE_ID="+msgWorkerStarted, fmt.Sprintf("--since=@%d", stopAt.Unix())) {
 			if at(en).After(stopAt) {
 				plusOne++
 				t.Errorf("a worker was started after the admin's stop of %s, with no new demand: %s", victim, en.Field("MESSAGE"))
@@ -207,13 +207,13 @@ drain_timeout_sec = 60
 		}
 	}
 	// New demand: the pool is back to its three, the third in another slot.
-	e.enqueue(3, 30*time.Second)
+	e.Enqueue(3, 30*time.Second)
 	t1 := time.Now()
 	var newcomer string
-	ok, state := poll(8*time.Second, 200*time.Millisecond, func() (bool, string) {
+	ok, state := sandbox.Poll(8*time.Second, 200*time.Millisecond, func() (bool, string) {
 		us := e.units("adm")
 		for _, u := range live(us) {
-			if u.slot() > 3 {
+			if u.Slot() > 3 {
 				newcomer = u.Name
 			}
 		}
@@ -222,11 +222,11 @@ drain_timeout_sec = 60
 	startedAfter := time.Since(t1)
 	mon.Stop()
 	if !ok {
-		e.errorf("no new worker in a free slot within 8 s of new demand, with %s stopping: %s", victim, state)
+		e.Errorf("no new worker in a free slot within 8 s of new demand, with %s stopping: %s", victim, state)
 	}
-	crashes := e.entries("FLEXIQ_POOL=adm", "MESSAGE_ID="+msgWorkerCrashed)
+	crashes := e.Entries("FLEXIQ_POOL=adm", "MESSAGE_ID="+msgWorkerCrashed)
 	if len(crashes) > 0 {
-		e.errorf("%d crash events, e.g. %q: the stopping slot was picked again", len(crashes), crashes[0].Field("MESSAGE"))
+		e.Errorf("%d crash events, e.g. %q: the stopping slot was picked again", len(crashes), crashes[0].Field("MESSAGE"))
 	}
 	e.figure("overload_starts", plusOne, "new_worker", newcomer, "new_worker_after", startedAfter, "crash_events", len(crashes))
 }
@@ -251,38 +251,38 @@ drain_timeout_sec = 30
 [pools.roll.source]
 type = "flexiq-sqlite"
 path = %q
-`, e.dbPath, version, n, n, e.dbPath)
+`, e.DBPath, version, n, n, e.DBPath)
 	}
-	e.configure(cfg("1"))
-	e.startDaemon()
+	e.Configure(cfg("1"))
+	e.StartDaemon()
 	e.waitLive("roll", n, 20*time.Second)
 	old := e.identities("roll")
-	e.enqueue(jobs, time.Second)
-	e.eventually(10*time.Second, "jobs flowing", func() (bool, string) {
+	e.Enqueue(jobs, time.Second)
+	e.Eventually(10*time.Second, "jobs flowing", func() (bool, string) {
 		var c int
-		e.db.QueryRow("SELECT count(*) FROM jobs WHERE status = 2").Scan(&c)
+		e.DB.QueryRow("SELECT count(*) FROM jobs WHERE status = 2").Scan(&c)
 		return c > 0, ""
 	})
 
 	mon := e.watch("roll", 50*time.Millisecond)
 	t0 := time.Now()
-	e.configure(cfg("2"))
-	e.reload()
+	e.Configure(cfg("2"))
+	e.Reload()
 	rolled := func() (bool, string) {
 		ids := e.identities("roll")
 		fresh := 0
 		for u, id := range ids {
-			if old[u] != id && strings.Contains(e.unitProp(u, "Environment"), "ROLL=2") {
+			if old[u] != id && strings.Contains(e.UnitProp(u, "Environment"), "ROLL=2") {
 				fresh++
 			}
 		}
 		return fresh == n && len(ids) == n, fmt.Sprintf("%d of %d replaced", fresh, n)
 	}
-	ok, state := poll(90*time.Second, 500*time.Millisecond, rolled)
+	ok, state := sandbox.Poll(90*time.Second, 500*time.Millisecond, rolled)
 	took := time.Since(t0)
 	mon.Stop()
 	if !ok {
-		e.errorf("after %s no rollout: %s", took.Round(time.Second), state)
+		e.Errorf("after %s no rollout: %s", took.Round(time.Second), state)
 	}
 	low, samples := n, mon.between(t0, time.Now())
 	// One at a time: with max_surge 1, at most one worker beyond the
@@ -309,14 +309,14 @@ path = %q
 		}
 	}
 
-	e.eventually(2*time.Minute, "every job finished", func() (bool, string) {
+	e.Eventually(2*time.Minute, "every job finished", func() (bool, string) {
 		var c int
-		e.db.QueryRow("SELECT count(*) FROM jobs WHERE status = 2").Scan(&c)
+		e.DB.QueryRow("SELECT count(*) FROM jobs WHERE status = 2").Scan(&c)
 		return c == jobs, fmt.Sprintf("%d of %d complete", c, jobs)
 	})
 	var once, again int
-	e.db.QueryRow("SELECT count(*) FROM jobs WHERE status = 2 AND attempts = 1").Scan(&once)
-	e.db.QueryRow("SELECT count(*) FROM jobs WHERE attempts <> 1").Scan(&again)
+	e.DB.QueryRow("SELECT count(*) FROM jobs WHERE status = 2 AND attempts = 1").Scan(&once)
+	e.DB.QueryRow("SELECT count(*) FROM jobs WHERE attempts <> 1").Scan(&again)
 	if once != jobs || again != 0 {
 		t.Errorf("%d of %d jobs finished exactly once; %d were claimed more than once", once, jobs, again)
 	}
@@ -327,10 +327,10 @@ path = %q
 	progress, done := eventKind("RolloutProgress"), eventKind("RolloutDone")
 	if progress != "" && done != "" {
 		logged = "message_id"
-		if p, d := e.entries("MESSAGE_ID="+progress), e.entries("MESSAGE_ID="+done); len(p) == 0 || len(d) != 1 {
+		if p, d := e.Entries("MESSAGE_ID="+progress), e.Entries("MESSAGE_ID="+done); len(p) == 0 || len(d) != 1 {
 			t.Errorf("rollout journal: %d progress entries, %d end entries; want some and one", len(p), len(d))
 		}
-	} else if !regexp.MustCompile(`(?i)rollout|rolled out`).MatchString(e.journalText("-u", daemonUnit)) {
+	} else if !regexp.MustCompile(`(?i)rollout|rolled out`).MatchString(e.JournalText("-u", daemonUnit)) {
 		t.Errorf("the daemon's journal does not mention the rollout")
 	}
 	e.figure("workers", n, "rolled_out", ok, "rollout_took", took, "min_capacity", low, "max_live", most, "samples", len(samples),
@@ -344,12 +344,12 @@ path = %q
 func TestFiveHundredWorkers(t *testing.T) {
 	e := setupAlone(t, "500-workers")
 	const n = 500
-	e.configure(e.demandPool("big", fmt.Sprintf("min_workers = %d\nmax_workers = %d\n", n, n)))
+	e.Configure(e.demandPool("big", fmt.Sprintf("min_workers = %d\nmax_workers = %d\n", n, n)))
 	t0 := time.Now()
-	e.startDaemon()
+	e.StartDaemon()
 	ready := time.Since(t0)
 	reach := e.waitLive("big", n, 4*time.Minute) + ready
-	pid := e.daemonPID()
+	pid := e.DaemonPID()
 
 	// Hold for a while, changing the pending count: STATUS= must follow.
 	mon := e.watch("big", time.Second)
@@ -358,15 +358,15 @@ func TestFiveHundredWorkers(t *testing.T) {
 		e.setDemand(k, 0)
 		t1 := time.Now()
 		want := fmt.Sprintf("%d pending", k)
-		ok, st := poll(15*time.Second, 100*time.Millisecond, func() (bool, string) {
-			st := e.unitProp(daemonUnit, "StatusText")
+		ok, st := sandbox.Poll(15*time.Second, 100*time.Millisecond, func() (bool, string) {
+			st := e.UnitProp(daemonUnit, "StatusText")
 			return strings.Contains(st, want), st
 		})
 		lag := time.Since(t1)
 		t.Logf("STATUS= showed %q after %s", want, lag.Round(10*time.Millisecond))
 		worst, fastest = max(worst, lag), min(fastest, lag)
 		if !ok {
-			e.errorf("STATUS= does not show %q 15 s after the change: %q", want, st)
+			e.Errorf("STATUS= does not show %q 15 s after the change: %q", want, st)
 		}
 	}
 	mon.Stop()
@@ -390,11 +390,11 @@ func TestFiveHundredWorkers(t *testing.T) {
 	if limit := time.Second + 2*tickEst + statusEvery + 2*time.Second; worst > limit {
 		t.Errorf("STATUS= took up to %s to follow the demand, want within %s", worst, limit)
 	}
-	restarts := e.unitProp(daemonUnit, "NRestarts")
-	stalls := len(regexp.MustCompile(`no progress|Watchdog timeout`).FindAllString(e.journalText("-u", daemonUnit), -1))
+	restarts := e.UnitProp(daemonUnit, "NRestarts")
+	stalls := len(regexp.MustCompile(`no progress|Watchdog timeout`).FindAllString(e.JournalText("-u", daemonUnit), -1))
 
-	if restarts != "0" || e.daemonPID() != pid || stalls > 0 {
-		e.errorf("the daemon did not keep up with %d workers: NRestarts=%s, %d stall or watchdog messages", n, restarts, stalls)
+	if restarts != "0" || e.DaemonPID() != pid || stalls > 0 {
+		e.Errorf("the daemon did not keep up with %d workers: NRestarts=%s, %d stall or watchdog messages", n, restarts, stalls)
 	}
 	e.figure("workers", n, "time_to_reach", reach, "min_while_holding", low, "status_lag_max", worst, "tick_duration_est", tickEst,
 		"nrestarts", restarts, "stalls", stalls)

@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,12 +12,13 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/control"
+	"github.com/flexiq/flexiq-scaled/test/harness"
 	"github.com/flexiq/flexiq-scaled/test/sandbox"
 	"github.com/flexiq/flexiq-scaled/test/servers"
 )
 
 const (
-	daemonUnit = "flexiq-scaled.service"
+	daemonUnit = harness.DaemonUnit
 	// netCIDR is the fleet's bridge; no other suite uses it.
 	netCIDR = "10.77.20.0/24"
 	// pgUser is the PostgreSQL role and database of both the River jobs
@@ -33,6 +33,7 @@ const (
 type host struct {
 	name string
 	sb   *sandbox.Sandbox
+	env  *harness.Env
 	// id is its /etc/machine-id, the daemon's host id in the fleet.
 	id string
 	// capacity is what its config gives each pool ([pools.NAME.fleet]).
@@ -66,63 +67,27 @@ var capacities = []int{10, 10, 6}
 func boot(t *testing.T) *cluster {
 	t.Helper()
 	n := sandbox.NewNet(t, "fleet", netCIDR)
-	root, err := sandbox.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	names := []string{"srv", "h1", "h2", "h3"}
-	sbs := make([]*sandbox.Sandbox, len(names))
-	errs := make([]error, len(names))
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	t0 := time.Now()
-	var wg sync.WaitGroup
+	opts := make([]sandbox.Options, len(names))
 	for i, name := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sbs[i], errs[i] = sandbox.Start(ctx, sandbox.Options{
-				Name:        fmt.Sprintf("fleet-%s-%d", name, os.Getpid()),
-				Binds:       []string{root},
-				OwnerPID:    os.Getpid(),
-				Network:     n,
-				StopTimeout: 10 * time.Second,
-			})
-		}()
+		opts[i] = sandbox.Options{
+			Name:        fmt.Sprintf("fleet-%s-%d", name, os.Getpid()),
+			Network:     n,
+			StopTimeout: 10 * time.Second,
+		}
 	}
-	wg.Wait()
+	t0 := time.Now()
+	sbs := harness.BootAll(t, 4*time.Minute, opts...)
 	c := &cluster{t: t, net: n, srv: sbs[0]}
-	// One cleanup stops them all at once: the keepers power off in
-	// parallel, which halves the suite's tail.
+	// Registered after BootAll's, so it runs before the sandboxes stop.
 	t.Cleanup(func() {
 		if t.Failed() {
 			c.dumpJournals()
 		}
-		var wg sync.WaitGroup
-		for _, sb := range sbs {
-			if sb == nil {
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-				defer cancel()
-				if err := sb.Stop(ctx); err != nil {
-					t.Errorf("stopping %s: %v", sb.Name, err)
-				}
-			}()
-		}
-		wg.Wait()
 	})
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	t.Logf("4 sandboxes booted in %.1fs", time.Since(t0).Seconds())
 	for i, sb := range sbs[1:] {
-		c.hosts = append(c.hosts, &host{name: names[i+1], sb: sb, capacity: capacities[i],
+		c.hosts = append(c.hosts, &host{name: names[i+1], sb: sb, env: &harness.Env{T: t, SB: sb}, capacity: capacities[i],
 			ctl: &control.Client{Socket: fmt.Sprintf("/proc/%d/root/run/flexiq-scaled/%s", sb.PID, control.SocketName), Timeout: time.Second}})
 	}
 	c.checkMachineIDs()
@@ -176,34 +141,14 @@ func (c *cluster) sandboxes() []*sandbox.Sandbox {
 // package would, and checks that the host reaches both servers.
 func (c *cluster) install(h *host) {
 	c.t.Helper()
-	root, _ := sandbox.ModuleRoot()
-	unit, err := os.ReadFile(filepath.Join(root, "systemd", daemonUnit))
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	h.sb.Sh(c.t, `id flexiq >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin flexiq
-install -m 0755 `+binDir+`/flexiq-scaled /usr/bin/flexiq-scaled
-mkdir -p /etc/flexiq-scaled /etc/systemd/system/flexiq-scaled.service.d`)
-	c.write(h.sb, "/etc/systemd/system/"+daemonUnit, string(unit))
-	// The watchdog must outlast the paused-leader scenario's SIGSTOP (9 s);
-	// a quick restart keeps the SIGKILL scenario short.
-	c.write(h.sb, "/etc/systemd/system/flexiq-scaled.service.d/50-test.conf", "[Service]\nWatchdogSec=30s\nRestartSec=500ms\n")
-	c.write(h.sb, pgPasswordFile, pgPassword)
-	h.sb.Sh(c.t, "chmod 0600 "+pgPasswordFile+" && systemctl daemon-reload")
-}
-
-func (c *cluster) write(sb *sandbox.Sandbox, path, content string) {
-	c.t.Helper()
-	if err := sb.WriteFile(path, content); err != nil {
-		c.t.Fatal(err)
-	}
-}
-
-// exec runs argv in a sandbox with a deadline, without failing the test.
-func exec1(sb *sandbox.Sandbox, within time.Duration, argv ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	return sb.Exec(ctx, argv...)
+	harness.InstallDaemon(c.t, h.sb, harness.Daemon{
+		BinDir: binDir,
+		// The watchdog must outlast the paused-leader scenario's SIGSTOP
+		// (9 s); a quick restart keeps the SIGKILL scenario short.
+		DropIn: "WatchdogSec=30s\nRestartSec=500ms\n",
+	})
+	h.env.Write(pgPasswordFile, pgPassword)
+	h.env.Sh("chmod 0600 " + pgPasswordFile)
 }
 
 // reachServers checks, from every host, that the servers answer on the
@@ -212,10 +157,10 @@ func (c *cluster) reachServers() {
 	c.t.Helper()
 	ip := c.srv.IP().String()
 	for _, h := range c.hosts {
-		if out, err := exec1(h.sb, 10*time.Second, "redis-cli", "-h", ip, "ping"); err != nil || strings.TrimSpace(out) != "PONG" {
+		if out, err := harness.Exec(h.sb, 10*time.Second, "redis-cli", "-h", ip, "ping"); err != nil || strings.TrimSpace(out) != "PONG" {
 			c.t.Fatalf("host %s cannot reach the Redis at %s: %v %s", h.name, ip, err, out)
 		}
-		out, err := exec1(h.sb, 10*time.Second, "env", "PGPASSWORD="+pgPassword, "psql", "-X", "-A", "-t", "-h", ip, "-U", pgUser, "-d", pgUser, "-c", "SELECT 40+2")
+		out, err := harness.Exec(h.sb, 10*time.Second, "env", "PGPASSWORD="+pgPassword, "psql", "-X", "-A", "-t", "-h", ip, "-U", pgUser, "-d", pgUser, "-c", "SELECT 40+2")
 		if err != nil || strings.TrimSpace(out) != "42" {
 			c.t.Fatalf("host %s cannot reach the PostgreSQL at %s: %v %s", h.name, ip, err, out)
 		}
@@ -226,7 +171,7 @@ func (c *cluster) reachServers() {
 func (c *cluster) configure(fleet bool) {
 	c.t.Helper()
 	for _, h := range c.hosts {
-		c.write(h.sb, "/etc/flexiq-scaled/config.toml", configTOML(c, h, fleet))
+		h.env.Configure(configTOML(c, h, fleet))
 	}
 }
 
@@ -245,7 +190,7 @@ func (c *cluster) onHosts(hosts []*host, argv ...string) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = exec1(h.sb, 2*time.Minute, argv...)
+			_, errs[i] = harness.Exec(h.sb, 2*time.Minute, argv...)
 		}()
 	}
 	wg.Wait()
@@ -258,7 +203,7 @@ func (c *cluster) onHosts(hosts []*host, argv ...string) {
 
 // mainPID is the daemon's MainPID inside its host (0 when not running).
 func (h *host) mainPID() (int, error) {
-	out, err := exec1(h.sb, 30*time.Second, "systemctl", "show", "-p", "MainPID", "--value", daemonUnit)
+	out, err := harness.Exec(h.sb, 30*time.Second, "systemctl", "show", "-p", "MainPID", "--value", daemonUnit)
 	if err != nil {
 		return 0, err
 	}
@@ -281,7 +226,7 @@ func (c *cluster) dumpJournals() {
 		if h.gone {
 			continue
 		}
-		out, _ := exec1(h.sb, 30*time.Second, "journalctl", "--no-pager", "-n", "60", "-u", daemonUnit)
+		out := harness.Journal(h.sb, "-n", "60", "-u", daemonUnit)
 		c.t.Logf("journal of %s (%s):\n%s", h.name, h.id, out)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/test/harness"
 	"github.com/flexiq/flexiq-scaled/test/sandbox"
 )
 
@@ -253,7 +254,7 @@ func (c *cluster) storeRestart(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = exec1(c.srv, 2*time.Minute, "systemctl", "restart", unit)
+			_, errs[i] = harness.Exec(c.srv, 2*time.Minute, "systemctl", "restart", unit)
 		}()
 	}
 	wg.Wait()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/fleet"
+	"github.com/flexiq/flexiq-scaled/test/harness"
 	"github.com/flexiq/flexiq-scaled/test/sandbox"
 )
 
@@ -88,20 +89,9 @@ func TestFleet(t *testing.T) {
 // end (and at once, so a failed run still shows what it measured).
 func (c *cluster) figure(t *testing.T, pool, name string, kv ...any) {
 	t.Helper()
-	var b strings.Builder
-	fmt.Fprintf(&b, "FIGURE fleet store=%s figure=%s", storeOf(pool), name)
-	for i := 0; i+1 < len(kv); i += 2 {
-		v := kv[i+1]
-		switch d := v.(type) {
-		case time.Duration:
-			v = fmt.Sprintf("%.2fs", d.Seconds())
-		case float64:
-			v = fmt.Sprintf("%.2f", d)
-		}
-		fmt.Fprintf(&b, " %v=%v", kv[i], v)
-	}
-	t.Log(b.String())
-	c.fig[pool] = append(c.fig[pool], b.String())
+	line := harness.FigureLine(fmt.Sprintf("FIGURE fleet store=%s figure=%s", storeOf(pool), name), 2, kv...)
+	t.Log(line)
+	c.fig[pool] = append(c.fig[pool], line)
 }
 
 func storeOf(pool string) string {

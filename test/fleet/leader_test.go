@@ -10,6 +10,7 @@ import (
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+	"github.com/flexiq/flexiq-scaled/test/harness"
 	"github.com/flexiq/flexiq-scaled/test/sandbox"
 )
 
@@ -171,7 +172,7 @@ func (c *cluster) leaderStop(t *testing.T) {
 	want := expectedTarget(burstJobs)
 	c.eachLeader(t, func(t *testing.T, l *host, led []string, old map[string]uint64) {
 		from := time.Now()
-		if out, err := exec1(l.sb, 2*time.Minute, "systemctl", "stop", daemonUnit); err != nil {
+		if out, err := harness.Exec(l.sb, 2*time.Minute, "systemctl", "stop", daemonUnit); err != nil {
 			t.Fatalf("stopping the leader %s: %v\n%s", l.name, err, out)
 		}
 		stopped := time.Now()
@@ -187,7 +188,7 @@ func (c *cluster) leaderStop(t *testing.T) {
 				c.figure(t, p.name, "fault_stop", "stopped", l.name, "min_total", low, "floor", floor)
 			}
 		}
-		if out, err := exec1(l.sb, 2*time.Minute, "systemctl", "start", daemonUnit); err != nil {
+		if out, err := harness.Exec(l.sb, 2*time.Minute, "systemctl", "start", daemonUnit); err != nil {
 			t.Fatalf("starting %s again: %v\n%s", l.name, err, out)
 		}
 		c.settle(t, want, "steady state after "+l.name+"'s restart")
@@ -201,7 +202,7 @@ func (c *cluster) leaderKill(t *testing.T) {
 	want := expectedTarget(burstJobs)
 	c.eachLeader(t, func(t *testing.T, l *host, led []string, old map[string]uint64) {
 		from := time.Now()
-		if out, err := exec1(l.sb, time.Minute, "systemctl", "kill", "-s", "KILL", daemonUnit); err != nil {
+		if out, err := harness.Exec(l.sb, time.Minute, "systemctl", "kill", "-s", "KILL", daemonUnit); err != nil {
 			t.Fatalf("killing the leader %s: %v\n%s", l.name, err, out)
 		}
 		// The killed process writes nothing more: the first plan stored
@@ -250,13 +251,13 @@ func (c *cluster) pausedLeader(t *testing.T) {
 			t.Fatalf("%s: the daemon's MainPID: %d %v", l.name, pid, err)
 		}
 		from := time.Now()
-		if out, err := exec1(l.sb, time.Minute, "kill", "-STOP", strconv.Itoa(pid)); err != nil {
+		if out, err := harness.Exec(l.sb, time.Minute, "kill", "-STOP", strconv.Itoa(pid)); err != nil {
 			t.Fatalf("SIGSTOP: %v\n%s", err, out)
 		}
 		paused := true
 		defer func() {
 			if paused {
-				exec1(l.sb, time.Minute, "kill", "-CONT", strconv.Itoa(pid))
+				harness.Exec(l.sb, time.Minute, "kill", "-CONT", strconv.Itoa(pid))
 			}
 		}()
 		taken := c.takeovers(t, l, led, old, from, "SIGSTOP")
@@ -265,7 +266,7 @@ func (c *cluster) pausedLeader(t *testing.T) {
 		}
 		time.Sleep(time.Until(from.Add(pause)))
 		back := c.beforeRejoin(t, l)
-		if out, err := exec1(l.sb, time.Minute, "kill", "-CONT", strconv.Itoa(pid)); err != nil {
+		if out, err := harness.Exec(l.sb, time.Minute, "kill", "-CONT", strconv.Itoa(pid)); err != nil {
 			t.Fatalf("SIGCONT: %v\n%s", err, out)
 		}
 		paused = false

@@ -19,10 +19,9 @@ package fleet
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
+	"github.com/flexiq/flexiq-scaled/test/harness"
 	"github.com/flexiq/flexiq-scaled/test/sandbox"
 )
 
@@ -37,25 +36,14 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "fleet tests skipped: "+why)
 		return m.Run()
 	}
-	root, err := sandbox.ModuleRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	binDir = filepath.Join(root, "bin", "fleet")
 	// test/clients/river is a module of its own (River stays out of the
 	// product's go.mod): it builds in its own directory.
-	builds := []struct{ dir, pkg, name string }{
-		{root, "./cmd/flexiq-scaled", "flexiq-scaled"},
-		{filepath.Join(root, "test", "clients", "river"), ".", "flexiq-river-client"},
-	}
-	for _, b := range builds {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, b.name), b.pkg)
-		cmd.Dir, cmd.Env = b.dir, append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", b.name, err, out)
-			return 1
-		}
+	var err error
+	if binDir, err = harness.Build("fleet",
+		harness.Bin{Pkg: "./cmd/flexiq-scaled", Name: "flexiq-scaled"},
+		harness.Bin{Dir: "test/clients/river", Pkg: ".", Name: "flexiq-river-client"}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	// sandbox.Main is not used: the package boots four sandboxes of its
 	// own; sandbox.Start takes the machine's suite lock for this process.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	fleetmode "github.com/flexiq/flexiq-scaled/internal/fleet"
+	"github.com/flexiq/flexiq-scaled/test/harness"
 )
 
 // A host that comes back (its link healed, or a paused leader resumed)
@@ -19,7 +20,7 @@ import (
 // InvocationID: a worker stopped and started again has a new one.
 func invocations(t *testing.T, h *host, pool string) map[string]string {
 	t.Helper()
-	out, err := exec1(h.sb, 30*time.Second, "sh", "-c",
+	out, err := harness.Exec(h.sb, 30*time.Second, "sh", "-c",
 		`for u in $(systemctl list-units --state=active --plain --no-legend 'flexiq-`+pool+`@*.service' | awk '{print $1}'); do
 echo "$u $(systemctl show -p InvocationID --value "$u")"; done`)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/flexiq/flexiq-scaled/internal/fleet/coord"
 	"github.com/flexiq/flexiq-scaled/internal/fleet/redisstore"
+	"github.com/flexiq/flexiq-scaled/test/harness"
 	"github.com/flexiq/flexiq-scaled/test/sandbox"
 )
 
@@ -245,7 +246,7 @@ func (c *cluster) enqueue(pool string, n int) {
 	} else {
 		argv = []string{filepath.Join(binDir, "flexiq-river-client"), c.riverURL(), "river", fmt.Sprintf("insert,%s,%d", queueName, n)}
 	}
-	if out, err := exec1(c.srv, time.Minute, argv...); err != nil {
+	if out, err := harness.Exec(c.srv, time.Minute, argv...); err != nil {
 		c.t.Fatalf("enqueueing %d jobs for %s: %v\n%s", n, pool, err, out)
 	}
 }
@@ -261,7 +262,7 @@ func (c *cluster) riverURL() string {
 func (c *cluster) prepareQueues() {
 	c.t.Helper()
 	npmCI(c.t)
-	if out, err := exec1(c.srv, 2*time.Minute, filepath.Join(binDir, "flexiq-river-client"), c.riverURL(), "river"); err != nil {
+	if out, err := harness.Exec(c.srv, 2*time.Minute, filepath.Join(binDir, "flexiq-river-client"), c.riverURL(), "river"); err != nil {
 		c.t.Fatalf("River's migrations: %v\n%s", err, out)
 	}
 }

@@ -38,13 +38,18 @@ func (s *Sandbox) Sh(t testing.TB, script string) string {
 // reports whether it held, and the state cond last described, for the
 // caller's failure message.
 func Eventually(within time.Duration, cond func() (ok bool, state string)) (bool, string) {
+	return Poll(within, 200*time.Millisecond, cond)
+}
+
+// Poll is Eventually, checking every so often.
+func Poll(within, every time.Duration, cond func() (ok bool, state string)) (bool, string) {
 	deadline := time.Now().Add(within)
 	for {
 		ok, state := cond()
 		if ok || time.Now().After(deadline) {
 			return ok, state
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(every)
 	}
 }
 

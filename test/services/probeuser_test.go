@@ -37,19 +37,19 @@ command = ["/usr/local/bin/flexiq-test-probe-id", "/run/probe-id/` + name + `"]
 period_sec = 1
 ` + probeUser
 	}
-	e.sh("mkdir -p /run/probe-id/web /run/probe-id/rootprobe && chmod 0777 /run/probe-id/web /run/probe-id/rootprobe")
-	e.write("/usr/local/bin/flexiq-test-probe-id", probeIDScript)
-	e.sh("chmod 0755 /usr/local/bin/flexiq-test-probe-id")
+	e.Sh("mkdir -p /run/probe-id/web /run/probe-id/rootprobe && chmod 0777 /run/probe-id/web /run/probe-id/rootprobe")
+	e.Write("/usr/local/bin/flexiq-test-probe-id", probeIDScript)
+	e.Sh("chmod 0755 /usr/local/bin/flexiq-test-probe-id")
 	e.configure(pool("web", "")+pool("rootprobe", `user = "root"`+"\n"), nil)
-	e.startDaemon()
+	e.StartDaemon()
 	e.waitDiscovered("web", 1, 30*time.Second)
 	e.waitDiscovered("rootprobe", 1, 30*time.Second)
 	for name, want := range map[string]string{"web": "uid-65534-gid-65534", "rootprobe": "uid-0-gid-0"} {
-		if got := strings.Fields(e.sh("ls /run/probe-id/" + name)); len(got) != 1 || got[0] != want {
+		if got := strings.Fields(e.Sh("ls /run/probe-id/" + name)); len(got) != 1 || got[0] != want {
 			t.Errorf("pool %s: the probe ran as %q, want only %s", name, got, want)
 		}
 	}
-	if out := e.cli("check-config"); !regexp.MustCompile(`(?m)^warning: .*pools\.rootprobe\.service\.readiness\.user: `).MatchString(out) {
+	if out := e.CLI("check-config"); !regexp.MustCompile(`(?m)^warning: .*pools\.rootprobe\.service\.readiness\.user: `).MatchString(out) {
 		t.Errorf("check-config warns of no probe run as root while the workers run as nobody:\n%s", out)
 	}
 }

@@ -19,7 +19,7 @@ import (
 func TestPrometheusScrapesAndScales(t *testing.T) {
 	t.Parallel() // measures nothing: beside the restart test (package doc)
 	e := boot(t)
-	servers.Prometheus(t, e.sb, `  - job_name: flexiq-web
+	servers.Prometheus(t, e.SB, `  - job_name: flexiq-web
     file_sd_configs:
       - files: ["/run/flexiq-scaled/discovery/web.file_sd.json"]
         refresh_interval: 1s
@@ -57,7 +57,7 @@ path = "/health"
 port = "http"
 period_sec = 1
 `, nil)
-	e.startDaemon()
+	e.StartDaemon()
 	e.waitDiscovered("web", 1, 30*time.Second)
 	e.waitTargets(1, time.Minute)
 
@@ -74,7 +74,7 @@ period_sec = 1
 	e.waitTargets(2, time.Minute)
 	cancel()
 	<-done
-	e.eventually(2*time.Minute, "the pool back at 1 replica once the load ended", func() (bool, string) {
+	e.Eventually(2*time.Minute, "the pool back at 1 replica once the load ended", func() (bool, string) {
 		rs, _ := e.discovered("web")
 		return len(rs) == 1, fmt.Sprintf("%d replicas", len(rs))
 	})
@@ -83,7 +83,7 @@ period_sec = 1
 
 // firstReplica is the HOST:PORT of the pool's first ready replica.
 func (e *env) firstReplica(pool string) string {
-	e.t.Helper()
+	e.T.Helper()
 	rs := e.waitDiscovered(pool, 1, 30*time.Second)
 	return fmt.Sprintf("%s:%d", rs[0].Address, rs[0].Ports["http"])
 }
@@ -92,9 +92,9 @@ func (e *env) firstReplica(pool string) string {
 // replicas as its active targets of job flexiq-web, each with its pool and
 // slot labels, and up.
 func (e *env) waitTargets(n int, within time.Duration) {
-	e.t.Helper()
-	e.eventually(within, fmt.Sprintf("%d Prometheus targets", n), func() (bool, string) {
-		out, err := e.try("curl", "-sf", "http://127.0.0.1:9090/api/v1/targets?state=active")
+	e.T.Helper()
+	e.Eventually(within, fmt.Sprintf("%d Prometheus targets", n), func() (bool, string) {
+		out, err := e.Try("curl", "-sf", "http://127.0.0.1:9090/api/v1/targets?state=active")
 		if err != nil {
 			return false, err.Error()
 		}

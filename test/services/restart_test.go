@@ -35,7 +35,7 @@ path = "/health"
 port = "http"
 period_sec = 1
 `, nil)
-	e.startDaemon()
+	e.StartDaemon()
 	before := e.waitDiscovered("web", 3, 30*time.Second)
 	for _, r := range before {
 		if want := 9300 + r.Slot - 1; r.Ports["admin"] != want {
@@ -44,17 +44,17 @@ period_sec = 1
 		if r.Ports["http"] == 0 {
 			t.Errorf("slot %d: no http port in %+v", r.Slot, r)
 		}
-		env := e.sh("systemctl show -p Environment --value " + r.Unit)
+		env := e.Sh("systemctl show -p Environment --value " + r.Unit)
 		if want := fmt.Sprintf("FLEXIQ_PORT_HTTP=%d", r.Ports["http"]); !strings.Contains(env, want) {
 			t.Errorf("%s: environment %q lacks %s", r.Unit, env, want)
 		}
 	}
 	stat := func() string {
-		return e.sh("stat -c '%n %Y %y' /run/flexiq-scaled/discovery/web.json /run/flexiq-scaled/discovery/web.file_sd.json")
+		return e.Sh("stat -c '%n %Y %y' /run/flexiq-scaled/discovery/web.json /run/flexiq-scaled/discovery/web.file_sd.json")
 	}
 	filesBefore, invBefore := stat(), e.invocations(before)
 
-	e.sh("systemctl restart " + daemonUnit)
+	e.Sh("systemctl restart " + daemonUnit)
 	// Several probe periods, so that a re-probe into "not ready" would
 	// have shown.
 	time.Sleep(6 * time.Second)
@@ -71,7 +71,7 @@ period_sec = 1
 	if got := e.invocations(before); got != invBefore {
 		t.Errorf("replicas restarted: invocations before %s, after %s", invBefore, got)
 	}
-	if j := e.sh("journalctl --no-pager -u " + daemonUnit + " --since=-6s | grep -iE 'not ready|unready' || true"); strings.TrimSpace(j) != "" {
+	if j := e.Sh("journalctl --no-pager -u " + daemonUnit + " --since=-6s | grep -iE 'not ready|unready' || true"); strings.TrimSpace(j) != "" {
 		t.Errorf("the restarted daemon found replicas not ready:\n%s", j)
 	}
 }
@@ -81,7 +81,7 @@ period_sec = 1
 func (e *env) invocations(rs []replica) string {
 	var b strings.Builder
 	for _, r := range rs {
-		b.WriteString(r.Unit + "=" + strings.TrimSpace(e.sh("systemctl show -p InvocationID --value "+r.Unit)) + " ")
+		b.WriteString(r.Unit + "=" + strings.TrimSpace(e.Sh("systemctl show -p InvocationID --value "+r.Unit)) + " ")
 	}
 	return b.String()
 }

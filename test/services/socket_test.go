@@ -23,18 +23,7 @@ drain_period_sec = 3
 
 [pools.web.service.ports]
 http = { port = "auto", socket = true }
-
-[pools.web.service.readiness]
-type = "http"
-path = "/health"
-port = "http"
-period_sec = 1
-
-[[pools.web.service.template]]
-source = "/etc/flexiq-scaled/web-upstream.tmpl"
-destination = "/run/flexiq-scaled/discovery/web-upstream.conf"
-after_change = ["/usr/local/bin/flexiq-test-reload-nginx"]
-`
+` + behindNginx
 
 // TestSocketActivatedPool: a pool whose port systemd binds reaches its
 // target, each replica serving the socket that its flexiq-web@N.socket
@@ -43,17 +32,13 @@ after_change = ["/usr/local/bin/flexiq-test-reload-nginx"]
 // scales down, which stops each replica's socket with its service.
 func TestSocketActivatedPool(t *testing.T) {
 	e := boot(t)
-	e.configure(socketPool, map[string]string{
-		"/etc/flexiq-scaled/web-upstream.tmpl":    upstreamTemplate,
-		"/usr/local/bin/flexiq-test-reload-nginx": reloadScript,
-	})
-	e.sh("chmod 0755 /usr/local/bin/flexiq-test-reload-nginx")
-	e.startDaemon()
-	e.cli("pin", "web", "3")
+	e.configureWeb(socketPool)
+	e.StartDaemon()
+	e.CLI("pin", "web", "3")
 	before := e.waitDiscovered("web", 3, 30*time.Second)
 	for _, r := range before {
 		sock := strings.TrimSuffix(r.Unit, ".service") + ".socket"
-		st := e.sh("systemctl show -p ActiveState -p Listen -p FileDescriptorName -p Slice " + sock)
+		st := e.Sh("systemctl show -p ActiveState -p Listen -p FileDescriptorName -p Slice " + sock)
 		want := fmt.Sprintf("Listen=127.0.0.1:%d (Stream)", r.Ports["http"])
 		if !strings.Contains(st, "ActiveState=active") || !strings.Contains(st, want) || !strings.Contains(st, "FileDescriptorName=http") || !strings.Contains(st, "Slice=flexiq-web.slice") {
 			t.Errorf("%s: %s, want active, %s, FileDescriptorName=http, Slice=flexiq-web.slice", sock, st, want)
@@ -61,8 +46,8 @@ func TestSocketActivatedPool(t *testing.T) {
 		// The port is held by systemd and by the replica's own process
 		// (at fd 3 as passed, or at the dup that Go's net.FileListener
 		// makes before go-systemd closes fd 3): nobody else's.
-		pid := strings.TrimSpace(e.sh("systemctl show -p MainPID --value " + r.Unit))
-		holders := e.sh(fmt.Sprintf("ss -Hltnp 'sport = :%d'", r.Ports["http"]))
+		pid := strings.TrimSpace(e.Sh("systemctl show -p MainPID --value " + r.Unit))
+		holders := e.Sh(fmt.Sprintf("ss -Hltnp 'sport = :%d'", r.Ports["http"]))
 		if !strings.Contains(holders, ",pid="+pid+",fd=") || !strings.Contains(holders, `("systemd",pid=1,`) || strings.Count(holders, "pid=") != 2 {
 			t.Errorf("%s: port %d held by %q, want systemd and the replica (pid %s) alone", r.Unit, r.Ports["http"], holders, pid)
 		}
@@ -84,7 +69,7 @@ func TestSocketActivatedPool(t *testing.T) {
 		res <- err
 	}()
 	time.Sleep(3 * time.Second)
-	e.sh("systemctl restart " + daemonUnit)
+	e.Sh("systemctl restart " + daemonUnit)
 	time.Sleep(5 * time.Second)
 	after, err := e.discovered("web")
 	if err != nil {
@@ -100,25 +85,25 @@ func TestSocketActivatedPool(t *testing.T) {
 		t.Errorf("after the daemon's restart, socket units %v, want 3 active", got)
 	}
 
-	e.cli("pin", "web", "1")
+	e.CLI("pin", "web", "1")
 	e.waitDiscovered("web", 1, 30*time.Second)
-	e.eventually(time.Minute, "2 replicas and their sockets stopped", func() (bool, string) {
-		u, s := e.units("web", "active", "activating", "deactivating"), e.socketUnits()
+	e.Eventually(time.Minute, "2 replicas and their sockets stopped", func() (bool, string) {
+		u, s := e.Workers("web", "active", "activating", "deactivating"), e.socketUnits()
 		return len(u) == 1 && len(s) == 1, fmt.Sprintf("services %v, sockets %v", u, s)
 	})
 	if err := <-res; err != nil {
 		t.Error(err)
 	}
 	e.figure("socket-activation", "sent", sent, "failed", failed)
-	if loaded := e.sh("systemctl list-units --all --plain --no-legend 'flexiq-web@*.socket' | wc -l"); strings.TrimSpace(loaded) != "1" {
+	if loaded := e.Sh("systemctl list-units --all --plain --no-legend 'flexiq-web@*.socket' | wc -l"); strings.TrimSpace(loaded) != "1" {
 		t.Errorf("%s socket units loaded after the scale-down, want 1", strings.TrimSpace(loaded))
 	}
 }
 
 // socketUnits lists the web pool's active socket units.
 func (e *env) socketUnits() []string {
-	e.t.Helper()
-	out, _ := e.try("systemctl", "list-units", "--plain", "--no-legend", "--state=active", "flexiq-web@*.socket")
+	e.T.Helper()
+	out, _ := e.Try("systemctl", "list-units", "--plain", "--no-legend", "--state=active", "flexiq-web@*.socket")
 	var names []string
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(f[0], "flexiq-") {

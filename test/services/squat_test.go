@@ -86,7 +86,7 @@ func TestSquattersNeverServe(t *testing.T) {
 		"/etc/flexiq-scaled/api-upstream.tmpl":    strings.ReplaceAll(upstreamTemplate, "flexiq_web", "flexiq_api"),
 		"/usr/local/bin/flexiq-test-reload-nginx": "#!/bin/sh\n/usr/bin/systemctl reload nginx.service || true\n",
 	})
-	e.sh("chmod 0755 /usr/local/bin/flexiq-test-reload-nginx")
+	e.Sh("chmod 0755 /usr/local/bin/flexiq-test-reload-nginx")
 
 	// The fixed port's squatter is there before the pool: slot 1's port.
 	apiSquat := e.squat("squat-api", apiBase)
@@ -97,12 +97,12 @@ func TestSquattersNeverServe(t *testing.T) {
 	watch.add(apiBase)
 	defer watch.stop()
 
-	e.startDaemon()
+	e.StartDaemon()
 	// The auto port's squatter: web's slot 1 port, read from its unit's
 	// Environment= before the replica binds it (4 s after its start).
 	var webPort int
-	e.eventually(20*time.Second, "flexiq-web@1's port in its Environment=", func() (bool, string) {
-		env, _ := e.try("systemctl", "show", "-p", "Environment", "--value", "flexiq-web@1.service")
+	e.Eventually(20*time.Second, "flexiq-web@1's port in its Environment=", func() (bool, string) {
+		env, _ := e.Try("systemctl", "show", "-p", "Environment", "--value", "flexiq-web@1.service")
 		m := regexp.MustCompile(`FLEXIQ_PORT_HTTP=(\d+)`).FindStringSubmatch(env)
 		if m != nil {
 			webPort, _ = strconv.Atoi(m[1])
@@ -171,7 +171,7 @@ func TestSquattersNeverServe(t *testing.T) {
 	// The journal names each squatted port with the squatter's uid and
 	// PID, once.
 	for port, pid := range map[int]int{webPort: webSquat, apiBase: apiSquat} {
-		out := e.sh(fmt.Sprintf("journalctl --no-pager -o verbose MESSAGE_ID=%s FLEXIQ_PORT=%d PRIORITY=4 | grep -E '^ *(MESSAGE|FLEXIQ_HOLDER_UID|FLEXIQ_HOLDER_PID)=' || true", portHeldID, port))
+		out := e.Sh(fmt.Sprintf("journalctl --no-pager -o verbose MESSAGE_ID=%s FLEXIQ_PORT=%d PRIORITY=4 | grep -E '^ *(MESSAGE|FLEXIQ_HOLDER_UID|FLEXIQ_HOLDER_PID)=' || true", portHeldID, port))
 		t.Logf("journal of port %d:\n%s", port, out)
 		if n := strings.Count(out, "MESSAGE="); n != 1 {
 			t.Errorf("port %d: %d warnings in the journal, want one per episode", port, n)
@@ -186,12 +186,12 @@ func TestSquattersNeverServe(t *testing.T) {
 // 127.0.0.1:port: flexiq-testservice, which answers /health and counts
 // the requests it serves. It returns its PID.
 func (e *env) squat(unit string, port int) int {
-	e.t.Helper()
-	e.sh(fmt.Sprintf("systemd-run --unit=%s -p User=nobody -p Group=nogroup /usr/local/bin/flexiq-testservice -listen 127.0.0.1:%d", unit, port))
+	e.T.Helper()
+	e.Sh(fmt.Sprintf("systemd-run --unit=%s -p User=nobody -p Group=nogroup /usr/local/bin/flexiq-testservice -listen 127.0.0.1:%d", unit, port))
 	var pid int
-	e.eventually(10*time.Second, unit+" listening", func() (bool, string) {
-		out, _ := e.try("curl", "-fsS", fmt.Sprintf("http://127.0.0.1:%d/health", port))
-		pid, _ = strconv.Atoi(strings.TrimSpace(e.sh("systemctl show -p MainPID --value " + unit)))
+	e.Eventually(10*time.Second, unit+" listening", func() (bool, string) {
+		out, _ := e.Try("curl", "-fsS", fmt.Sprintf("http://127.0.0.1:%d/health", port))
+		pid, _ = strconv.Atoi(strings.TrimSpace(e.Sh("systemctl show -p MainPID --value " + unit)))
 		return strings.TrimSpace(out) != "" && pid > 0, out
 	})
 	return pid
@@ -200,10 +200,10 @@ func (e *env) squat(unit string, port int) int {
 // squatterRequests is what the squatter on port served (/health and
 // /metrics excluded), by its own count.
 func (e *env) squatterRequests(port int) int {
-	e.t.Helper()
-	out, err := e.try("curl", "-fsS", fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	e.T.Helper()
+	out, err := e.Try("curl", "-fsS", fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
 	if err != nil {
-		e.t.Fatalf("the squatter on %d does not answer: %v %s", port, err, out)
+		e.T.Fatalf("the squatter on %d does not answer: %v %s", port, err, out)
 	}
 	n := 0
 	for _, l := range strings.Split(out, "\n") {
@@ -241,7 +241,7 @@ func (e *env) watchDiscovery() *discoveryWatch {
 				return
 			case <-tick.C:
 			}
-			out, _ := e.try("sh", "-c", "grep -H . /run/flexiq-scaled/discovery/* 2>/dev/null")
+			out, _ := e.Try("sh", "-c", "grep -H . /run/flexiq-scaled/discovery/* 2>/dev/null")
 			w.mu.Lock()
 			for _, p := range w.ports {
 				// "127.0.0.1:PORT" (file_sd, upstreams) or "http": PORT (JSON).

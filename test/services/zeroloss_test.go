@@ -44,6 +44,32 @@ const reloadScript = `#!/bin/sh
 date +%s%N >>/run/flexiq-test-reloads
 `
 
+// behindNginx ends a pool "web" behind nginx (webPool, socketPool): its
+// readiness probe and the upstream that configureWeb provides.
+const behindNginx = `
+[pools.web.service.readiness]
+type = "http"
+path = "/health"
+port = "http"
+period_sec = 1
+
+[[pools.web.service.template]]
+source = "/etc/flexiq-scaled/web-upstream.tmpl"
+destination = "/run/flexiq-scaled/discovery/web-upstream.conf"
+after_change = ["/usr/local/bin/flexiq-test-reload-nginx"]
+`
+
+// configureWeb writes the configuration of a pool "web" behind nginx, with
+// the upstream template and the after-change script that behindNginx names.
+func (e *env) configureWeb(toml string) {
+	e.T.Helper()
+	e.configure(toml, map[string]string{
+		"/etc/flexiq-scaled/web-upstream.tmpl":    upstreamTemplate,
+		"/usr/local/bin/flexiq-test-reload-nginx": reloadScript,
+	})
+	e.Sh("chmod 0755 /usr/local/bin/flexiq-test-reload-nginx")
+}
+
 func webPool(drainPeriod time.Duration) string {
 	return fmt.Sprintf(`
 [pools.web]
@@ -60,18 +86,7 @@ metrics_port = "http"
 
 [pools.web.service.ports]
 http = "auto"
-
-[pools.web.service.readiness]
-type = "http"
-path = "/health"
-port = "http"
-period_sec = 1
-
-[[pools.web.service.template]]
-source = "/etc/flexiq-scaled/web-upstream.tmpl"
-destination = "/run/flexiq-scaled/discovery/web-upstream.conf"
-after_change = ["/usr/local/bin/flexiq-test-reload-nginx"]
-`, drainPeriod.Seconds())
+`, drainPeriod.Seconds()) + behindNginx
 }
 
 // TestZeroFailedRequests is issue 19's figure that matters: at a steady 200
@@ -80,12 +95,8 @@ after_change = ["/usr/local/bin/flexiq-test-reload-nginx"]
 // period at 0, must lose some: it proves that the measurement can fail.
 func TestZeroFailedRequests(t *testing.T) {
 	e := boot(t)
-	e.configure(webPool(5*time.Second), map[string]string{
-		"/etc/flexiq-scaled/web-upstream.tmpl":    upstreamTemplate,
-		"/usr/local/bin/flexiq-test-reload-nginx": reloadScript,
-	})
-	e.sh("chmod 0755 /usr/local/bin/flexiq-test-reload-nginx")
-	e.startDaemon()
+	e.configureWeb(webPool(5 * time.Second))
+	e.StartDaemon()
 	e.waitDiscovered("web", 1, 30*time.Second)
 	e.startNginx(nginxSite)
 
@@ -108,7 +119,7 @@ func TestZeroFailedRequests(t *testing.T) {
 
 	// The control: the same, with the drain period at 0.
 	e.configure(webPool(0), nil)
-	e.sh("systemctl reload " + daemonUnit)
+	e.Reload()
 	c, _ := e.scaleUnderLoad("drain 0")
 	e.figure("zero-loss-control", "drain_period", "0s", "sent", c.Sent, "failed", c.Failed(),
 		"5xx", c.Status5xx, "conn_errors", c.ConnErrors, "timeouts", c.Timeouts)
@@ -122,9 +133,9 @@ func TestZeroFailedRequests(t *testing.T) {
 // and, for each replica that became ready, the time from its readiness to
 // the end of the next nginx reload, sorted.
 func (e *env) scaleUnderLoad(what string) (loadgen.Result, []time.Duration) {
-	e.t.Helper()
-	e.sh("rm -f /run/flexiq-test-reloads")
-	since := strings.TrimSpace(e.sh("date +%s.%N"))
+	e.T.Helper()
+	e.Sh("rm -f /run/flexiq-test-reloads")
+	since := strings.TrimSpace(e.Sh("date +%s.%N"))
 	const rate, length = 200, 40 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), length+time.Minute)
 	defer cancel()
@@ -139,43 +150,43 @@ func (e *env) scaleUnderLoad(what string) (loadgen.Result, []time.Duration) {
 	}()
 	time.Sleep(3 * time.Second)
 	t0 := time.Now()
-	e.cli("pin", "web", "6")
+	e.CLI("pin", "web", "6")
 	e.waitDiscovered("web", 6, 30*time.Second)
-	e.t.Logf("%s: 6 replicas in discovery %.1fs after the pin", what, time.Since(t0).Seconds())
+	e.T.Logf("%s: 6 replicas in discovery %.1fs after the pin", what, time.Since(t0).Seconds())
 	time.Sleep(3 * time.Second)
 	t0 = time.Now()
-	e.cli("pin", "web", "1")
+	e.CLI("pin", "web", "1")
 	e.waitDiscovered("web", 1, 30*time.Second)
-	e.eventually(time.Minute, "5 replicas stopped", func() (bool, string) {
-		u := e.units("web", "active", "activating", "deactivating")
+	e.Eventually(time.Minute, "5 replicas stopped", func() (bool, string) {
+		u := e.Workers("web", "active", "activating", "deactivating")
 		return len(u) == 1, strings.Join(u, " ")
 	})
-	e.t.Logf("%s: back to 1 replica %.1fs after the pin", what, time.Since(t0).Seconds())
+	e.T.Logf("%s: back to 1 replica %.1fs after the pin", what, time.Since(t0).Seconds())
 	o := <-res
 	if o.err != nil {
-		e.t.Fatal(o.err)
+		e.T.Fatal(o.err)
 	}
 	// A starved load generator would send less than it should, and prove
 	// nothing.
 	if o.r.Elapsed > length+5*time.Second || o.r.Sent < o.r.Planned {
-		e.t.Errorf("%s: the load generator was starved: %s", what, o.r)
+		e.T.Errorf("%s: the load generator was starved: %s", what, o.r)
 	}
-	e.cli("unpin", "web")
+	e.CLI("unpin", "web")
 	return o.r, e.discoveryLatencies(since)
 }
 
 // discoveryLatencies pairs each replica's "ready" line in the journal
 // since the given time with the first nginx reload that ended after it.
 func (e *env) discoveryLatencies(since string) []time.Duration {
-	e.t.Helper()
+	e.T.Helper()
 	reloads := []int64{}
-	out, _ := e.try("cat", "/run/flexiq-test-reloads")
+	out, _ := e.Try("cat", "/run/flexiq-test-reloads")
 	for _, l := range strings.Fields(out) {
 		if ns, err := strconv.ParseInt(l, 10, 64); err == nil {
 			reloads = append(reloads, ns)
 		}
 	}
-	journal := e.sh(`journalctl --no-pager -o short-unix --since=@` + since + ` -u 'flexiq-web@*' | grep -E 'service pool=web slot=[0-9]+ ready' || true`)
+	journal := e.Sh(`journalctl --no-pager -o short-unix --since=@` + since + ` -u 'flexiq-web@*' | grep -E 'service pool=web slot=[0-9]+ ready' || true`)
 	var lat []time.Duration
 	for _, l := range strings.Split(strings.TrimSpace(journal), "\n") {
 		f := strings.Fields(l)
