@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/hostcheck"
 )
 
 func cmdCheckConfig(args []string, stdout, stderr io.Writer) int {
@@ -58,7 +59,7 @@ status is 0.`)
 	// Checked even when the file has other problems, so that one run lists
 	// everything that stops the daemon. It does nothing unless run as root,
 	// just as the daemon only refuses the file when it runs as root.
-	if err := config.CheckConfigSafety(path); err != nil {
+	if err := hostcheck.CheckConfigSafety(path); err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
 			problems = append(problems, line)
 		}
@@ -81,12 +82,12 @@ status is 0.`)
 // warnings go to stderr, its problems come back.
 func checkMachine(cfg *config.Config, stderr io.Writer) []string {
 	var problems []string
-	for _, w := range config.Warnings(cfg) {
+	for _, w := range hostcheck.Warnings(cfg) {
 		fmt.Fprintln(stderr, "warning: "+w)
 	}
 	// The machine is checked only for a file that loaded: a
 	// broken file has no trustworthy settings to check.
-	userProblems, userWarnings := config.CheckUsersDetail(cfg)
+	userProblems, userWarnings := hostcheck.CheckUsersDetail(cfg)
 	for _, w := range userWarnings {
 		fmt.Fprintln(stderr, "warning: "+w.String())
 	}
@@ -97,11 +98,11 @@ func checkMachine(cfg *config.Config, stderr io.Writer) []string {
 	for _, w := range capWarnings {
 		fmt.Fprintln(stderr, "warning: "+w.String())
 	}
-	credProblems, credWarnings := config.CheckCredentials(cfg)
-	for _, w := range append(credWarnings, config.CheckCPUSet(cfg)...) {
+	credProblems, credWarnings := hostcheck.CheckCredentials(cfg)
+	for _, w := range append(credWarnings, hostcheck.CheckCPUSet(cfg)...) {
 		fmt.Fprintln(stderr, "warning: "+w.String())
 	}
-	for _, check := range [][]config.Problem{userProblems, config.CheckExecutables(cfg), config.CheckPaths(cfg), capProblems, credProblems} {
+	for _, check := range [][]config.Problem{userProblems, hostcheck.CheckExecutables(cfg), hostcheck.CheckPaths(cfg), capProblems, credProblems} {
 		for _, p := range check {
 			problems = append(problems, p.String())
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/atomicfile"
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/control"
+	"github.com/flexiq/flexiq-scaled/internal/hostcheck"
 )
 
 // `pool add` and `pool rm` manage one drop-in per pool, conf.d/NAME.toml,
@@ -260,15 +261,15 @@ func checkAll(path string, stderr io.Writer) []string {
 	case err != nil:
 		problems = append(problems, fmt.Sprintf("%s: %v", path, err))
 	default:
-		for _, w := range config.Warnings(cfg) {
+		for _, w := range hostcheck.Warnings(cfg) {
 			fmt.Fprintln(stderr, "warning: "+w)
 		}
-		machine, _ := config.CheckMachine(cfg)
-		for _, p := range slices.Concat(machine, config.CheckExecutables(cfg)) {
+		machine, _ := hostcheck.CheckMachine(cfg)
+		for _, p := range slices.Concat(machine, hostcheck.CheckExecutables(cfg)) {
 			problems = append(problems, p.String())
 		}
 	}
-	if err := config.CheckConfigSafety(path); err != nil {
+	if err := hostcheck.CheckConfigSafety(path); err != nil {
 		problems = append(problems, strings.Split(err.Error(), "\n")...)
 	}
 	return problems

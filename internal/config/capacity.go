@@ -151,8 +151,9 @@ func workersNoun(p *Pool) string {
 	return "workers"
 }
 
-// CheckHostCapacity is CheckCapacity on this machine, as CheckMachine makes
-// it; a host that cannot be read is no reason to refuse the file.
+// CheckHostCapacity is CheckCapacity on this machine, as
+// hostcheck.CheckMachine makes it; a host that cannot be read is no reason
+// to refuse the file.
 func CheckHostCapacity(c *Config) (problems, warnings []Problem) {
 	h, err := readHost()
 	if err != nil {
@@ -170,7 +171,7 @@ func CheckHostCapacity(c *Config) (problems, warnings []Problem) {
 // and returns the pools it capped, for the daemon to log. A pool that joins
 // a fleet keeps its max_workers, which is the fleet's: its capacity is
 // resolved instead (resolveFleetCapacity). It is only called on a
-// configuration that CheckMachine accepted.
+// configuration that hostcheck.CheckMachine accepted.
 func ApplyCapacity(c *Config) []Capped {
 	h, err := readHost()
 	if err != nil {

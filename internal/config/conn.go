@@ -1,9 +1,11 @@
 package config
 
 import (
+	"fmt"
 	"net/url"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // ConnKeys documents the connection keys every network source takes; what
@@ -25,9 +27,9 @@ var ConnKeys = []KeyDoc{
 // one of url, url_file and url_credential, with a scheme from schemes when
 // the URL is written out, no credential in it (CheckConnURL: password_file
 // or password_credential carry the password), and absolute paths. The files
-// themselves are judged by CheckCredentials when the daemon loads or
-// reloads the configuration, and by check-config: a missing or unsafe one
-// refuses the configuration before the running one is dropped.
+// themselves are judged by hostcheck.CheckCredentials when the daemon loads
+// or reloads the configuration, and by check-config: a missing or unsafe
+// one refuses the configuration before the running one is dropped.
 func (d *SourceDecoder) Conn(c *Conn, schemes ...string) {
 	l, r, key := d.l, d.keys, d.key
 	n := 0
@@ -79,4 +81,30 @@ func (l *loader) credentialName(key, name string) {
 	if name == "" || name == "." || name == ".." || filepath.Base(name) != name {
 		l.add(key, "%q is not a credential name (a plain file name, as in LoadCredential=NAME:PATH)", name)
 	}
+}
+
+// URLOrigin names where a source's URL comes from, for messages that must
+// not show the URL itself while it may still hold a secret.
+func (c Conn) URLOrigin() string {
+	switch {
+	case c.URLFile != "":
+		return c.URLFile
+	case c.URLCredential != "":
+		return "credential " + c.URLCredential
+	}
+	return "the configuration"
+}
+
+// ParseHeldURL parses the URL that c's url_file or url_credential holds
+// (raw, as read) and judges it as CheckConnURL judges one read from a file.
+// The error names where the URL came from, never the URL.
+func (c Conn) ParseHeldURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		return nil, fmt.Errorf("what %s holds is not a URL (%s)", c.URLOrigin(), urlParseError(err))
+	}
+	if err := CheckConnURL(u, true); err != nil {
+		return nil, fmt.Errorf("the URL %s holds %v", c.URLOrigin(), err)
+	}
+	return u, nil
 }

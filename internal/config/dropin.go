@@ -191,33 +191,3 @@ func (c *Config) FileOf(name string) string {
 func (c *Config) Files() []string {
 	return append([]string{c.Path}, c.DropIns...)
 }
-
-// CheckConfigSafety is CheckFileSafety for config.toml, its drop-in
-// directory (whoever may add a file there may add a pool) and every
-// drop-in in it.
-func CheckConfigSafety(path string) error {
-	return checkConfigSafety(path, os.Geteuid())
-}
-
-func checkConfigSafety(path string, euid int) error {
-	var errs []error
-	check := func(p string) {
-		if err := checkFileSafety(p, euid); err != nil {
-			// One line per file, "FILE: ...", as a Problem reads.
-			errs = append(errs, fmt.Errorf("%s: %w", p, err))
-		}
-	}
-	check(path)
-	dir := DropInDir(path)
-	if _, err := os.Stat(dir); err == nil {
-		check(dir)
-	}
-	files, err := DropInFiles(dir)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, f := range files {
-		check(f)
-	}
-	return errors.Join(errs...)
-}

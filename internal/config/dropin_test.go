@@ -105,69 +105,6 @@ func TestDropIns(t *testing.T) {
 	}
 }
 
-// The safety checks reach every drop-in and the directory itself: whoever
-// may write there may add a pool, with the command and user of their choice.
-func TestDropInSafety(t *testing.T) {
-	path := writeConfig(t, "")
-	dir := DropInDir(path)
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	good, bad := filepath.Join(dir, "a.toml"), filepath.Join(dir, "b.toml")
-	for _, f := range []string{good, bad} {
-		if err := os.WriteFile(f, nil, 0o640); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Chmod(bad, 0o666); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	// As root (euid 0), the files here are not root's either when the
-	// tests run unprivileged: check only the mode faults' files are named.
-	err := checkConfigSafety(path, 0)
-	if err == nil {
-		t.Fatal("no error")
-	}
-	for _, want := range []string{dir + ": refusing config " + dir + ": it is writable by group or others (mode 0777)",
-		bad + ": refusing config " + bad + ": it is writable by group or others (mode 0666)"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error\n%v\nlacks %q", err, want)
-		}
-	}
-	if err := checkConfigSafety(path, 1000); err != nil {
-		t.Errorf("unprivileged: %v", err)
-	}
-}
-
-// A world-readable drop-in with a secret in it is warned about under its
-// own name.
-func TestDropInSecretWarning(t *testing.T) {
-	path := writeConfig(t, "")
-	dir := DropInDir(path)
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	f := filepath.Join(dir, "web.toml")
-	text := "[pools.web]\napp = \"web.tasks:queue\"\nenvironment = { DB_PASSWORD = \"x\" }\n[pools.web.source]\npath = \"/var/lib/flexiq/web.db\"\n"
-	if err := os.WriteFile(f, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(f, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c, err := Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := SecretWarnings(c)
-	if len(w) != 1 || w[0].File != f || w[0].Key != "pools.web.environment.DB_PASSWORD" {
-		t.Errorf("warnings %v, want one for %s", w, f)
-	}
-}
-
 // A drop-in that is not a regular file is refused by name, never followed:
 // a link to a root-only secret must not be read as configuration.
 func TestDropInNotRegular(t *testing.T) {

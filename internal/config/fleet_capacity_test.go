@@ -2,8 +2,6 @@ package config
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -139,48 +137,6 @@ func TestApplyCapacityFleet(t *testing.T) {
 			}
 			if len(warnings) != 1 || !strings.Contains(warnings[0].String(), "pools.email.fleet.capacity: 8 is above capacity (fleet capacity: only 4 workers fit") {
 				t.Errorf("warnings %v", warnings)
-			}
-		})
-	}
-}
-
-// The fleet's store is judged as a source's: its files, and the scheme of
-// a URL that a file holds.
-func TestCheckCredentialsFleet(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	pw := write("fleet.pw", "hunter2\n")
-	pgURL := write("pg.url", "postgres://fleet@127.0.0.1/q?sslmode=disable\n")
-	httpURL := write("http.url", "http://127.0.0.1:9090\n")
-	for _, tc := range []struct {
-		name, text, want string // want: "KEY: part of the message", or "" for none
-	}{
-		{"good", fleetRedis + "password_file = \"" + pw + "\"\n" + joined(""), ""},
-		{"missing password file", fleetRedis + "password_file = \"" + dir + "/nope\"\n" + joined(""), "fleet.password_file: "},
-		{"good url file", "[fleet]\nurl_file = \"" + pgURL + "\"\n" + joined(""), ""},
-		{"url file of another scheme", "[fleet]\nurl_file = \"" + httpURL + "\"\n" + joined(""), `fleet.url_file: the URL ` + httpURL + ` holds: scheme "http"`},
-		{"the pool's own", fleetRedis + joined("url_file = \""+dir+"/nope.url\"\n"), "pools.email.fleet.url_file: "},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			path, c, err := fleetDir(t, machineID, tc.text, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			problems, _ := CheckCredentials(c)
-			if tc.want == "" {
-				if len(problems) > 0 {
-					t.Errorf("problems %v", problems)
-				}
-				return
-			}
-			if len(problems) != 1 || !strings.HasPrefix(problems[0].String(), path+": "+tc.want) {
-				t.Errorf("problems %v, want one starting %q", problems, path+": "+tc.want)
 			}
 		})
 	}

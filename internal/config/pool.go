@@ -237,7 +237,7 @@ func (l *loader) identity(p *Pool, r *rawPool, key func(...string) string) {
 // accountName refuses the user and group names that systemd's User= and
 // Group= refuse outright (measured against systemd 252: it takes "a b",
 // "a.b", "a@b", "-x" and non-ASCII names, but not these). Whether the name
-// exists is a question for the machine (CheckUsers), not for the file.
+// exists is a question for the machine (hostcheck.CheckUsers), not for the file.
 func (l *loader) accountName(key, name string) {
 	switch {
 	case name == "":

@@ -128,7 +128,7 @@ func (p *Pool) ProbeAccount() (user, group string) {
 		return "", ""
 	case u == p.User:
 		return p.User, p.Group
-	case isRootSpelling(u):
+	case IsRootSpelling(u):
 		return "", ""
 	default:
 		return u, ""

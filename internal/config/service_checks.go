@@ -2,16 +2,13 @@ package config
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 )
 
 // The checks of service pools that need more than one pool's table: fixed
-// port ranges that overlap, and gang groups against [capacity]; and the one
-// that needs the machine: cpuset_split on a host without the cpuset
-// controller.
+// port ranges that overlap, and gang groups against [capacity]. The one
+// that needs the machine, cpuset_split on a host without the cpuset
+// controller, is internal/hostcheck's CheckCPUSet.
 
 // services runs the checks across pools, after every pool is read. Each
 // problem names the file of the pool it is reported on.
@@ -149,47 +146,4 @@ func (l *loader) outputClashes(c *Config) {
 			}
 		}
 	}
-}
-
-// cgroupRoot is where the host's cgroup2 hierarchy is mounted; tests
-// replace it.
-var cgroupRoot = "/sys/fs/cgroup"
-
-// CheckCPUSet warns about pools with cpuset_split on a host whose cgroup2
-// has no cpuset controller: systemd then ignores AllowedCPUs=, and the
-// ranks share the pool's CPUs. A warning, not a refusal: the file is right,
-// the host lacks a feature, and the replicas still run.
-func CheckCPUSet(c *Config) []Problem {
-	var pools []*Pool
-	for _, p := range sortedPools(c) {
-		if p.Service != nil && p.Service.CPUSetSplit {
-			pools = append(pools, p)
-		}
-	}
-	if len(pools) == 0 {
-		return nil
-	}
-	// A hybrid host mounts its cgroup2 hierarchy at unified/.
-	path := filepath.Join(cgroupRoot, "cgroup.controllers")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		if d, uerr := os.ReadFile(filepath.Join(cgroupRoot, "unified", "cgroup.controllers")); uerr == nil {
-			path, data, err = filepath.Join(cgroupRoot, "unified", "cgroup.controllers"), d, nil
-		}
-	}
-	why := ""
-	switch {
-	case err != nil:
-		why = fmt.Sprintf("cannot read %s (%v), so this host has no cgroup2 cpuset controller that we know of", path, err)
-	case !slices.Contains(strings.Fields(string(data)), "cpuset"):
-		why = fmt.Sprintf("this host's cgroup2 has no cpuset controller (%s lists: %s)", path, strings.Join(strings.Fields(string(data)), " "))
-	default:
-		return nil
-	}
-	var warnings []Problem
-	for _, p := range pools {
-		warnings = append(warnings, Problem{File: c.FileOf(p.Name), Key: poolKey(p, "service", "cpuset_split"),
-			Msg: why + ": the ranks will share the pool's CPUs rather than split them"})
-	}
-	return warnings
 }

@@ -44,8 +44,8 @@ type SourceType struct {
 }
 
 // LocalFile is implemented by the settings of a type that reads a file on
-// this machine (a SQLite database): CheckPaths follows its symlinks, and
-// Warnings says when it does not exist yet.
+// this machine (a SQLite database): hostcheck.CheckPaths follows its
+// symlinks, and hostcheck.Warnings says when it does not exist yet.
 type LocalFile interface {
 	// LocalFile returns the file's key in the table and its path.
 	LocalFile() (key, path string)
@@ -272,8 +272,8 @@ func (d *SourceDecoder) LocalFile(key, what string, dst *string) {
 		// As written: the daemon would hold the pool at 0 for ever,
 		// with the file there for everyone but itself to see. This
 		// holds under `run --user` too, which has no such sandbox, so
-		// that a file means the same to both managers. CheckPaths
-		// follows the symlinks.
+		// that a file means the same to both managers.
+		// hostcheck.CheckPaths follows the symlinks.
 		if h, hidden := hiddenBy(filepath.Clean(*dst)); hidden {
 			d.Errorf(key, "%s is invisible to the daemon: %s", *dst, h.explain())
 		}

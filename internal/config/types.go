@@ -136,8 +136,8 @@ type Source struct {
 // credential, and the password from another.
 //
 // A source type's settings embed it: its keys are then the table's own
-// (WriteEffective, Diff), and SourceConn tells CheckCredentials where the
-// secrets are.
+// (WriteEffective, Diff), and SourceConn tells hostcheck.CheckCredentials
+// where the secrets are.
 type Conn struct {
 	URL                string `toml:"url,omitempty"`                 // redis://, postgres://, http(s):// without a password
 	URLFile            string `toml:"url_file,omitempty"`            // a root-only file holding the URL

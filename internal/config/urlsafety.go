@@ -210,12 +210,12 @@ func PostgresDefaultTLS(u *url.URL) *url.URL {
 	return &r
 }
 
-// connWarnings are the warnings about how a source's URL reaches its
+// ConnWarnings are the warnings about how a source's URL reaches its
 // server: a weaker TLS mode written out for a remote PostgreSQL server, a
 // password sent to a remote Redis without TLS, basic authentication over
 // plain HTTP to a remote server. Each is allowed, since a private network
 // may make it safe, but the operator should know.
-func connWarnings(u *url.URL, hasPassword bool) []string {
+func ConnWarnings(u *url.URL, hasPassword bool) []string {
 	var out []string
 	switch u.Scheme {
 	case "postgres", "postgresql":

@@ -67,7 +67,7 @@ func URL(c config.Conn) (*url.URL, error) {
 
 // readSecret reads a credential file: config.ReadSecretFile, the same rules
 // (not a link, a regular file, root's, no access for group or others) that
-// CheckCredentials applied when the configuration was loaded, since the
+// hostcheck.CheckCredentials applied when the configuration was loaded, since the
 // file may have changed since.
 func readSecret(path string) (string, error) { return config.ReadSecretFile(path) }
 

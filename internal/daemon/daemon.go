@@ -33,6 +33,7 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/controller"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+	"github.com/flexiq/flexiq-scaled/internal/hostcheck"
 	"github.com/flexiq/flexiq-scaled/internal/metrics"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
@@ -200,7 +201,7 @@ func removeOldProtocol(dir string) {
 // the daemon's sandbox would hide). It returns the warnings to log, among
 // them commands that systemd would not find, which may be deployed later.
 func loadConfig(o Options) (*config.Config, []string, error) {
-	if err := config.CheckConfigSafety(o.ConfigPath); err != nil {
+	if err := hostcheck.CheckConfigSafety(o.ConfigPath); err != nil {
 		return nil, nil, err
 	}
 	cfg, err := config.Load(o.ConfigPath)
@@ -210,11 +211,11 @@ func loadConfig(o Options) (*config.Config, []string, error) {
 	if o.User {
 		cfg.ForUserManager()
 	}
-	problems, machine := config.CheckMachine(cfg)
+	problems, machine := hostcheck.CheckMachine(cfg)
 	if len(problems) > 0 {
 		return nil, nil, &config.Error{Problems: problems}
 	}
-	warnings := config.Warnings(cfg)
+	warnings := hostcheck.Warnings(cfg)
 	for _, w := range machine {
 		warnings = append(warnings, w.String())
 	}

@@ -1,15 +1,19 @@
-package config
+package hostcheck
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/flexiq/flexiq-scaled/internal/config"
+)
 
 // The user a service pool's command readiness probe runs as (issue 27):
 // the workers' unless [pools.NAME.service.readiness] user names another.
-// Pool.ProbeAccount (service.go) is what its unit gets.
+// config.Pool.ProbeAccount is what its unit gets.
 
 // probeUser is readiness.user when it names another user than the pool's
 // workers run as, else "": the pool's user is checked as the pool's.
-func (p *Pool) probeUser() string {
-	if p.Service == nil || p.Service.Readiness.Kind != ReadyCommand || p.Service.Readiness.User == p.User {
+func probeUser(p *config.Pool) string {
+	if p.Service == nil || p.Service.Readiness.Kind != config.ReadyCommand || p.Service.Readiness.User == p.User {
 		return ""
 	}
 	return p.Service.Readiness.User
@@ -18,8 +22,8 @@ func (p *Pool) probeUser() string {
 // rootProbeWarning is the warning for a command probe that runs as root
 // (isRoot says whether user is root's) while the workers run as another
 // user; "" for any other probe.
-func rootProbeWarning(p *Pool, user string, isRoot bool) string {
-	if user == "" || !isRoot || p.User == "" || isRootSpelling(p.User) {
+func rootProbeWarning(p *config.Pool, user string, isRoot bool) string {
+	if user == "" || !isRoot || p.User == "" || config.IsRootSpelling(p.User) {
 		return ""
 	}
 	return fmt.Sprintf("the command probe runs as root (uid 0) while the workers run as %q: it may do all that root may; "+
@@ -31,12 +35,12 @@ func rootProbeWarning(p *Pool, user string, isRoot bool) string {
 // problem (systemd would fail every probe with status=217/USER), one that
 // resolves to uid 0 under another name ("toor") is warned about as root
 // written out is (Warnings).
-func checkProbeUser(c *Config, p *Pool, lookup lookupFunc, problems, warnings []Problem) ([]Problem, []Problem) {
-	u := p.probeUser()
-	if u == "" || isRootSpelling(u) {
+func checkProbeUser(c *config.Config, p *config.Pool, lookup lookupFunc, problems, warnings []config.Problem) ([]config.Problem, []config.Problem) {
+	u := probeUser(p)
+	if u == "" || config.IsRootSpelling(u) {
 		return problems, warnings
 	}
-	pr := Problem{File: c.FileOf(p.Name), Key: poolKey(p, "service", "readiness", "user")}
+	pr := config.Problem{File: c.FileOf(p.Name), Key: config.PoolKey(p, "service", "readiness", "user")}
 	a, err := lookup(dbPasswd, u)
 	switch {
 	case err != nil:

@@ -1,4 +1,4 @@
-package config
+package hostcheck
 
 import (
 	"context"
@@ -158,14 +158,4 @@ func osUserLookup(db, name string) (account, error) {
 func numericID(name string) (uint32, bool) {
 	id, err := strconv.ParseUint(name, 10, 32)
 	return uint32(id), err == nil
-}
-
-// isRootSpelling tells whether a user or group name is root's without
-// asking NSS: "root", or 0 written as a number ("0", "00").
-func isRootSpelling(name string) bool {
-	if name == "root" {
-		return true
-	}
-	id, ok := numericID(name)
-	return ok && id == 0
 }

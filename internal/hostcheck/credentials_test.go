@@ -1,4 +1,4 @@
-package config
+package hostcheck
 
 import (
 	"os"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/flexiq/flexiq-scaled/internal/config"
 )
 
 // Credential files are judged when the configuration is loaded (CheckMachine,
@@ -122,7 +124,7 @@ func TestCheckCredentials(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeConfig(t, tc.text)
-			c, err := Load(path)
+			c, err := config.Load(path)
 			if err != nil {
 				t.Fatalf("Load: %v", err)
 			}
@@ -161,47 +163,66 @@ func TestCheckCredentials(t *testing.T) {
 	}
 }
 
-// The connect-time read goes through the same gate as the load-time check.
-func TestReadSecretFile(t *testing.T) {
+// The fleet's store is judged as a source's: its files, and the scheme of
+// a URL that a file holds.
+func TestCheckCredentialsFleet(t *testing.T) {
 	dir := t.TempDir()
-	p := filepath.Join(dir, "pw")
-	if err := os.WriteFile(p, []byte("hunter2\r\n"), 0o600); err != nil {
-		t.Fatal(err)
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
 	}
-	if got, err := ReadSecretFile(p); err != nil || got != "hunter2" {
-		t.Fatalf("ReadSecretFile = %q, %v", got, err)
-	}
-	os.Chmod(p, 0o604)
-	if _, err := ReadSecretFile(p); err == nil || !strings.Contains(err.Error(), "mode 0604") {
-		t.Errorf("err = %v, want a refusal of mode 0604", err)
-	}
-	big := filepath.Join(dir, "big")
-	if err := os.WriteFile(big, make([]byte, maxSecretFile+1), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ReadSecretFile(big); err == nil || !strings.Contains(err.Error(), "over 64 KiB") {
-		t.Errorf("err = %v, want a refusal of a file over 64 KiB", err)
+	pw := write("fleet.pw", "hunter2\n")
+	pgURL := write("pg.url", "postgres://fleet@127.0.0.1/q?sslmode=disable\n")
+	httpURL := write("http.url", "http://127.0.0.1:9090\n")
+	// host_id written out: the test does not read this machine's id.
+	fleet := func(lines string) string { return "[fleet]\nhost_id = \"h1\"\n" + lines }
+	redis := fleet("url = \"redis://127.0.0.1:6379/0\"\n")
+	joined := func(extra string) string { return pool("") + "[pools.email.fleet]\n" + extra }
+	for _, tc := range []struct {
+		name, text, want string // want: "KEY: part of the message", or "" for none
+	}{
+		{"good", redis + "password_file = \"" + pw + "\"\n" + joined(""), ""},
+		{"missing password file", redis + "password_file = \"" + dir + "/nope\"\n" + joined(""), "fleet.password_file: "},
+		{"good url file", fleet("url_file = \""+pgURL+"\"\n") + joined(""), ""},
+		{"url file of another scheme", fleet("url_file = \""+httpURL+"\"\n") + joined(""), `fleet.url_file: the URL ` + httpURL + ` holds: scheme "http"`},
+		{"the pool's own", redis + joined("url_file = \""+dir+"/nope.url\"\n"), "pools.email.fleet.url_file: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeConfig(t, tc.text)
+			c, err := config.Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			problems, _ := CheckCredentials(c)
+			if tc.want == "" {
+				if len(problems) > 0 {
+					t.Errorf("problems %v", problems)
+				}
+				return
+			}
+			if len(problems) != 1 || !strings.HasPrefix(problems[0].String(), path+": "+tc.want) {
+				t.Errorf("problems %v, want one starting %q", problems, path+": "+tc.want)
+			}
+		})
 	}
 }
 
-// A daemon that does not run as root (run --user) takes its own files as
-// well as root's.
-func TestSecretFileOwnerNotRoot(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "pw")
-	if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(p)
+// [prometheus]'s credentials are checked as a source's, and reported under
+// config.toml's prometheus keys.
+func TestPrometheusCredentials(t *testing.T) {
+	c, err := load(t, "[prometheus]\nurl = \"http://127.0.0.1:9090\"\npassword_file = \"/nonexistent/prom.pw\"\n"+pool(""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	uid := int(fi.Sys().(*syscall.Stat_t).Uid)
-	if err := judgeSecretFile(p, fi, uid); err != nil {
-		t.Errorf("the daemon's own file: %v", err)
+	problems, _ := CheckCredentials(c)
+	found := false
+	for _, p := range problems {
+		found = found || (p.Key == "prometheus.password_file" && p.File == c.Path)
 	}
-	if uid != 0 {
-		if err := judgeSecretFile(p, fi, uid+1); err == nil {
-			t.Errorf("another user's file accepted")
-		}
+	if !found {
+		t.Errorf("problems %v, want prometheus.password_file in %s", problems, c.Path)
 	}
 }

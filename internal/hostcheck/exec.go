@@ -1,4 +1,4 @@
-package config
+package hostcheck
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/flexiq/flexiq-scaled/internal/config"
 	"golang.org/x/sys/unix"
 )
 
@@ -24,13 +25,13 @@ var systemdSearchPath = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin
 // one it cannot find or execute: systemd would fail every start with
 // status=203/EXEC. check-config treats these as errors; the daemon logs them
 // as warnings, since the file may be deployed before the program.
-func CheckExecutables(c *Config) []Problem {
+func CheckExecutables(c *config.Config) []config.Problem {
 	return checkExecutables(c, systemdSearchPath, hiddenFromUs)
 }
 
-func checkExecutables(c *Config, searchPath []string, hidden func(dir string) bool) []Problem {
-	var problems []Problem
-	for _, p := range sortedPools(c) {
+func checkExecutables(c *config.Config, searchPath []string, hidden func(dir string) bool) []config.Problem {
+	var problems []config.Problem
+	for _, p := range c.SortedPools() {
 		if len(p.Exec) == 0 {
 			continue
 		}
@@ -39,20 +40,20 @@ func checkExecutables(c *Config, searchPath []string, hidden func(dir string) bo
 			key = "app"
 		}
 		if msg := execProblem(p, searchPath, hidden); msg != "" {
-			problems = append(problems, Problem{File: c.FileOf(p.Name), Key: poolKey(p, key), Msg: msg})
+			problems = append(problems, config.Problem{File: c.FileOf(p.Name), Key: config.PoolKey(p, key), Msg: msg})
 		}
 	}
 	return problems
 }
 
-func execProblem(p *Pool, searchPath []string, hidden func(dir string) bool) string {
+func execProblem(p *config.Pool, searchPath []string, hidden func(dir string) bool) string {
 	cmd := p.Exec[0]
 	if filepath.IsAbs(cmd) {
 		err := checkExecutable(cmd)
 		if err == nil {
 			return ""
 		}
-		if h, ok := hiddenBy(filepath.Clean(cmd)); ok && errors.Is(err, fs.ErrNotExist) && hidden(h.dir) {
+		if dir, _, ok := config.HiddenBy(filepath.Clean(cmd)); ok && errors.Is(err, fs.ErrNotExist) && hidden(dir) {
 			// This is the daemon, whose sandbox hides h.dir; the
 			// workers do not run in it and may well see the file.
 			return ""
@@ -90,7 +91,7 @@ func execProblem(p *Pool, searchPath []string, hidden func(dir string) bool) str
 }
 
 // suggestExec is the exec line to write instead, with abs as the command.
-func suggestExec(p *Pool, abs string) string {
+func suggestExec(p *config.Pool, abs string) string {
 	args := []string{abs}
 	if p.App != "" {
 		// The app shortcut cannot take a path: spell out what it means.
