@@ -284,11 +284,13 @@ func (m *Manager) StartWorker(ctx context.Context, s WorkerSpec) error {
 		return fmt.Errorf("starting %s: %w", unit, err)
 	}
 	var result chan string
+	var sentOn *conn
 	start := func() error {
 		// Buffered, and one per attempt: go-systemd delivers job results
 		// while holding a lock that every other job waiter needs.
 		result = make(chan string, 1)
 		return m.call(ctx, "starting "+unit, func(c *conn) error {
+			sentOn = c
 			_, err := c.StartTransientUnitContext(ctx, unit, "fail", props, result)
 			return err
 		})
@@ -318,19 +320,61 @@ func (m *Manager) StartWorker(ctx context.Context, s WorkerSpec) error {
 		// tells activating from active, and a failure from both.
 		return m.awaitJobRunning(ctx, []string{unit})
 	}
-	select {
-	case r := <-result:
-		switch {
-		case r == "done":
-			return m.afterStart(ctx, s, unit)
-		case r == "skipped" && len(s.StartCondition) > 0:
-			// The job result of a unit whose conditions failed.
-			return fmt.Errorf("starting %s: %w (ExecCondition %q)", unit, ErrConditionSkipped, s.StartCondition)
-		}
-		return m.startFailure(ctx, unit, r)
-	case <-ctx.Done():
-		return fmt.Errorf("starting %s: waiting for the start job: %w", unit, ctx.Err())
+	r, err := m.awaitStartJob(ctx, unit, result, sentOn)
+	switch {
+	case err != nil:
+		return fmt.Errorf("starting %s: waiting for the start job: %w", unit, err)
+	case r == "done":
+		return m.afterStart(ctx, s, unit)
+	case r == "skipped" && len(s.StartCondition) > 0:
+		// The job result of a unit whose conditions failed.
+		return fmt.Errorf("starting %s: %w (ExecCondition %q)", unit, ErrConditionSkipped, s.StartCondition)
 	}
+	return m.startFailure(ctx, unit, r)
+}
+
+// lostSignalCheck is how often a start job's wait looks whether the
+// connection its result would come on is still up.
+const lostSignalCheck = 250 * time.Millisecond
+
+// awaitStartJob waits for the result of unit's start job. go-systemd
+// delivers it from the JobRemoved signal on the connection the start was
+// sent on; when that connection dies (the bus daemon restarted), the signal
+// is lost for good, and the wait would last until ctx ends although
+// systemd went on with the job. Then the job's end is read from the unit's
+// listing instead, on whatever connection the Manager has by then.
+func (m *Manager) awaitStartJob(ctx context.Context, unit string, result <-chan string, sentOn *conn) (string, error) {
+	check := time.NewTicker(lostSignalCheck)
+	defer check.Stop()
+	for {
+		select {
+		case r := <-result:
+			return r, nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-check.C:
+			if sentOn.Connected() {
+				continue
+			}
+			st, err := m.pollUnits(ctx, []string{unit}, "the start job of "+unit, func(u sddbus.UnitStatus) bool { return u.JobId != 0 })
+			if err != nil {
+				return "", err
+			}
+			return jobResultOf(st[0]), nil
+		}
+	}
+}
+
+// jobResultOf tells a start job's result from the state it left the unit
+// in. A failed worker stays loaded (CollectMode=inactive); one that ran and
+// exited already, or whose ExecCondition failed, is inactive or collected
+// already: "done" here, and afterStart tells those two apart as it does for
+// a job that said "done".
+func jobResultOf(u sddbus.UnitStatus) string {
+	if u.ActiveState == "failed" {
+		return "failed"
+	}
+	return "done"
 }
 
 // awaitJobRunning returns once the start jobs of units have begun to run.
