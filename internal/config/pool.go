@@ -162,7 +162,7 @@ func (l *loader) pool(name string, r *rawPool, daemonPoll time.Duration) *Pool {
 	}
 	l.limits(p, &r.Limits, func(k string) string { return key("limits", k) })
 	l.scaling(p, &r.rawScaling, key)
-	l.poolFleet(p, r.Fleet, key)
+	l.fleet.pool(p, r.Fleet, key)
 	l.noQueue(p, r, key)
 	return p
 }
@@ -238,18 +238,18 @@ func (l *loader) identity(p *Pool, r *rawPool, key func(...string) string) {
 // Group= refuse outright (measured against systemd 252: it takes "a b",
 // "a.b", "a@b", "-x" and non-ASCII names, but not these). Whether the name
 // exists is a question for the machine (hostcheck.CheckUsers), not for the file.
-func (l *loader) accountName(key, name string) {
+func (r *reader) accountName(key, name string) {
 	switch {
 	case name == "":
-		l.add(key, "must not be empty")
+		r.add(key, "must not be empty")
 	case name == "." || name == "..":
-		l.add(key, "%q is not a valid user or group name", name)
+		r.add(key, "%q is not a valid user or group name", name)
 	case strings.ContainsAny(name, ":/"):
-		l.add(key, "%q is not a valid user or group name: it must not contain \":\" or \"/\"", name)
+		r.add(key, "%q is not a valid user or group name: it must not contain \":\" or \"/\"", name)
 	case !utf8.ValidString(name) || strings.IndexFunc(name, unicode.IsControl) >= 0:
-		l.add(key, "%q is not a valid user or group name: it must be UTF-8 without control characters", name)
+		r.add(key, "%q is not a valid user or group name: it must be UTF-8 without control characters", name)
 	case strings.TrimSpace(name) != name:
-		l.add(key, "%q is not a valid user or group name: it must not start or end with white space", name)
+		r.add(key, "%q is not a valid user or group name: it must not start or end with white space", name)
 	}
 }
 

@@ -110,26 +110,26 @@ func (l *loader) serviceScalars(s *Service, m map[string]value, k func(...string
 
 // visiblePath checks that *path is absolute and outside what the daemon's
 // sandbox hides, and cleans it; else it is a problem and *path is emptied.
-func (l *loader) visiblePath(key string, path *string, what string) {
+func (r *reader) visiblePath(key string, path *string, what string) {
 	if !filepath.IsAbs(*path) {
-		l.add(key, "%q must be an absolute path", *path)
+		r.add(key, "%q must be an absolute path", *path)
 		*path = ""
 		return
 	}
 	*path = filepath.Clean(*path)
 	if h, hidden := hiddenBy(*path); hidden {
-		l.add(key, "%s: %s, so no other program would see %s there", *path, fmt.Sprintf(h.reason, h.dir), what)
+		r.add(key, "%s: %s, so no other program would see %s there", *path, fmt.Sprintf(h.reason, h.dir), what)
 		*path = ""
 	}
 }
 
-func (l *loader) boolean(key string, v value, dst *bool) bool {
+func (r *reader) boolean(key string, v value, dst *bool) bool {
 	if !v.set() {
 		return false
 	}
 	b, ok := v.raw.(bool)
 	if !ok {
-		l.wrongType(key, "a boolean", v)
+		r.wrongType(key, "a boolean", v)
 		return false
 	}
 	*dst = b
