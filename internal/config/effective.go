@@ -93,57 +93,7 @@ func WriteEffective(w io.Writer, c *Config) error {
 	}
 	f.Fleet = c.Fleet.effective()
 	for name, p := range c.Pools {
-		e := effectivePool{
-			App:                       p.App,
-			User:                      p.User,
-			Group:                     p.Group,
-			WorkingDirectory:          p.WorkingDirectory,
-			Environment:               p.Environment,
-			EnvironmentFile:           p.EnvironmentFiles,
-			Hardening:                 p.Hardening,
-			Mode:                      p.Mode,
-			MaxSurge:                  p.MaxSurge,
-			MinWorkers:                p.MinWorkers,
-			MaxWorkers:                p.MaxWorkers,
-			TargetQueueDepthPerWorker: p.TargetQueueDepthPerWorker,
-			TargetUtilisation:         p.TargetUtilisation,
-			ThreadsPerWorker:          effectiveThreads(p),
-			ThreadsPerWorkerFallback:  effectiveThreadsFallback(p),
-			TargetCPUUtilisation:      p.TargetCPUUtilisation,
-			TargetQueueLatencySec:     p.TargetQueueLatencySec,
-			CPUPerWorker:              p.CPUPerWorker,
-			Tolerance:                 p.Tolerance,
-			ScaleUpWindowSec:          p.ScaleUpWindow.Seconds(),
-			ScaleDownWindowSec:        p.ScaleDownWindow.Seconds(),
-			Demand:                    p.Demand,
-			DemandWindowSec:           effectiveDemandWindow(p),
-			OnsetMinJobs:              p.OnsetMinJobs,
-			KeepWarmWorkers:           p.KeepWarmWorkers,
-			KeepWarmSec:               keepWarmSec(p),
-			PollIntervalSec:           p.PollInterval.Seconds(),
-			DrainTimeoutSec:           p.DrainTimeout.Seconds(),
-			DrainSignal:               p.DrainSignal,
-			effectiveScaling:          p.Scaling.effective(),
-			Requires:                  p.Requires,
-			StartCondition:            p.StartCondition,
-			QuietSignal:               p.QuietSignal,
-			QuietPeriodSec:            p.QuietPeriod.Seconds(),
-			Source:                    effectiveSourceOf(p.Source),
-			Service:                   p.Service.effective(),
-			Fleet:                     p.Fleet.effective(),
-		}
-		// app and exec together are an error, and exec is derived from app.
-		if p.App == "" {
-			e.Exec = p.Exec
-		}
-		if p.Limits != (Limits{}) {
-			e.Limits = &effectiveLimits{
-				CPUQuota:  p.Limits.CPUQuota,
-				MemoryMax: p.Limits.MemoryMax,
-				TasksMax:  p.Limits.TasksMax,
-			}
-		}
-		f.Pools[name] = e
+		f.Pools[name] = effectivePoolOf(p)
 	}
 	if _, err := fmt.Fprintf(w, "# Effective configuration of %q, every default filled in.\n", c.Path); err != nil {
 		return fmt.Errorf("write effective config: %w", err)
@@ -162,4 +112,59 @@ func WriteEffective(w io.Writer, c *Config) error {
 		return fmt.Errorf("write effective config: %w", err)
 	}
 	return nil
+}
+
+// effectivePoolOf is p as WriteEffective writes it.
+func effectivePoolOf(p *Pool) effectivePool {
+	e := effectivePool{
+		App:                       p.App,
+		User:                      p.User,
+		Group:                     p.Group,
+		WorkingDirectory:          p.WorkingDirectory,
+		Environment:               p.Environment,
+		EnvironmentFile:           p.EnvironmentFiles,
+		Hardening:                 p.Hardening,
+		Mode:                      p.Mode,
+		MaxSurge:                  p.MaxSurge,
+		MinWorkers:                p.MinWorkers,
+		MaxWorkers:                p.MaxWorkers,
+		TargetQueueDepthPerWorker: p.TargetQueueDepthPerWorker,
+		TargetUtilisation:         p.TargetUtilisation,
+		ThreadsPerWorker:          effectiveThreads(p),
+		ThreadsPerWorkerFallback:  effectiveThreadsFallback(p),
+		TargetCPUUtilisation:      p.TargetCPUUtilisation,
+		TargetQueueLatencySec:     p.TargetQueueLatencySec,
+		CPUPerWorker:              p.CPUPerWorker,
+		Tolerance:                 p.Tolerance,
+		ScaleUpWindowSec:          p.ScaleUpWindow.Seconds(),
+		ScaleDownWindowSec:        p.ScaleDownWindow.Seconds(),
+		Demand:                    p.Demand,
+		DemandWindowSec:           effectiveDemandWindow(p),
+		OnsetMinJobs:              p.OnsetMinJobs,
+		KeepWarmWorkers:           p.KeepWarmWorkers,
+		KeepWarmSec:               keepWarmSec(p),
+		PollIntervalSec:           p.PollInterval.Seconds(),
+		DrainTimeoutSec:           p.DrainTimeout.Seconds(),
+		DrainSignal:               p.DrainSignal,
+		effectiveScaling:          p.Scaling.effective(),
+		Requires:                  p.Requires,
+		StartCondition:            p.StartCondition,
+		QuietSignal:               p.QuietSignal,
+		QuietPeriodSec:            p.QuietPeriod.Seconds(),
+		Source:                    effectiveSourceOf(p.Source),
+		Service:                   p.Service.effective(),
+		Fleet:                     p.Fleet.effective(),
+	}
+	// app and exec together are an error, and exec is derived from app.
+	if p.App == "" {
+		e.Exec = p.Exec
+	}
+	if p.Limits != (Limits{}) {
+		e.Limits = &effectiveLimits{
+			CPUQuota:  p.Limits.CPUQuota,
+			MemoryMax: p.Limits.MemoryMax,
+			TasksMax:  p.Limits.TasksMax,
+		}
+	}
+	return e
 }
