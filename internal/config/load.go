@@ -221,7 +221,7 @@ func (l *loader) parseAll(data []byte, dropIns []dropIn) (*Config, error) {
 		c.Pools[name] = l.pool(name, &r, c.Daemon.PollInterval)
 		l.file = path
 	}
-	l.services(c)
+	l.svc.services(c)
 	l.fleet.hostID(c)
 	if err := l.err(); err != nil {
 		return nil, err
@@ -279,11 +279,13 @@ func decodeProblem(err error) (key, msg string) {
 }
 
 // loader builds the Config from the file's tables, the daemon's and each
-// pool's; the fleet tables are fleetLoader's. Problems go to its reader.
+// pool's; the service tables are serviceLoader's, the fleet tables
+// fleetLoader's. Problems go to its reader.
 type loader struct {
 	*reader
 	// prom is the daemon-level [prometheus], for the pools' promql().
 	prom  *Prometheus
+	svc   *serviceLoader
 	fleet *fleetLoader
 }
 
@@ -291,7 +293,7 @@ type loader struct {
 // machineIDPath (MachineIDPath, which tests replace).
 func newLoader(file, machineIDPath string) *loader {
 	r := &reader{file: file}
-	return &loader{reader: r, fleet: &fleetLoader{reader: r, machineIDPath: machineIDPath}}
+	return &loader{reader: r, svc: &serviceLoader{r}, fleet: &fleetLoader{reader: r, machineIDPath: machineIDPath}}
 }
 
 // unknownKeys reports keys the schema does not have. Only the outermost

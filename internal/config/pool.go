@@ -115,7 +115,7 @@ func (l *loader) pool(name string, r *rawPool, daemonPoll time.Duration) *Pool {
 	}
 	l.drainSignal(p, r, key)
 	l.readiness(p, r, key)
-	l.service(p, r.Service, key)
+	l.svc.service(p, r.Service, key)
 	l.source(p, r.Source, func(k string) string { return key("source", k) })
 	l.demand(p, r, key)
 	l.warm(p, r, key)

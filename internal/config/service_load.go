@@ -22,9 +22,13 @@ import (
 // are read as raw values, like the rules, and their keys checked against
 // their TableDocs, so that a key is taken only if it is documented.
 
+// serviceLoader reads the [pools.NAME.service] tables, and checks them
+// across pools once every pool is read (service_checks.go).
+type serviceLoader struct{ *reader }
+
 // service fills p.Service from [pools.NAME.service]; a pool without the
 // table is a pool of queue workers and keeps Service nil.
-func (l *loader) service(p *Pool, raw value, key func(...string) string) {
+func (l *serviceLoader) service(p *Pool, raw value, key func(...string) string) {
 	if !raw.set() {
 		return
 	}
@@ -64,7 +68,7 @@ func (l *loader) service(p *Pool, raw value, key func(...string) string) {
 }
 
 // serviceScalars reads the table's own keys.
-func (l *loader) serviceScalars(s *Service, m map[string]value, k func(...string) string) {
+func (l *serviceLoader) serviceScalars(s *Service, m map[string]value, k func(...string) string) {
 	if l.str(k("address"), m["address"], &s.Address) {
 		ip, err := netip.ParseAddr(s.Address)
 		switch {
@@ -153,7 +157,7 @@ var probeKeys = map[string][]string{
 }
 
 // serviceReadiness fills s.Readiness from [pools.NAME.service.readiness].
-func (l *loader) serviceReadiness(s *Service, raw value, k func(...string) string) {
+func (l *serviceLoader) serviceReadiness(s *Service, raw value, k func(...string) string) {
 	if !raw.set() {
 		return
 	}
@@ -211,7 +215,7 @@ func (l *loader) serviceReadiness(s *Service, raw value, k func(...string) strin
 // probeTiming reads the timing keys. probe.Spec takes a zero as "the
 // default", so a zero written out is refused here rather than turned into
 // the default behind the writer's back.
-func (l *loader) probeTiming(spec *probe.Spec, m map[string]value, rk string) bool {
+func (l *serviceLoader) probeTiming(spec *probe.Spec, m map[string]value, rk string) bool {
 	good := true
 	if l.seconds(rk+".initial_delay_sec", m["initial_delay_sec"], &spec.InitialDelay) && spec.InitialDelay < 0 {
 		l.add(rk+".initial_delay_sec", "must be >= 0")
@@ -257,7 +261,7 @@ func probeProblem(rk, s string) (key, msg string) {
 // parsed and executed once on a sample of the pool's replicas, so that a
 // template that cannot render is refused at load (and so at reload, which
 // then keeps the old configuration).
-func (l *loader) templates(p *Pool, s *Service, raw value, k func(...string) string) {
+func (l *serviceLoader) templates(p *Pool, s *Service, raw value, k func(...string) string) {
 	var list []any
 	switch v := raw.raw.(type) {
 	case nil:
@@ -290,7 +294,7 @@ func (l *loader) templates(p *Pool, s *Service, raw value, k func(...string) str
 }
 
 // template reads, loads and checks one template table.
-func (l *loader) template(tk string, raw any, sample discovery.Set) (*discovery.Template, bool) {
+func (l *serviceLoader) template(tk string, raw any, sample discovery.Set) (*discovery.Template, bool) {
 	m, ok := l.table(tk, raw, templateKeys.Names()...)
 	if !ok {
 		return nil, false
@@ -353,7 +357,7 @@ func (l *loader) template(tk string, raw any, sample discovery.Set) (*discovery.
 }
 
 // afterChange reads after_change and its timeout into spec.After.
-func (l *loader) afterChange(tk string, m map[string]value, spec *discovery.TemplateSpec) bool {
+func (l *serviceLoader) afterChange(tk string, m map[string]value, spec *discovery.TemplateSpec) bool {
 	var argv []string
 	timeout := discovery.DefaultCommandTimeout
 	timeoutSet := l.seconds(tk+".after_change_timeout_sec", m["after_change_timeout_sec"], &timeout)
