@@ -147,15 +147,6 @@ func reservedServiceEnv(name string) bool {
 		name == RankEnv || name == GroupSizeEnv
 }
 
-// probeKeys are the readiness keys each type takes besides "type".
-var probeKeys = map[string][]string{
-	ReadyActive:  nil,
-	ReadyNotify:  nil,
-	ReadyHTTP:    append([]string{"path", "port"}, probeTimingKeys.Names()...),
-	ReadyTCP:     append([]string{"port"}, probeTimingKeys.Names()...),
-	ReadyCommand: append([]string{"command", "user"}, probeTimingKeys.Names()...),
-}
-
 // serviceReadiness fills s.Readiness from [pools.NAME.service.readiness].
 func (l *serviceLoader) serviceReadiness(s *Service, raw value, k func(...string) string) {
 	if !raw.set() {
@@ -168,36 +159,26 @@ func (l *serviceLoader) serviceReadiness(s *Service, raw value, k func(...string
 	}
 	kind := ReadyActive
 	l.str(rk+".type", m["type"], &kind)
-	allowed, known := probeKeys[kind]
+	rkind, known := readinessKindOf(kind)
 	if !known {
-		l.add(rk+".type", "unknown readiness type %q (want %q, %q, %q, %q or %q)", kind, ReadyActive, ReadyNotify, ReadyHTTP, ReadyTCP, ReadyCommand)
+		l.add(rk+".type", "unknown readiness type %q (want %s)", kind, readinessKindNames("%q"))
 		return
 	}
 	good := true
 	for _, name := range slices.Sorted(maps.Keys(m)) {
-		if name != "type" && !slices.Contains(allowed, name) {
+		if name != "type" && !slices.Contains(rkind.allowed(), name) {
 			l.add(rk+"."+name, "does not apply to type = %q", kind)
 			good = false
 		}
 	}
-	if !good || allowed == nil {
+	if !good || !rkind.probe {
 		s.Readiness = Readiness{Kind: kind}
 		return
 	}
 	spec := probe.Spec{Kind: probe.Kind(kind)}
-	if kind == ReadyHTTP {
-		spec.Path = "/"
-	}
-	l.str(rk+".path", m["path"], &spec.Path)
-	l.str(rk+".port", m["port"], &spec.Port)
-	if kind == ReadyCommand && !m["command"].set() {
-		l.add(rk+".command", "missing: the command line whose exit status 0 is ready")
-		return
-	}
-	l.strings(rk+".command", m["command"], &spec.Command)
 	var user string
-	if l.str(rk+".user", m["user"], &user) {
-		l.accountName(rk+".user", user)
+	if !rkind.decode(l.reader, rk, m, &spec, &user) {
+		return
 	}
 	if !l.probeTiming(&spec, m, rk) {
 		return
