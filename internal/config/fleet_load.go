@@ -21,8 +21,9 @@ const MachineIDPath = "/etc/machine-id"
 // fleetSchemes are the URL schemes of the coordination stores.
 var fleetSchemes = []string{"redis", "rediss", "postgres", "postgresql"}
 
-// The timing keys of both fleet tables, in the order they are checked.
-var fleetTimingKeys = []string{"ttl_sec", "heartbeat_sec", "renew_sec", "hold_sec"}
+// The timing keys of both fleet tables, in the order they are checked: those
+// documented (fleetdoc.go).
+var fleetTimingKeys = TableDoc{Keys: fleetTimingDocs}.Names()
 
 // hostIDRE bounds host_id: it is part of the store's keys and rows, and of
 // every status line; a machine-id (32 hex digits) fits.
@@ -329,50 +330,27 @@ func resolveFleetCapacity(p *Pool, fit int) {
 	}
 }
 
-// effectiveFleetTimings are the timings as WriteEffective writes them.
-type effectiveFleetTimings struct {
-	TTLSec       float64 `toml:"ttl_sec"`
-	HeartbeatSec float64 `toml:"heartbeat_sec"`
-	RenewSec     float64 `toml:"renew_sec"`
-	HoldSec      float64 `toml:"hold_sec"`
-}
-
-type effectiveFleet struct {
-	Conn
-	HostID string `toml:"host_id,omitempty"`
-	effectiveFleetTimings
-}
-
-// effectivePoolFleet writes the pool's store and timings in effect, its
-// own and [fleet]'s alike: loaded again, they are the pool's own, with the
-// same values.
-type effectivePoolFleet struct {
-	Capacity any `toml:"capacity"` // an int, or "auto"
-	Conn
-	effectiveFleetTimings
-}
-
-func (f *Fleet) timings() effectiveFleetTimings {
-	return effectiveFleetTimings{TTLSec: f.TTL.Seconds(), HeartbeatSec: f.Heartbeat.Seconds(),
-		RenewSec: f.Renew.Seconds(), HoldSec: f.Hold.Seconds()}
-}
-
-func (f *Fleet) effective() *effectiveFleet {
+// effective is [fleet] as WriteEffective writes it: its fields' keys, as
+// a source type's settings are written.
+func (f *Fleet) effective() any {
 	if f == nil {
 		return nil
 	}
-	return &effectiveFleet{Conn: f.Conn, HostID: f.HostID, effectiveFleetTimings: f.timings()}
+	return effectiveOf(*f, nil)
 }
 
-func (p *PoolFleet) effective() *effectivePoolFleet {
+// effective writes the pool's store and timings in effect, its own and
+// [fleet]'s alike: loaded again, they are the pool's own, with the same
+// values. Not host_id, which only [fleet] sets.
+func (p *PoolFleet) effective() any {
 	if p == nil {
 		return nil
 	}
-	e := &effectivePoolFleet{Capacity: p.Capacity, Conn: p.Conn, effectiveFleetTimings: p.timings()}
+	var capacity any = p.Capacity
 	if p.CapacityAuto {
-		e.Capacity = "auto"
+		capacity = "auto"
 	}
-	return e
+	return effectiveOf(*p, []effectiveField{{"Capacity", `toml:"capacity"`, capacity}}, "capacity", "host_id")
 }
 
 // DiffFleet names the keys of the [fleet] table that differ between old
