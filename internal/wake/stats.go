@@ -43,9 +43,9 @@ type Cycle struct {
 }
 
 type counters struct {
-	wakeRequests, wakeErrors, wakes          atomic.Uint64
-	accepted, forwarded, rejected, closed    atomic.Uint64
-	dialErrors, readyErrors                  atomic.Uint64
+	wakeRequests, wakeErrors, wakes         atomic.Uint64
+	accepted, forwarded, rejected, closed   atomic.Uint64
+	dialErrors, readyErrors                 atomic.Uint64
 	heldNow, forwardingNow, lastTimeToReady atomic.Int64
 }
 
