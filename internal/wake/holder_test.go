@@ -214,7 +214,9 @@ func TestRefusingReplicaSkipped(t *testing.T) {
 	p := newPool()
 	good, served := echoReplica(t)
 	p.set(refusingAddr(t), good)
-	h, addr, _, _ := serve(t, p, Config{})
+	// Polls too rare to matter within the hold: a connection must reach
+	// the good replica within its first forward, not on a poll after.
+	h, addr, _, _ := serve(t, p, Config{HoldTimeout: 2 * time.Second, PollInterval: time.Minute, RefreshInterval: time.Minute})
 	for i := range 6 {
 		want := []byte(fmt.Sprintf("hello %d", i))
 		got, err := roundTrip(addr, want)
