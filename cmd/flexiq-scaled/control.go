@@ -1,7 +1,7 @@
 package main
 
 // reload and roll, which ask the daemon over its control socket, as the
-// other operator's commands do (status.go), and wait for its verdict.
+// other operator's commands do (operator.go), and wait for its verdict.
 
 import (
 	"errors"

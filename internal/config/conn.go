@@ -77,9 +77,9 @@ func (d *SourceDecoder) Conn(c *Conn, schemes ...string) {
 
 // credentialName checks a systemd credential's name: a file name in
 // $CREDENTIALS_DIRECTORY.
-func (l *loader) credentialName(key, name string) {
+func (r *reader) credentialName(key, name string) {
 	if name == "" || name == "." || name == ".." || filepath.Base(name) != name {
-		l.add(key, "%q is not a credential name (a plain file name, as in LoadCredential=NAME:PATH)", name)
+		r.add(key, "%q is not a credential name (a plain file name, as in LoadCredential=NAME:PATH)", name)
 	}
 }
 

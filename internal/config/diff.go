@@ -14,8 +14,9 @@ import (
 // nothing).
 //
 // It reflects over Pool, so that a field added later is compared without
-// anyone remembering to add it here; its key is then the field's name in
-// snake_case unless keyNames says otherwise.
+// anyone remembering to add it here; its key is then its toml tag's, as
+// WriteEffective writes it, or else the field's name in snake_case, unless
+// keyNames says otherwise.
 func Diff(old, new *Pool) []string {
 	return diffTables(old, new, "(pool added or removed)", "")
 }
@@ -73,15 +74,10 @@ var keyNames = map[string]string{
 	"Spec.Period":               "period_sec",
 	"Spec.Timeout":              "timeout_sec",
 	// Fleets: the store's connection keys and the timings are the
-	// table's own; the store is its URL's scheme.
+	// table's own (their toml tags name them).
 	"PoolFleet.Fleet":        flattened,
 	"PoolFleet.CapacityAuto": "capacity",
 	"Fleet.Conn":             flattened,
-	"Fleet.Store":            "",
-	"Fleet.TTL":              "ttl_sec",
-	"Fleet.Heartbeat":        "heartbeat_sec",
-	"Fleet.Renew":            "renew_sec",
-	"Fleet.Hold":             "hold_sec",
 }
 
 func diffStruct(a, b reflect.Value, prefix string) []string {
@@ -93,6 +89,11 @@ func diffStruct(a, b reflect.Value, prefix string) []string {
 			continue
 		}
 		key, known := keyNames[t.Name()+"."+f.Name]
+		if _, tagged := f.Tag.Lookup("toml"); !known && tagged {
+			// A settings struct's field, which WriteEffective writes
+			// under its tag ("-": not a key).
+			key, known = settingsKey(f), true
+		}
 		if !known {
 			key = snakeCase(f.Name)
 		}

@@ -21,8 +21,9 @@ const MachineIDPath = "/etc/machine-id"
 // fleetSchemes are the URL schemes of the coordination stores.
 var fleetSchemes = []string{"redis", "rediss", "postgres", "postgresql"}
 
-// The timing keys of both fleet tables, in the order they are checked.
-var fleetTimingKeys = []string{"ttl_sec", "heartbeat_sec", "renew_sec", "hold_sec"}
+// The timing keys of both fleet tables, in the order they are checked: those
+// documented (fleetdoc.go).
+var fleetTimingKeys = TableDoc{Keys: fleetTimingDocs}.Names()
 
 // hostIDRE bounds host_id: it is part of the store's keys and rows, and of
 // every status line; a machine-id (32 hex digits) fits.
@@ -65,9 +66,19 @@ func ReadMachineID(path string) (string, error) {
 	return id, nil
 }
 
+// fleetLoader reads the fleet tables: the daemon's [fleet], then each
+// pool's [pools.NAME.fleet] over it.
+type fleetLoader struct {
+	*reader
+	// tab is the daemon-level [fleet] as written, under the pools' fleet
+	// tables; machineIDPath where host_id defaults from.
+	tab           *fleetTable
+	machineIDPath string
+}
+
 // fleetTable is one fleet table as written, each key checked on its own:
 // the relations between the timings are checked on the values in effect
-// (fleetTimings), which for a pool take [fleet]'s under its own.
+// (fleetLoader.timings), which for a pool take [fleet]'s under its own.
 type fleetTable struct {
 	// conn is nil when the table writes no connection key; written, the
 	// connection keys are one connection, taken whole.
@@ -77,10 +88,10 @@ type fleetTable struct {
 	key     func(string) string
 }
 
-// fleetTable reads a fleet table with the keys names (the table's own),
+// table reads a fleet table with the keys names (the table's own),
 // through the source decoder, so that its connection keys are checked as a
 // source's are.
-func (l *loader) fleetTable(r rawSourceTable, key func(string) string, names []string) (*SourceDecoder, fleetTable) {
+func (l *fleetLoader) table(r rawSourceTable, key func(string) string, names []string) (*SourceDecoder, fleetTable) {
 	t := fleetTable{timings: map[string]time.Duration{}, key: key}
 	mine := rawSourceTable{}
 	for _, k := range slices.Sorted(maps.Keys(r)) {
@@ -94,7 +105,7 @@ func (l *loader) fleetTable(r rawSourceTable, key func(string) string, names []s
 		}
 		mine[k] = r[k]
 	}
-	d := &SourceDecoder{l: l, typ: "fleet", key: key, keys: mine}
+	d := &SourceDecoder{l: l.reader, typ: "fleet", key: key, keys: mine}
 	if slices.ContainsFunc(ConnKeys, func(k KeyDoc) bool { return d.Has(k.Name) }) {
 		t.conn = &Conn{}
 		d.Conn(t.conn, fleetSchemes...)
@@ -117,19 +128,19 @@ func (l *loader) fleetTable(r rawSourceTable, key func(string) string, names []s
 	return d, t
 }
 
-// fleet reads the daemon-level [fleet] table.
-func (l *loader) fleet(r rawSourceTable) *Fleet {
+// daemon reads the daemon-level [fleet] table.
+func (l *fleetLoader) daemon(r rawSourceTable) *Fleet {
 	if r == nil {
 		return nil
 	}
-	_, t := l.fleetTable(r, func(k string) string { return "fleet." + k }, fleetKeys.Names())
-	l.fleetTab = &t
+	_, t := l.table(r, func(k string) string { return "fleet." + k }, fleetKeys.Names())
+	l.tab = &t
 	f := &Fleet{HostID: t.hostID}
 	if t.conn != nil {
 		f.Conn = *t.conn
 		f.Store = storeOf(f.Conn)
 	}
-	l.fleetTimings(f, t)
+	l.timings(f, t)
 	return f
 }
 
@@ -143,11 +154,11 @@ func storeOf(c Conn) string {
 	return ""
 }
 
-// fleetTimings fills f's timings from the tables (the [fleet] table, then
+// timings fills f's timings from the tables (the [fleet] table, then
 // the pool's, which wins) and checks how they relate. A problem names the
 // key where the last table sets it: one that only [fleet] sets was
 // reported there, with [fleet]'s values.
-func (l *loader) fleetTimings(f *Fleet, tables ...fleetTable) {
+func (l *fleetLoader) timings(f *Fleet, tables ...fleetTable) {
 	last := tables[len(tables)-1]
 	get := func(k string, def time.Duration) time.Duration {
 		for i := len(tables) - 1; i >= 0; i-- {
@@ -185,16 +196,16 @@ func (l *loader) fleetTimings(f *Fleet, tables ...fleetTable) {
 	}
 }
 
-// poolFleet reads [pools.NAME.fleet]: the pool joins a fleet, its store and
+// pool reads [pools.NAME.fleet]: the pool joins a fleet, its store and
 // timings those of [fleet] under its own keys. After scaling, whose rules
 // it judges.
-func (l *loader) poolFleet(p *Pool, r rawSourceTable, key func(...string) string) {
+func (l *fleetLoader) pool(p *Pool, r rawSourceTable, key func(...string) string) {
 	if r == nil {
 		return
 	}
 	fkey := func(k string) string { return key("fleet", k) }
 	names := poolFleetKeys.Names()
-	d, t := l.fleetTable(r, fkey, names)
+	d, t := l.table(r, fkey, names)
 	pf := &PoolFleet{CapacityAuto: true}
 	switch raw := d.Raw("capacity").(type) {
 	case nil:
@@ -213,27 +224,27 @@ func (l *loader) poolFleet(p *Pool, r rawSourceTable, key func(...string) string
 		}
 	}
 	tables := []fleetTable{t}
-	if l.fleetTab != nil {
-		tables = []fleetTable{*l.fleetTab, t}
+	if l.tab != nil {
+		tables = []fleetTable{*l.tab, t}
 	}
 	switch {
 	case t.conn != nil:
 		pf.Conn = *t.conn
-	case l.fleetTab != nil && l.fleetTab.conn != nil:
-		pf.Conn = *l.fleetTab.conn
+	case l.tab != nil && l.tab.conn != nil:
+		pf.Conn = *l.tab.conn
 	default:
 		l.add(key("fleet"), "no coordination store: set url (or url_file, url_credential) in [fleet], for every pool, or here, for this one")
 	}
 	pf.Store = storeOf(pf.Conn)
-	l.fleetTimings(&pf.Fleet, tables...)
+	l.timings(&pf.Fleet, tables...)
 	p.Fleet = pf
-	l.fleetPolicy(p, key)
+	l.policy(p, key)
 }
 
-// fleetPolicy refuses what a fleet's one decision cannot coordinate: the
+// policy refuses what a fleet's one decision cannot coordinate: the
 // leader decides for every host from the queue, which all of them share,
 // and knows nothing of the other hosts' machines.
-func (l *loader) fleetPolicy(p *Pool, key func(...string) string) {
+func (l *fleetLoader) policy(p *Pool, key func(...string) string) {
 	if p.TargetCPUUtilisation > 0 {
 		l.add(key("target_cpu_utilisation"), "not in a pool that joins a fleet: worker CPU is not coordinated across hosts, "+
 			"and the leader would scale every host on its own workers' CPU; leave it out, or the pool's [pools.%s.fleet]", p.Name)
@@ -262,10 +273,10 @@ func (l *loader) fleetPolicy(p *Pool, key func(...string) string) {
 	}
 }
 
-// fleetHostID gives every pool that joins a fleet this host's id: [fleet]'s
+// hostID gives every pool that joins a fleet this host's id: [fleet]'s
 // host_id, or the machine id. Read only when a pool joins: a [fleet] table
 // alone needs none.
-func (l *loader) fleetHostID(c *Config) {
+func (l *fleetLoader) hostID(c *Config) {
 	joins := slices.ContainsFunc(slices.Collect(maps.Values(c.Pools)), (*Pool).Joins)
 	if !joins {
 		return
@@ -319,50 +330,27 @@ func resolveFleetCapacity(p *Pool, fit int) {
 	}
 }
 
-// effectiveFleetTimings are the timings as WriteEffective writes them.
-type effectiveFleetTimings struct {
-	TTLSec       float64 `toml:"ttl_sec"`
-	HeartbeatSec float64 `toml:"heartbeat_sec"`
-	RenewSec     float64 `toml:"renew_sec"`
-	HoldSec      float64 `toml:"hold_sec"`
-}
-
-type effectiveFleet struct {
-	Conn
-	HostID string `toml:"host_id,omitempty"`
-	effectiveFleetTimings
-}
-
-// effectivePoolFleet writes the pool's store and timings in effect, its
-// own and [fleet]'s alike: loaded again, they are the pool's own, with the
-// same values.
-type effectivePoolFleet struct {
-	Capacity any `toml:"capacity"` // an int, or "auto"
-	Conn
-	effectiveFleetTimings
-}
-
-func (f *Fleet) timings() effectiveFleetTimings {
-	return effectiveFleetTimings{TTLSec: f.TTL.Seconds(), HeartbeatSec: f.Heartbeat.Seconds(),
-		RenewSec: f.Renew.Seconds(), HoldSec: f.Hold.Seconds()}
-}
-
-func (f *Fleet) effective() *effectiveFleet {
+// effective is [fleet] as WriteEffective writes it: its fields' keys, as
+// a source type's settings are written.
+func (f *Fleet) effective() any {
 	if f == nil {
 		return nil
 	}
-	return &effectiveFleet{Conn: f.Conn, HostID: f.HostID, effectiveFleetTimings: f.timings()}
+	return effectiveOf(*f, nil)
 }
 
-func (p *PoolFleet) effective() *effectivePoolFleet {
+// effective writes the pool's store and timings in effect, its own and
+// [fleet]'s alike: loaded again, they are the pool's own, with the same
+// values. Not host_id, which only [fleet] sets.
+func (p *PoolFleet) effective() any {
 	if p == nil {
 		return nil
 	}
-	e := &effectivePoolFleet{Capacity: p.Capacity, Conn: p.Conn, effectiveFleetTimings: p.timings()}
+	var capacity any = p.Capacity
 	if p.CapacityAuto {
-		e.Capacity = "auto"
+		capacity = "auto"
 	}
-	return e
+	return effectiveOf(*p, []effectiveField{{"Capacity", `toml:"capacity"`, capacity}}, "capacity", "host_id")
 }
 
 // DiffFleet names the keys of the [fleet] table that differ between old

@@ -50,7 +50,7 @@ func loadWithMachineID(path, idPath string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return (&loader{file: path, machineIDPath: idPath}).parseAll(data, dropIns)
+	return newLoader(path, idPath).parseAll(data, dropIns)
 }
 
 const (

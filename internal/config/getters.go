@@ -14,8 +14,8 @@ import (
 // a mistyped one is a problem and also leaves the default, so that the range
 // checks that follow do not pile a second complaint onto the same key.
 
-func (l *loader) wrongType(key, want string, v value) {
-	l.add(key, "must be %s, not %s", want, describe(v.raw))
+func (r *reader) wrongType(key, want string, v value) {
+	r.add(key, "must be %s, not %s", want, describe(v.raw))
 }
 
 func describe(raw any) string {
@@ -36,13 +36,13 @@ func describe(raw any) string {
 	return "a date or time"
 }
 
-func (l *loader) str(key string, v value, dst *string) bool {
+func (r *reader) str(key string, v value, dst *string) bool {
 	if !v.set() {
 		return false
 	}
 	s, ok := v.raw.(string)
 	if !ok {
-		l.wrongType(key, "a string", v)
+		r.wrongType(key, "a string", v)
 		return false
 	}
 	*dst = s
@@ -51,17 +51,17 @@ func (l *loader) str(key string, v value, dst *string) bool {
 
 // integer accepts counts that fit in 32 bits: no pool needs more, and it
 // keeps int conversions exact on every platform.
-func (l *loader) integer(key string, v value, dst *int) bool {
+func (r *reader) integer(key string, v value, dst *int) bool {
 	if !v.set() {
 		return false
 	}
 	n, ok := v.raw.(int64)
 	switch {
 	case !ok:
-		l.wrongType(key, "an integer", v)
+		r.wrongType(key, "an integer", v)
 		return false
 	case n < math.MinInt32 || n > math.MaxInt32:
-		l.add(key, "%d is out of range", n)
+		r.add(key, "%d is out of range", n)
 		return false
 	}
 	*dst = int(n)
@@ -69,7 +69,7 @@ func (l *loader) integer(key string, v value, dst *int) bool {
 }
 
 // number accepts integers too: "threshold = 1" should not need a ".0".
-func (l *loader) number(key string, v value, dst *float64) bool {
+func (r *reader) number(key string, v value, dst *float64) bool {
 	if !v.set() {
 		return false
 	}
@@ -80,37 +80,37 @@ func (l *loader) number(key string, v value, dst *float64) bool {
 	case float64:
 		f = n
 	default:
-		l.wrongType(key, "a number", v)
+		r.wrongType(key, "a number", v)
 		return false
 	}
 	if math.IsNaN(f) || math.IsInf(f, 0) {
-		l.add(key, "must be a finite number")
+		r.add(key, "must be a finite number")
 		return false
 	}
 	*dst = f
 	return true
 }
 
-func (l *loader) seconds(key string, v value, dst *time.Duration) bool {
+func (r *reader) seconds(key string, v value, dst *time.Duration) bool {
 	f := dst.Seconds()
-	if !l.number(key, v, &f) {
+	if !r.number(key, v, &f) {
 		return false
 	}
 	if math.Abs(f) > float64(math.MaxInt64)/float64(time.Second) {
-		l.add(key, "%g seconds is too large", f)
+		r.add(key, "%g seconds is too large", f)
 		return false
 	}
 	*dst = time.Duration(math.Round(f * float64(time.Second)))
 	return true
 }
 
-func (l *loader) strings(key string, v value, dst *[]string) bool {
+func (r *reader) strings(key string, v value, dst *[]string) bool {
 	if !v.set() {
 		return false
 	}
 	arr, ok := v.raw.([]any)
 	if !ok {
-		l.wrongType(key, "an array of strings", v)
+		r.wrongType(key, "an array of strings", v)
 		return false
 	}
 	out := make([]string, len(arr))
@@ -118,7 +118,7 @@ func (l *loader) strings(key string, v value, dst *[]string) bool {
 	for i, e := range arr {
 		s, ok := e.(string)
 		if !ok {
-			l.add(key, "element %d must be a string, not %s", i+1, describe(e))
+			r.add(key, "element %d must be a string, not %s", i+1, describe(e))
 			good = false
 		}
 		out[i] = s
@@ -129,13 +129,13 @@ func (l *loader) strings(key string, v value, dst *[]string) bool {
 	return good
 }
 
-func (l *loader) stringMap(key string, v value, dst *map[string]string) bool {
+func (r *reader) stringMap(key string, v value, dst *map[string]string) bool {
 	if !v.set() {
 		return false
 	}
 	m, ok := v.raw.(map[string]any)
 	if !ok {
-		l.wrongType(key, "a table of strings", v)
+		r.wrongType(key, "a table of strings", v)
 		return false
 	}
 	out := make(map[string]string, len(m))
@@ -143,7 +143,7 @@ func (l *loader) stringMap(key string, v value, dst *map[string]string) bool {
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		s, ok := m[k].(string)
 		if !ok {
-			l.add(key+"."+toml.Key{k}.String(), "must be a string, not %s", describe(m[k]))
+			r.add(key+"."+toml.Key{k}.String(), "must be a string, not %s", describe(m[k]))
 			good = false
 		}
 		out[k] = s

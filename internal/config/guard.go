@@ -109,14 +109,14 @@ func (l *loader) hostGuard(r rawHostGuard, poll time.Duration) *HostGuard {
 
 // byteSize reads a size as memory_max takes it: an integer byte count, or a
 // string with a K, M, G or T suffix (base 1024).
-func (l *loader) byteSize(key string, v value, dst *uint64) bool {
+func (r *reader) byteSize(key string, v value, dst *uint64) bool {
 	var s string
 	switch raw := v.raw.(type) {
 	case nil:
 		return false
 	case int64:
 		if raw < 1 {
-			l.add(key, "must be a byte count above 0")
+			r.add(key, "must be a byte count above 0")
 			return false
 		}
 		*dst = uint64(raw)
@@ -124,12 +124,12 @@ func (l *loader) byteSize(key string, v value, dst *uint64) bool {
 	case string:
 		s = raw
 	default:
-		l.wrongType(key, "a string or an integer", v)
+		r.wrongType(key, "a string or an integer", v)
 		return false
 	}
 	n, ok := parseSize(s)
 	if !ok || s == "infinity" {
-		l.add(key, `must be a byte count above 0, optionally with a K, M, G or T suffix (base 1024), such as "512M"`)
+		r.add(key, `must be a byte count above 0, optionally with a K, M, G or T suffix (base 1024), such as "512M"`)
 		return false
 	}
 	*dst = n

@@ -39,7 +39,7 @@ func (l *loader) limits(p *Pool, r *rawLimits, key func(string) string) {
 // size reads a byte count in systemd's size syntax (parseSize), written as
 // a string or, bare, as an integer, as systemd allows. It returns the value
 // as written and in bytes.
-func (l *loader) size(key string, v value, infinity bool) (string, uint64, bool) {
+func (r *reader) size(key string, v value, infinity bool) (string, uint64, bool) {
 	var s string
 	switch raw := v.raw.(type) {
 	case nil:
@@ -49,7 +49,7 @@ func (l *loader) size(key string, v value, infinity bool) (string, uint64, bool)
 	case string:
 		s = raw
 	default:
-		l.wrongType(key, "a string or an integer", v)
+		r.wrongType(key, "a string or an integer", v)
 		return "", 0, false
 	}
 	if n, ok := parseSize(s); ok && (infinity || s != "infinity") {
@@ -59,7 +59,7 @@ func (l *loader) size(key string, v value, infinity bool) (string, uint64, bool)
 	if infinity {
 		msg += `, or "infinity"`
 	}
-	l.add(key, "%s", msg)
+	r.add(key, "%s", msg)
 	return "", 0, false
 }
 

@@ -177,7 +177,7 @@ func (l *loader) decodeFile(data []byte, raw *rawFile) (toml.MetaData, bool) {
 }
 
 func parseAll(path string, data []byte, dropIns []dropIn) (*Config, error) {
-	return (&loader{file: path, machineIDPath: MachineIDPath}).parseAll(data, dropIns)
+	return newLoader(path, MachineIDPath).parseAll(data, dropIns)
 }
 
 // parseAll is parseAll of the file l names, with the loader's settings
@@ -212,7 +212,7 @@ func (l *loader) parseAll(data []byte, dropIns []dropIn) (*Config, error) {
 	c.Prometheus = l.prometheus(raw.Prometheus)
 	l.prom = c.Prometheus
 	// Before the pools too, whose fleet tables take its keys.
-	c.Fleet = l.fleet(raw.Fleet)
+	c.Fleet = l.fleet.daemon(raw.Fleet)
 	// Sorted, so that problems come out in the same order on every run.
 	for _, name := range slices.Sorted(maps.Keys(raw.Pools)) {
 		r := raw.Pools[name]
@@ -221,8 +221,8 @@ func (l *loader) parseAll(data []byte, dropIns []dropIn) (*Config, error) {
 		c.Pools[name] = l.pool(name, &r, c.Daemon.PollInterval)
 		l.file = path
 	}
-	l.services(c)
-	l.fleetHostID(c)
+	l.svc.services(c)
+	l.fleet.hostID(c)
 	if err := l.err(); err != nil {
 		return nil, err
 	}
@@ -278,27 +278,22 @@ func decodeProblem(err error) (key, msg string) {
 	return "", strings.TrimPrefix(err.Error(), "toml: ")
 }
 
-// loader collects problems while it builds the Config.
+// loader builds the Config from the file's tables, the daemon's and each
+// pool's; the service tables are serviceLoader's, the fleet tables
+// fleetLoader's. Problems go to its reader.
 type loader struct {
-	file     string
-	problems []Problem
+	*reader
 	// prom is the daemon-level [prometheus], for the pools' promql().
-	prom *Prometheus
-	// fleetTab is the daemon-level [fleet] as written, under the pools'
-	// fleet tables; machineIDPath where host_id defaults from.
-	fleetTab      *fleetTable
-	machineIDPath string
+	prom  *Prometheus
+	svc   *serviceLoader
+	fleet *fleetLoader
 }
 
-func (l *loader) add(key, format string, args ...any) {
-	l.problems = append(l.problems, Problem{File: l.file, Key: key, Msg: fmt.Sprintf(format, args...)})
-}
-
-func (l *loader) err() error {
-	if len(l.problems) == 0 {
-		return nil
-	}
-	return &Error{Problems: l.problems}
+// newLoader is a loader of file, whose fleet tables default host_id from
+// machineIDPath (MachineIDPath, which tests replace).
+func newLoader(file, machineIDPath string) *loader {
+	r := &reader{file: file}
+	return &loader{reader: r, svc: &serviceLoader{r}, fleet: &fleetLoader{reader: r, machineIDPath: machineIDPath}}
 }
 
 // unknownKeys reports keys the schema does not have. Only the outermost

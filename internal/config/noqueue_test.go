@@ -26,7 +26,7 @@ func TestServiceSourceDefault(t *testing.T) {
 		{"service pool with a queue", true, rawSourceTable{"path": {"/var/lib/q.db"}}, DefaultSourceType},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := &loader{file: "/etc/flexiq-scaled/config.toml"}
+			l := newLoader("/etc/flexiq-scaled/config.toml", MachineIDPath)
 			p := defaultPool("svc", time.Second)
 			if tc.service {
 				p.Service = &Service{}
@@ -75,7 +75,7 @@ func TestNoQueueChecks(t *testing.T) {
 		{"keep warm", true, cpu, "keep_warm_workers = 2", "pools.svc.keep_warm_workers", "reads the queue"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := &loader{file: "/etc/flexiq-scaled/config.toml"}
+			l := newLoader("/etc/flexiq-scaled/config.toml", MachineIDPath)
 			p := defaultPool("svc", time.Second)
 			p.Source.Type = SourceNone
 			if tc.service {

@@ -96,6 +96,44 @@ func (l *loader) pool(name string, r *rawPool, daemonPoll time.Duration) *Pool {
 	l.identity(p, r, key)
 	l.rollout(p, r, key)
 
+	l.targets(p, r, key)
+	for _, d := range []struct {
+		name string
+		v    value
+		dst  *time.Duration
+	}{
+		{"scale_up_window_sec", r.ScaleUpWindowSec, &p.ScaleUpWindow},
+		{"scale_down_window_sec", r.ScaleDownWindowSec, &p.ScaleDownWindow},
+		{"drain_timeout_sec", r.DrainTimeoutSec, &p.DrainTimeout},
+	} {
+		if l.seconds(key(d.name), d.v, d.dst) && *d.dst < 0 {
+			l.add(key(d.name), "must be >= 0")
+		}
+	}
+	if l.seconds(key("poll_interval_sec"), r.PollIntervalSec, &p.PollInterval) && p.PollInterval < minPollInterval {
+		l.add(key("poll_interval_sec"), "must be >= 0.1")
+	}
+	l.drainSignal(p, r, key)
+	l.readiness(p, r, key)
+	l.svc.service(p, r.Service, key)
+	l.source(p, r.Source, func(k string) string { return key("source", k) })
+	l.demand(p, r, key)
+	l.warm(p, r, key)
+	if threads := threadsSources(); p.ThreadsAuto && !slices.Contains(threads, p.Source.Type) {
+		l.add(key("threads_per_worker"), `"auto" reads flexiq's workers: only for %s sources, not %s`,
+			strings.Join(threads, ", "), p.Source.Type)
+	}
+	l.limits(p, &r.Limits, func(k string) string { return key("limits", k) })
+	l.scaling(p, &r.rawScaling, key)
+	l.fleet.pool(p, r.Fleet, key)
+	l.noQueue(p, r, key)
+	return p
+}
+
+// targets fills the worker bounds and the targets of the HPA formula and
+// its signals (threads_per_worker among them), each checked on its own
+// range.
+func (l *loader) targets(p *Pool, r *rawPool, key func(...string) string) {
 	if l.integer(key("min_workers"), r.MinWorkers, &p.MinWorkers) && p.MinWorkers < 0 {
 		l.add(key("min_workers"), "must be >= 0")
 	}
@@ -134,37 +172,6 @@ func (l *loader) pool(name string, r *rawPool, daemonPoll time.Duration) *Pool {
 	if l.number(key("tolerance"), r.Tolerance, &p.Tolerance) && !(p.Tolerance >= 0 && p.Tolerance < 1) {
 		l.add(key("tolerance"), "must be in [0, 1)")
 	}
-	for _, d := range []struct {
-		name string
-		v    value
-		dst  *time.Duration
-	}{
-		{"scale_up_window_sec", r.ScaleUpWindowSec, &p.ScaleUpWindow},
-		{"scale_down_window_sec", r.ScaleDownWindowSec, &p.ScaleDownWindow},
-		{"drain_timeout_sec", r.DrainTimeoutSec, &p.DrainTimeout},
-	} {
-		if l.seconds(key(d.name), d.v, d.dst) && *d.dst < 0 {
-			l.add(key(d.name), "must be >= 0")
-		}
-	}
-	if l.seconds(key("poll_interval_sec"), r.PollIntervalSec, &p.PollInterval) && p.PollInterval < minPollInterval {
-		l.add(key("poll_interval_sec"), "must be >= 0.1")
-	}
-	l.drainSignal(p, r, key)
-	l.readiness(p, r, key)
-	l.service(p, r.Service, key)
-	l.source(p, r.Source, func(k string) string { return key("source", k) })
-	l.demand(p, r, key)
-	l.warm(p, r, key)
-	if threads := threadsSources(); p.ThreadsAuto && !slices.Contains(threads, p.Source.Type) {
-		l.add(key("threads_per_worker"), `"auto" reads flexiq's workers: only for %s sources, not %s`,
-			strings.Join(threads, ", "), p.Source.Type)
-	}
-	l.limits(p, &r.Limits, func(k string) string { return key("limits", k) })
-	l.scaling(p, &r.rawScaling, key)
-	l.poolFleet(p, r.Fleet, key)
-	l.noQueue(p, r, key)
-	return p
 }
 
 // command fills Exec from exec or from the app shortcut.
@@ -238,18 +245,18 @@ func (l *loader) identity(p *Pool, r *rawPool, key func(...string) string) {
 // Group= refuse outright (measured against systemd 252: it takes "a b",
 // "a.b", "a@b", "-x" and non-ASCII names, but not these). Whether the name
 // exists is a question for the machine (hostcheck.CheckUsers), not for the file.
-func (l *loader) accountName(key, name string) {
+func (r *reader) accountName(key, name string) {
 	switch {
 	case name == "":
-		l.add(key, "must not be empty")
+		r.add(key, "must not be empty")
 	case name == "." || name == "..":
-		l.add(key, "%q is not a valid user or group name", name)
+		r.add(key, "%q is not a valid user or group name", name)
 	case strings.ContainsAny(name, ":/"):
-		l.add(key, "%q is not a valid user or group name: it must not contain \":\" or \"/\"", name)
+		r.add(key, "%q is not a valid user or group name: it must not contain \":\" or \"/\"", name)
 	case !utf8.ValidString(name) || strings.IndexFunc(name, unicode.IsControl) >= 0:
-		l.add(key, "%q is not a valid user or group name: it must be UTF-8 without control characters", name)
+		r.add(key, "%q is not a valid user or group name: it must be UTF-8 without control characters", name)
 	case strings.TrimSpace(name) != name:
-		l.add(key, "%q is not a valid user or group name: it must not start or end with white space", name)
+		r.add(key, "%q is not a valid user or group name: it must not start or end with white space", name)
 	}
 }
 

@@ -70,7 +70,7 @@ func (l *loader) prometheus(r rawSourceTable) *Prometheus {
 		mine[k] = r[k]
 	}
 	p := &Prometheus{ScrapeInterval: DefaultScrapeInterval}
-	d := &SourceDecoder{l: l, typ: "prometheus", key: key, keys: mine}
+	d := &SourceDecoder{l: l.reader, typ: "prometheus", key: key, keys: mine}
 	d.Conn(&p.Conn, "http", "https")
 	if d.Seconds("scrape_interval_sec", &p.ScrapeInterval) && p.ScrapeInterval <= 0 {
 		d.Errorf("scrape_interval_sec", "must be > 0: the server's scrape interval, which promql() range windows are checked against")

@@ -89,9 +89,9 @@ func (l *loader) readiness(p *Pool, r *rawPool, key func(...string) string) {
 // signal reads a signal's name ("TERM", "SIGTERM", "sigterm") into its
 // canonical name and number. SIGKILL and SIGSTOP are refused: a worker
 // cannot catch them, so it could neither drain nor go quiet.
-func (l *loader) signal(key string, v value, name *string, num *int) bool {
+func (r *reader) signal(key string, v value, name *string, num *int) bool {
 	var written string
-	if !l.str(key, v, &written) {
+	if !r.str(key, v, &written) {
 		return false
 	}
 	n := strings.ToUpper(written)
@@ -100,9 +100,9 @@ func (l *loader) signal(key string, v value, name *string, num *int) bool {
 	}
 	switch sig := unix.SignalNum(n); sig {
 	case 0:
-		l.add(key, "unknown signal %q", written)
+		r.add(key, "unknown signal %q", written)
 	case unix.SIGKILL, unix.SIGSTOP:
-		l.add(key, "%s cannot be caught, so workers could not drain", n)
+		r.add(key, "%s cannot be caught, so workers could not drain", n)
 	default:
 		*name, *num = n, int(sig)
 		return true

@@ -101,16 +101,16 @@ func (l *loader) scaling(p *Pool, r *rawScaling, key func(...string) string) {
 
 // table reads raw as a table with only the keys in allowed; unknown keys are
 // problems.
-func (l *loader) table(key string, raw any, allowed ...string) (map[string]value, bool) {
+func (r *reader) table(key string, raw any, allowed ...string) (map[string]value, bool) {
 	m, ok := raw.(map[string]any)
 	if !ok {
-		l.wrongType(key, "a table", value{raw})
+		r.wrongType(key, "a table", value{raw})
 		return nil, false
 	}
 	out := map[string]value{}
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if !slices.Contains(allowed, k) {
-			l.add(key+"."+k, "unknown key (want %s)", strings.Join(allowed, ", "))
+			r.add(key+"."+k, "unknown key (want %s)", strings.Join(allowed, ", "))
 			continue
 		}
 		out[k] = value{m[k]}

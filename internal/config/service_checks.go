@@ -12,7 +12,7 @@ import (
 
 // services runs the checks across pools, after every pool is read. Each
 // problem names the file of the pool it is reported on.
-func (l *loader) services(c *Config) {
+func (l *serviceLoader) services(c *Config) {
 	defer func(file string) { l.file = file }(l.file)
 	l.portOverlaps(c)
 	l.outputClashes(c)
@@ -45,7 +45,7 @@ type fixedRange struct {
 // in two: two replicas would be given the same port, and one would fail to
 // bind at every start. The problem is reported on the later of the two, and
 // names the other with its file when that differs.
-func (l *loader) portOverlaps(c *Config) {
+func (l *serviceLoader) portOverlaps(c *Config) {
 	var ranges []fixedRange
 	for _, p := range sortedPools(c) {
 		if p.Service == nil {
@@ -99,7 +99,7 @@ func (o output) key() string {
 // owner can move; of two templates, on the later. Discovery files never
 // clash with each other: pool names hold no dot. Within a pool, templates()
 // has refused two templates with one destination already.
-func (l *loader) outputClashes(c *Config) {
+func (l *serviceLoader) outputClashes(c *Config) {
 	byPath := map[string][]output{}
 	var outputs []output
 	for _, p := range sortedPools(c) {

@@ -54,16 +54,8 @@ func (s *Service) effective() *effectiveService {
 	}
 	if pr := s.Readiness.Probe; pr.Kind != "" {
 		r := e.Readiness
-		switch s.Readiness.Kind {
-		case ReadyHTTP:
-			r["path"], r["port"] = pr.Path, pr.Port
-		case ReadyTCP:
-			r["port"] = pr.Port
-		case ReadyCommand:
-			r["command"] = pr.Command
-			if s.Readiness.User != "" {
-				r["user"] = s.Readiness.User
-			}
+		if k, ok := readinessKindOf(s.Readiness.Kind); ok {
+			k.effective(s.Readiness, r)
 		}
 		r["initial_delay_sec"] = pr.InitialDelay.Seconds()
 		r["period_sec"] = pr.Period.Seconds()

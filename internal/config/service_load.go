@@ -22,9 +22,13 @@ import (
 // are read as raw values, like the rules, and their keys checked against
 // their TableDocs, so that a key is taken only if it is documented.
 
+// serviceLoader reads the [pools.NAME.service] tables, and checks them
+// across pools once every pool is read (service_checks.go).
+type serviceLoader struct{ *reader }
+
 // service fills p.Service from [pools.NAME.service]; a pool without the
 // table is a pool of queue workers and keeps Service nil.
-func (l *loader) service(p *Pool, raw value, key func(...string) string) {
+func (l *serviceLoader) service(p *Pool, raw value, key func(...string) string) {
 	if !raw.set() {
 		return
 	}
@@ -64,7 +68,7 @@ func (l *loader) service(p *Pool, raw value, key func(...string) string) {
 }
 
 // serviceScalars reads the table's own keys.
-func (l *loader) serviceScalars(s *Service, m map[string]value, k func(...string) string) {
+func (l *serviceLoader) serviceScalars(s *Service, m map[string]value, k func(...string) string) {
 	if l.str(k("address"), m["address"], &s.Address) {
 		ip, err := netip.ParseAddr(s.Address)
 		switch {
@@ -110,26 +114,26 @@ func (l *loader) serviceScalars(s *Service, m map[string]value, k func(...string
 
 // visiblePath checks that *path is absolute and outside what the daemon's
 // sandbox hides, and cleans it; else it is a problem and *path is emptied.
-func (l *loader) visiblePath(key string, path *string, what string) {
+func (r *reader) visiblePath(key string, path *string, what string) {
 	if !filepath.IsAbs(*path) {
-		l.add(key, "%q must be an absolute path", *path)
+		r.add(key, "%q must be an absolute path", *path)
 		*path = ""
 		return
 	}
 	*path = filepath.Clean(*path)
 	if h, hidden := hiddenBy(*path); hidden {
-		l.add(key, "%s: %s, so no other program would see %s there", *path, fmt.Sprintf(h.reason, h.dir), what)
+		r.add(key, "%s: %s, so no other program would see %s there", *path, fmt.Sprintf(h.reason, h.dir), what)
 		*path = ""
 	}
 }
 
-func (l *loader) boolean(key string, v value, dst *bool) bool {
+func (r *reader) boolean(key string, v value, dst *bool) bool {
 	if !v.set() {
 		return false
 	}
 	b, ok := v.raw.(bool)
 	if !ok {
-		l.wrongType(key, "a boolean", v)
+		r.wrongType(key, "a boolean", v)
 		return false
 	}
 	*dst = b
@@ -143,17 +147,8 @@ func reservedServiceEnv(name string) bool {
 		name == RankEnv || name == GroupSizeEnv
 }
 
-// probeKeys are the readiness keys each type takes besides "type".
-var probeKeys = map[string][]string{
-	ReadyActive:  nil,
-	ReadyNotify:  nil,
-	ReadyHTTP:    append([]string{"path", "port"}, probeTimingKeys.Names()...),
-	ReadyTCP:     append([]string{"port"}, probeTimingKeys.Names()...),
-	ReadyCommand: append([]string{"command", "user"}, probeTimingKeys.Names()...),
-}
-
 // serviceReadiness fills s.Readiness from [pools.NAME.service.readiness].
-func (l *loader) serviceReadiness(s *Service, raw value, k func(...string) string) {
+func (l *serviceLoader) serviceReadiness(s *Service, raw value, k func(...string) string) {
 	if !raw.set() {
 		return
 	}
@@ -164,36 +159,26 @@ func (l *loader) serviceReadiness(s *Service, raw value, k func(...string) strin
 	}
 	kind := ReadyActive
 	l.str(rk+".type", m["type"], &kind)
-	allowed, known := probeKeys[kind]
+	rkind, known := readinessKindOf(kind)
 	if !known {
-		l.add(rk+".type", "unknown readiness type %q (want %q, %q, %q, %q or %q)", kind, ReadyActive, ReadyNotify, ReadyHTTP, ReadyTCP, ReadyCommand)
+		l.add(rk+".type", "unknown readiness type %q (want %s)", kind, readinessKindNames("%q"))
 		return
 	}
 	good := true
 	for _, name := range slices.Sorted(maps.Keys(m)) {
-		if name != "type" && !slices.Contains(allowed, name) {
+		if name != "type" && !slices.Contains(rkind.allowed(), name) {
 			l.add(rk+"."+name, "does not apply to type = %q", kind)
 			good = false
 		}
 	}
-	if !good || allowed == nil {
+	if !good || !rkind.probe {
 		s.Readiness = Readiness{Kind: kind}
 		return
 	}
 	spec := probe.Spec{Kind: probe.Kind(kind)}
-	if kind == ReadyHTTP {
-		spec.Path = "/"
-	}
-	l.str(rk+".path", m["path"], &spec.Path)
-	l.str(rk+".port", m["port"], &spec.Port)
-	if kind == ReadyCommand && !m["command"].set() {
-		l.add(rk+".command", "missing: the command line whose exit status 0 is ready")
-		return
-	}
-	l.strings(rk+".command", m["command"], &spec.Command)
 	var user string
-	if l.str(rk+".user", m["user"], &user) {
-		l.accountName(rk+".user", user)
+	if !rkind.decode(l.reader, rk, m, &spec, &user) {
+		return
 	}
 	if !l.probeTiming(&spec, m, rk) {
 		return
@@ -211,7 +196,7 @@ func (l *loader) serviceReadiness(s *Service, raw value, k func(...string) strin
 // probeTiming reads the timing keys. probe.Spec takes a zero as "the
 // default", so a zero written out is refused here rather than turned into
 // the default behind the writer's back.
-func (l *loader) probeTiming(spec *probe.Spec, m map[string]value, rk string) bool {
+func (l *serviceLoader) probeTiming(spec *probe.Spec, m map[string]value, rk string) bool {
 	good := true
 	if l.seconds(rk+".initial_delay_sec", m["initial_delay_sec"], &spec.InitialDelay) && spec.InitialDelay < 0 {
 		l.add(rk+".initial_delay_sec", "must be >= 0")
@@ -257,7 +242,7 @@ func probeProblem(rk, s string) (key, msg string) {
 // parsed and executed once on a sample of the pool's replicas, so that a
 // template that cannot render is refused at load (and so at reload, which
 // then keeps the old configuration).
-func (l *loader) templates(p *Pool, s *Service, raw value, k func(...string) string) {
+func (l *serviceLoader) templates(p *Pool, s *Service, raw value, k func(...string) string) {
 	var list []any
 	switch v := raw.raw.(type) {
 	case nil:
@@ -290,7 +275,7 @@ func (l *loader) templates(p *Pool, s *Service, raw value, k func(...string) str
 }
 
 // template reads, loads and checks one template table.
-func (l *loader) template(tk string, raw any, sample discovery.Set) (*discovery.Template, bool) {
+func (l *serviceLoader) template(tk string, raw any, sample discovery.Set) (*discovery.Template, bool) {
 	m, ok := l.table(tk, raw, templateKeys.Names()...)
 	if !ok {
 		return nil, false
@@ -353,7 +338,7 @@ func (l *loader) template(tk string, raw any, sample discovery.Set) (*discovery.
 }
 
 // afterChange reads after_change and its timeout into spec.After.
-func (l *loader) afterChange(tk string, m map[string]value, spec *discovery.TemplateSpec) bool {
+func (l *serviceLoader) afterChange(tk string, m map[string]value, spec *discovery.TemplateSpec) bool {
 	var argv []string
 	timeout := discovery.DefaultCommandTimeout
 	timeoutSet := l.seconds(tk+".after_change_timeout_sec", m["after_change_timeout_sec"], &timeout)

@@ -25,7 +25,7 @@ func (p Port) FixedRange(maxWorkers, groupSize int) (first, last int) {
 }
 
 // ports fills s.Ports, sorted by name, from [pools.NAME.service.ports].
-func (l *loader) ports(p *Pool, s *Service, raw value, k func(...string) string) {
+func (l *serviceLoader) ports(p *Pool, s *Service, raw value, k func(...string) string) {
 	if !raw.set() {
 		return
 	}
@@ -62,7 +62,7 @@ func (l *loader) ports(p *Pool, s *Service, raw value, k func(...string) string)
 
 // portBase reads a port's number: "auto" (Base 0) or a base whose fixed
 // range fits.
-func (l *loader) portBase(pk string, raw any, p *Pool, s *Service, port *Port) bool {
+func (l *serviceLoader) portBase(pk string, raw any, p *Pool, s *Service, port *Port) bool {
 	switch v := raw.(type) {
 	case string:
 		if v != "auto" {
@@ -92,7 +92,7 @@ func (l *loader) portBase(pk string, raw any, p *Pool, s *Service, port *Port) b
 // transient socket unit of systemd 252 cannot name its service (Service=
 // is refused), so it must be the replica's namesake, and a gang group's
 // ranks would need one each.
-func (l *loader) portSocket(pk string, pm map[string]value, s *Service, port *Port) bool {
+func (l *serviceLoader) portSocket(pk string, pm map[string]value, s *Service, port *Port) bool {
 	if !l.boolean(pk+".socket", pm["socket"], &port.Socket) || !port.Socket {
 		return true
 	}

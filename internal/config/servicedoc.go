@@ -105,7 +105,7 @@ var readinessKeys = TableDoc{
 	Doc: "When a replica is ready to serve, and so listed in discovery. A key that\n" +
 		"does not apply to the `type` is refused.",
 	Keys: []KeyDoc{
-		{Name: "type", Type: "string", Default: "\"active\"", Limits: "`\"active\"`, `\"notify\"`, `\"http\"`, `\"tcp\"` or `\"command\"`",
+		{Name: "type", Type: "string", Default: "\"active\"", Limits: readinessKindNames("`%q`"),
 			Doc: "`\"active\"`: ready once systemd says the unit is active (it started). `\"notify\"`: the workers run as `Type=notify` and are ready once they send `READY=1` (`sd_notify`). `\"http\"`, `\"tcp\"`, `\"command\"`: a probe, run by the daemon on every replica with Kubernetes' semantics (below)."},
 		{Name: "path", Type: "string", Default: "\"/\"", Limits: "starts with `/`; no spaces, control characters or fragment; only for `\"http\"`",
 			Doc: "The path (and query) the HTTP probe GETs; a 2xx or 3xx answer passes."},

@@ -2,6 +2,7 @@ package config
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 )
@@ -35,13 +36,34 @@ func settingsKey(f reflect.StructField) string {
 }
 
 // effectiveSourceOf is the source table as WriteEffective writes it: type,
-// then the settings' keys in their declared order, each with its tag
-// (omitempty and all); a time.Duration is written in seconds.
+// then the settings' keys.
 func effectiveSourceOf(s Source) any {
-	fields := []reflect.StructField{{Name: "Type", Type: reflect.TypeFor[string](), Tag: `toml:"type"`}}
+	return effectiveOf(s.Settings, []effectiveField{{"Type", `toml:"type"`, s.Type}})
+}
+
+// effectiveField is a key that effectiveOf writes before the settings'.
+type effectiveField struct {
+	name, tag string
+	value     any
+}
+
+// effectiveOf is a table of settings (a source type's, a fleet's) as
+// WriteEffective writes it: the lead keys, then the settings' keys in their
+// declared order, each with its tag (omitempty and all), but those in skip;
+// a time.Duration is written in seconds.
+func effectiveOf(settings any, lead []effectiveField, skip ...string) any {
+	var fields []reflect.StructField
 	var values []reflect.Value
-	if s.Settings != nil {
-		settingsFields(reflect.ValueOf(s.Settings), func(f reflect.StructField, fv reflect.Value) {
+	for _, f := range lead {
+		v := reflect.ValueOf(f.value)
+		fields = append(fields, reflect.StructField{Name: f.name, Type: v.Type(), Tag: reflect.StructTag(f.tag)})
+		values = append(values, v)
+	}
+	if settings != nil {
+		settingsFields(reflect.ValueOf(settings), func(f reflect.StructField, fv reflect.Value) {
+			if slices.Contains(skip, settingsKey(f)) {
+				return
+			}
 			if f.Type == reflect.TypeFor[time.Duration]() {
 				// As every duration of the file: seconds, fractions kept.
 				fv = reflect.ValueOf(fv.Interface().(time.Duration).Seconds())
@@ -51,9 +73,8 @@ func effectiveSourceOf(s Source) any {
 		})
 	}
 	out := reflect.New(reflect.StructOf(fields)).Elem()
-	out.Field(0).SetString(s.Type)
 	for i, fv := range values {
-		out.Field(i + 1).Set(fv)
+		out.Field(i).Set(fv)
 	}
 	return out.Interface()
 }

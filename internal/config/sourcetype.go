@@ -125,7 +125,7 @@ func (l *loader) source(p *Pool, r rawSourceTable, key func(string) string) {
 		}
 		// Keys no type takes were reported with the file's unknown keys.
 	}
-	d := &SourceDecoder{l: l, typ: s.Type, key: key, keys: mine}
+	d := &SourceDecoder{l: l.reader, typ: s.Type, key: key, keys: mine}
 	// Kept even with problems, as the fields of the old Source were: the
 	// checks that follow (trigger rules) read what could be read.
 	s.Settings = t.Decode(d)
@@ -147,7 +147,7 @@ func typesTaking(key string) []string {
 // report whether they did; a wrong type is reported under the key's full
 // name, "pools.NAME.source.KEY", as every other problem of the file is.
 type SourceDecoder struct {
-	l    *loader
+	l    *reader
 	typ  string
 	key  func(string) string
 	keys map[string]value

@@ -55,48 +55,14 @@ type settings struct {
 
 func run() int {
 	start := time.Now()
-	var s settings
-	flag.StringVar(&s.deb, "deb", "", "the flexiq-scaled .deb to install (default: install bin/flexiq-scaled and systemd/ by hand)")
-	flag.Float64Var(&s.replay.Speedup, "speedup", 10, "time compression of the trace: arrival gaps and job service times are divided by it")
-	flag.Float64Var(&s.replay.BaseMs, "base-ms", 500, "a job's fixed service time, in trace milliseconds")
-	flag.Float64Var(&s.replay.PerTokenMs, "per-token-ms", 10, "a job's service time per generated token, in trace milliseconds")
-	flag.IntVar(&s.pool.MaxWorkers, "max-workers", 8, "the pool's max_workers")
-	flag.IntVar(&s.pool.Threads, "threads", 2, "threads_per_worker, and the test worker's --threads")
-	flag.Float64Var(&s.pool.QueueDepth, "queue-depth", 10, "target_queue_depth_per_worker")
-	flag.DurationVar(&s.pool.ScaleDownWindow, "scale-down-window", 12*time.Second, "scale_down_window_sec (the compressed equivalent of two minutes)")
-	flag.DurationVar(&s.tail, "tail", 45*time.Second, "after the last arrival, how long to wait at most for the pool to drain and scale down")
-	flag.Parse()
-	s.pool.MinWorkers = 1
-	s.replay.LeadIn = 3 * time.Second
-	if flag.NArg() > 0 || s.replay.Speedup <= 0 || s.pool.MaxWorkers < 2 || s.pool.Threads < 1 || s.pool.QueueDepth < 1 {
+	s, ok := parseSettings()
+	if !ok {
 		fmt.Fprintln(os.Stderr, "usage: flexiq-demo [--deb FILE] [flags]; see -h")
 		return exitUnsupported
 	}
-
-	// Say plainly why the demo cannot run here before doing anything else.
-	if why := sandbox.Unsupported(); why != "" {
-		fmt.Fprintf(os.Stderr, "flexiq-demo: cannot run on this machine: %s.\n", why)
-		fmt.Fprintln(os.Stderr, "flexiq-demo: run `make demo` as root on Linux with overlayfs (Debian 12 or similar).")
-		return exitUnsupported
-	}
-	root, err := sandbox.ModuleRoot()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "flexiq-demo: run it from the flexiq-scaled checkout: %v\n", err)
-		return exitUnsupported
-	}
-	if s.deb != "" {
-		if s.deb, err = filepath.Abs(s.deb); err == nil {
-			_, err = os.Stat(s.deb)
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "flexiq-demo: --deb: %v\n", err)
-			return exitUnsupported
-		}
-	}
-	trace, err := loadWindow()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "flexiq-demo: %v\n", err)
-		return exitFailed
+	root, trace, code := prepare(&s)
+	if code != exitOK {
+		return code
 	}
 
 	// The first Ctrl-C cancels ctx: every step returns, and the sandbox is
@@ -110,19 +76,8 @@ func run() int {
 	d.header()
 	res, runErr := d.run(ctx)
 
-	if d.sb != nil {
-		d.logf("stopping the sandbox")
-		sctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		err := d.sb.Stop(sctx)
-		cancel()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "flexiq-demo: stopping the sandbox: %v\n", err)
-			if runErr == nil {
-				runErr = err
-			}
-		} else {
-			d.logf("sandbox stopped: nothing of it is left on this machine")
-		}
+	if err := d.stopSandbox(); err != nil && runErr == nil {
+		runErr = err
 	}
 	if ctx.Err() != nil {
 		fmt.Fprintf(os.Stderr, "flexiq-demo: interrupted after %s; sandbox stopped\n", time.Since(start).Round(time.Second))
@@ -141,6 +96,75 @@ func run() int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// parseSettings reads the flags; false when they make no demo.
+func parseSettings() (settings, bool) {
+	var s settings
+	flag.StringVar(&s.deb, "deb", "", "the flexiq-scaled .deb to install (default: install bin/flexiq-scaled and systemd/ by hand)")
+	flag.Float64Var(&s.replay.Speedup, "speedup", 10, "time compression of the trace: arrival gaps and job service times are divided by it")
+	flag.Float64Var(&s.replay.BaseMs, "base-ms", 500, "a job's fixed service time, in trace milliseconds")
+	flag.Float64Var(&s.replay.PerTokenMs, "per-token-ms", 10, "a job's service time per generated token, in trace milliseconds")
+	flag.IntVar(&s.pool.MaxWorkers, "max-workers", 8, "the pool's max_workers")
+	flag.IntVar(&s.pool.Threads, "threads", 2, "threads_per_worker, and the test worker's --threads")
+	flag.Float64Var(&s.pool.QueueDepth, "queue-depth", 10, "target_queue_depth_per_worker")
+	flag.DurationVar(&s.pool.ScaleDownWindow, "scale-down-window", 12*time.Second, "scale_down_window_sec (the compressed equivalent of two minutes)")
+	flag.DurationVar(&s.tail, "tail", 45*time.Second, "after the last arrival, how long to wait at most for the pool to drain and scale down")
+	flag.Parse()
+	s.pool.MinWorkers = 1
+	s.replay.LeadIn = 3 * time.Second
+	bad := flag.NArg() > 0 || s.replay.Speedup <= 0 || s.pool.MaxWorkers < 2 || s.pool.Threads < 1 || s.pool.QueueDepth < 1
+	return s, !bad
+}
+
+// prepare checks, before anything is started, that the demo can run here,
+// makes s.deb absolute and loads the trace's window. A code other than
+// exitOK ends the demo, the reason said on stderr.
+func prepare(s *settings) (root string, trace []arrival, code int) {
+	// Say plainly why the demo cannot run here before doing anything else.
+	if why := sandbox.Unsupported(); why != "" {
+		fmt.Fprintf(os.Stderr, "flexiq-demo: cannot run on this machine: %s.\n", why)
+		fmt.Fprintln(os.Stderr, "flexiq-demo: run `make demo` as root on Linux with overlayfs (Debian 12 or similar).")
+		return "", nil, exitUnsupported
+	}
+	root, err := sandbox.ModuleRoot()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "flexiq-demo: run it from the flexiq-scaled checkout: %v\n", err)
+		return "", nil, exitUnsupported
+	}
+	if s.deb != "" {
+		if s.deb, err = filepath.Abs(s.deb); err == nil {
+			_, err = os.Stat(s.deb)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "flexiq-demo: --deb: %v\n", err)
+			return "", nil, exitUnsupported
+		}
+	}
+	trace, err = loadWindow()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "flexiq-demo: %v\n", err)
+		return "", nil, exitFailed
+	}
+	return root, trace, exitOK
+}
+
+// stopSandbox stops the sandbox, if one was booted, and says so; its error
+// is the stop's.
+func (d *demo) stopSandbox() error {
+	if d.sb == nil {
+		return nil
+	}
+	d.logf("stopping the sandbox")
+	sctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	err := d.sb.Stop(sctx)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "flexiq-demo: stopping the sandbox: %v\n", err)
+		return err
+	}
+	d.logf("sandbox stopped: nothing of it is left on this machine")
+	return nil
 }
 
 // failure is a demo that ran to the end but did not show what it exists to

@@ -79,106 +79,156 @@ func (d *demo) replay(ctx context.Context, db *sql.DB) (*result, error) {
 		return nil, err
 	}
 	defer conn.Close()
-	// Only decisions taken from now on count: the cursor of the newest
-	// journal entry marks the start.
-	cursor := ""
-	if es, err := d.sb.Journal(ctx, "-n", "1"); err == nil && len(es) > 0 {
-		cursor = es[0].Field("__CURSOR")
-	}
+	t := &timeline{d: d, db: db, conn: conn, cursor: d.journalEnd(ctx), res: &result{total: int64(len(plan))}}
 
 	d.logf("replaying %d jobs over %s; one line per second (decision: the daemon's, from its journal)", len(plan), last.Round(time.Second))
 	fmt.Fprintln(d.out)
 	fmt.Fprintf(d.out, "%5s  %8s  %7s  %7s  %7s  %6s  %-*s  %s\n",
 		"time", "trace", "arrived", "pending", "running", "done", 3+d.s.pool.MaxWorkers, "workers", "decision")
 
-	start := time.Now()
-	var arrived atomic.Int64
+	t.start = time.Now()
 	enqErr := make(chan error, 1)
 	ectx, cancelEnqueue := context.WithCancel(ctx)
 	defer cancelEnqueue()
-	go func() { enqErr <- enqueue(ectx, db, plan, start, &arrived) }()
+	go func() { enqErr <- enqueue(ectx, db, plan, t.start, &t.arrived) }()
 
-	res := &result{total: int64(len(plan))}
-	prevArrived, prevAt := int64(0), start
-	// The operator's view at the pool's peak, the most telling moment:
-	// flexiq-scaled status, run inside at each new peak, the last shown.
-	peakShown, peakStatus, peakAt := 0, "", time.Duration(0)
+	t.prevAt = t.start
 	for sec := 1; ; sec++ {
 		// Sample on the second, whatever else happens meanwhile.
-		for tick := time.After(time.Until(start.Add(time.Duration(sec) * time.Second))); tick != nil; {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case err := <-enqErr:
-				if err != nil {
-					return nil, err
-				}
-				enqErr = nil // all enqueued; a nil channel never fires again
-			case <-tick:
-				tick = nil
-			}
-		}
-		now := time.Now()
-		elapsed := now.Sub(start)
-
-		pending, err1 := flexiqdb.Count(db, flexiqdb.StatusPending)
-		running, err2 := flexiqdb.Count(db, flexiqdb.StatusRunning)
-		done, err3 := flexiqdb.Count(db, flexiqdb.StatusComplete)
-		failed, err4 := flexiqdb.Count(db, flexiqdb.StatusFailed)
-		w, err5 := countWorkers(ctx, conn)
-		decisions, err6 := d.decisions(ctx, &cursor)
-		if err := firstErr(err1, err2, err3, err4, err5, err6); err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
+		if err := waitUntil(ctx, t.start.Add(time.Duration(sec)*time.Second), &enqErr); err != nil {
 			return nil, err
 		}
-
-		res.workerSeconds += float64(w.live+w.draining) * now.Sub(prevAt).Seconds()
-		res.peak = max(res.peak, w.live)
-		res.done, res.failed, res.elapsed = done, failed, elapsed
-		var what []string
-		for _, e := range decisions {
-			switch e.Field("FLEXIQ_ACTION") {
-			case "scale-up":
-				res.ups++
-			case "scale-down":
-				res.downs++
-			}
-			what = append(what, describe(e))
+		s, err := t.sample(ctx)
+		if err != nil {
+			return nil, err
 		}
-		n := arrived.Load()
-		fmt.Fprintf(d.out, "%5s  %8s  %7d  %7d  %7d  %6d  %2d %-*s  %s\n",
-			clock(elapsed), r.TraceTime(d.trace, elapsed).Format("15:04:05"),
-			n-prevArrived, pending, running, done, w.live, d.s.pool.MaxWorkers, bar(w, d.s.pool.MaxWorkers),
-			strings.Join(what, "; "))
-		prevArrived, prevAt = n, now
-		if w.live > peakShown {
-			if out, err := d.sb.Exec(ctx, "flexiq-scaled", "status", poolName); err == nil {
-				peakStatus, peakAt = out, elapsed
-			}
-			peakShown = w.live
-		}
-
-		if elapsed > last && done+failed == res.total && running == 0 &&
-			w.live == d.s.pool.MinWorkers && w.draining == 0 {
-			res.drained = true
+		t.record(ctx, s)
+		if s.elapsed > last && s.done+s.failed == t.res.total && s.running == 0 &&
+			s.w.live == d.s.pool.MinWorkers && s.w.draining == 0 {
+			t.res.drained = true
 			break
 		}
-		if elapsed > last+d.s.tail {
+		if s.elapsed > last+d.s.tail {
 			break
 		}
 	}
 	fmt.Fprintln(d.out)
-	if peakStatus != "" {
-		d.logf("at the peak, %s into the replay, `flexiq-scaled status %s` said:", clock(peakAt), poolName)
-		fmt.Fprintf(d.out, "\n%s\n", strings.TrimRight(peakStatus, "\n"))
+	if t.peakStatus != "" {
+		d.logf("at the peak, %s into the replay, `flexiq-scaled status %s` said:", clock(t.peakAt), poolName)
+		fmt.Fprintf(d.out, "\n%s\n", strings.TrimRight(t.peakStatus, "\n"))
 	}
 
+	res := t.res
 	if res.waits, err = flexiqdb.Waits(db); err != nil {
 		return res, err
 	}
 	return res, d.check(ctx, res)
+}
+
+// journalEnd is the cursor of the newest journal entry ("" if none can be
+// read): only decisions taken from now on count.
+func (d *demo) journalEnd(ctx context.Context) string {
+	if es, err := d.sb.Journal(ctx, "-n", "1"); err == nil && len(es) > 0 {
+		return es[0].Field("__CURSOR")
+	}
+	return ""
+}
+
+// waitUntil waits for the time at, or until ctx ends or the enqueuing
+// fails; *enqErr becomes nil once everything is enqueued.
+func waitUntil(ctx context.Context, at time.Time, enqErr *chan error) error {
+	for tick := time.After(time.Until(at)); tick != nil; {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-*enqErr:
+			if err != nil {
+				return err
+			}
+			*enqErr = nil // all enqueued; a nil channel never fires again
+		case <-tick:
+			tick = nil
+		}
+	}
+	return nil
+}
+
+// timeline is the replay's state from one second's line to the next.
+type timeline struct {
+	d       *demo
+	db      *sql.DB
+	conn    *sddbus.Conn
+	cursor  string // the journal's, past the decisions already shown
+	start   time.Time
+	arrived atomic.Int64 // jobs enqueued so far
+	res     *result
+
+	prevArrived int64
+	prevAt      time.Time
+	// The operator's view at the pool's peak, the most telling moment:
+	// flexiq-scaled status, run inside at each new peak, the last shown.
+	peakShown  int
+	peakStatus string
+	peakAt     time.Duration
+}
+
+// sample is one second's reading of the queue, the units and the journal.
+type sample struct {
+	now                            time.Time
+	elapsed                        time.Duration
+	pending, running, done, failed int64
+	w                              workers
+	decisions                      []sandbox.JournalEntry
+}
+
+func (t *timeline) sample(ctx context.Context) (sample, error) {
+	s := sample{now: time.Now()}
+	s.elapsed = s.now.Sub(t.start)
+	var err1, err2, err3, err4, err5, err6 error
+	s.pending, err1 = flexiqdb.Count(t.db, flexiqdb.StatusPending)
+	s.running, err2 = flexiqdb.Count(t.db, flexiqdb.StatusRunning)
+	s.done, err3 = flexiqdb.Count(t.db, flexiqdb.StatusComplete)
+	s.failed, err4 = flexiqdb.Count(t.db, flexiqdb.StatusFailed)
+	s.w, err5 = countWorkers(ctx, t.conn)
+	s.decisions, err6 = t.d.decisions(ctx, &t.cursor)
+	if err := firstErr(err1, err2, err3, err4, err5, err6); err != nil {
+		if ctx.Err() != nil {
+			return s, ctx.Err()
+		}
+		return s, err
+	}
+	return s, nil
+}
+
+// record adds the sample to the result and prints its timeline line; at a
+// new peak it keeps what flexiq-scaled status says.
+func (t *timeline) record(ctx context.Context, s sample) {
+	d, res := t.d, t.res
+	res.workerSeconds += float64(s.w.live+s.w.draining) * s.now.Sub(t.prevAt).Seconds()
+	res.peak = max(res.peak, s.w.live)
+	res.done, res.failed, res.elapsed = s.done, s.failed, s.elapsed
+	var what []string
+	for _, e := range s.decisions {
+		switch e.Field("FLEXIQ_ACTION") {
+		case "scale-up":
+			res.ups++
+		case "scale-down":
+			res.downs++
+		}
+		what = append(what, describe(e))
+	}
+	n := t.arrived.Load()
+	fmt.Fprintf(d.out, "%5s  %8s  %7d  %7d  %7d  %6d  %2d %-*s  %s\n",
+		clock(s.elapsed), d.s.replay.TraceTime(d.trace, s.elapsed).Format("15:04:05"),
+		n-t.prevArrived, s.pending, s.running, s.done, s.w.live, d.s.pool.MaxWorkers, bar(s.w, d.s.pool.MaxWorkers),
+		strings.Join(what, "; "))
+	t.prevArrived, t.prevAt = n, s.now
+	if s.w.live > t.peakShown {
+		if out, err := d.sb.Exec(ctx, "flexiq-scaled", "status", poolName); err == nil {
+			t.peakStatus, t.peakAt = out, s.elapsed
+		}
+		t.peakShown = s.w.live
+	}
 }
 
 // check turns a run that showed nothing into a failure, with the daemon's

@@ -169,23 +169,32 @@ func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 		return nil, err
 	}
 	defer r.Close()
+	keeper, err := launchKeeper(opts, lock, w)
+	if err != nil {
+		return nil, err
+	}
+	return awaitKeeper(ctx, opts.Name, keeper, r)
+}
+
+// launchKeeper starts the keeper in a session of its own, its output to the
+// keeper's log, with w, the readiness pipe, as fd 3 and the suite lock as
+// fd 4. It closes w, which from then on only the keeper holds.
+func launchKeeper(opts Options, lock, w *os.File) (*exec.Cmd, error) {
+	defer w.Close()
 	logf, err := os.OpenFile(keeperLog(opts.Name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		w.Close()
 		return nil, err
 	}
 	defer logf.Close()
 	kspec := keeperSpec{Options: opts}
 	if opts.Network != nil {
 		if kspec.Link, err = opts.Network.newLink(); err != nil {
-			w.Close()
 			return nil, fmt.Errorf("sandbox %s: %w", opts.Name, err)
 		}
 	}
 	spec, _ := json.Marshal(kspec)
 	keeper, err := selfCommand(stageKeeper, spec)
 	if err != nil {
-		w.Close()
 		return nil, err
 	}
 	keeper.Stdout, keeper.Stderr = logf, logf
@@ -197,14 +206,17 @@ func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 	}
 	keeper.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := keeper.Start(); err != nil {
-		w.Close()
 		return nil, fmt.Errorf("sandbox %s: starting keeper: %w", opts.Name, err)
 	}
-	w.Close()
 	// Reap the keeper if it dies while we are its parent; otherwise it is
 	// reparented and reaped by whoever is init.
 	go keeper.Wait() //nolint:errcheck
+	return keeper, nil
+}
 
+// awaitKeeper reads the keeper's report on r: the booted sandbox, or why
+// it did not boot. If ctx ends first, the keeper is told to stop.
+func awaitKeeper(ctx context.Context, name string, keeper *exec.Cmd, r *os.File) (*Sandbox, error) {
 	type result struct {
 		sb  *Sandbox
 		err error
@@ -213,11 +225,11 @@ func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 	go func() {
 		var rep report
 		if err := json.NewDecoder(r).Decode(&rep); err != nil {
-			done <- result{err: fmt.Errorf("sandbox %s: keeper exited before reporting (%v); see %s", opts.Name, err, keeperLog(opts.Name))}
+			done <- result{err: fmt.Errorf("sandbox %s: keeper exited before reporting (%v); see %s", name, err, keeperLog(name))}
 			return
 		}
 		if rep.Error != "" {
-			done <- result{err: fmt.Errorf("sandbox %s: %s", opts.Name, rep.Error)}
+			done <- result{err: fmt.Errorf("sandbox %s: %s", name, rep.Error)}
 			return
 		}
 		done <- result{sb: rep.Sandbox}
@@ -227,7 +239,7 @@ func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 		return res.sb, res.err
 	case <-ctx.Done():
 		_ = keeper.Process.Signal(syscall.SIGTERM)
-		return nil, fmt.Errorf("sandbox %s: start: %w", opts.Name, ctx.Err())
+		return nil, fmt.Errorf("sandbox %s: start: %w", name, ctx.Err())
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/fleet"
 )
 
-// Acquire implements fleet.Store: one statement (see buildStatements).
+// Acquire implements fleet.Store: one statement (see acquireSQL).
 // epoch is the epoch holder holds (0 when it holds none, e.g. after a
 // restart: then even its own unexpired lease is not renewed, and it waits
 // for the lease to expire, since another instance with the same id may
