@@ -16,7 +16,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -57,24 +56,14 @@ const (
 )
 
 // Manager talks to one systemd instance. It is safe for concurrent use.
+// The connection, and riding out restarts of systemd and the bus, is its
+// link's (link.go); the Manager's own methods are the unit operations.
 type Manager struct {
-	dial func(ctx context.Context) (*dbus.Conn, error)
-	cpu  cgroupReader
+	link
+	cpu cgroupReader
 	// running keeps running workers' properties between listings (cache.go).
 	running runningCache
 
-	// life is the context connections are dialled with; Close cancels it.
-	life   context.Context
-	cancel context.CancelFunc
-
-	mu     sync.Mutex
-	conn   *conn
-	closed bool
-
-	// redial admits one reconnect at a time; a channel rather than a mutex
-	// so that waiting for it is bounded by the caller's context.
-	redial     chan struct{}
-	reconnects atomic.Int64
 	// propertyReads counts the workers whose properties were read, which
 	// running's hits spare.
 	propertyReads atomic.Int64
@@ -97,7 +86,7 @@ func Connect(ctx context.Context, o Options) (*Manager, error) {
 		return nil, fmt.Errorf("units: %w", err)
 	}
 	life, cancel := context.WithCancel(context.Background())
-	m := &Manager{dial: dial, cpu: cpu, life: life, cancel: cancel, redial: make(chan struct{}, 1)}
+	m := &Manager{link: link{dial: dial, life: life, cancel: cancel, redial: make(chan struct{}, 1)}, cpu: cpu}
 	m.running.openPIDFD = o.OpenPIDFD
 	if m.running.openPIDFD == nil {
 		m.running.openPIDFD = func(pid uint32) (int, error) { return unix.PidfdOpen(int(pid), 0) }
@@ -120,23 +109,10 @@ func Connect(ctx context.Context, o Options) (*Manager, error) {
 // Close closes the connection. Job-result channels still waiting then never
 // receive; calls made afterwards fail.
 func (m *Manager) Close() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return
-	}
-	m.closed = true
-	m.cancel()
-	m.running.closeAll()
-	if m.conn != nil {
-		m.conn.Close()
-		m.conn = nil
+	if m.link.close() {
+		m.running.closeAll()
 	}
 }
-
-// Reconnects counts the connections dialled after the first one, e.g. after
-// a restart of the D-Bus daemon: worth exporting as a metric.
-func (m *Manager) Reconnects() int64 { return m.reconnects.Load() }
 
 // PropertyReads counts the reads of a worker's whole set of properties that
 // listings made: at a steady state, none per listing (cache.go).
@@ -187,122 +163,6 @@ func connect(ctx context.Context, dial func(context.Context) (*dbus.Conn, error)
 		return nil, err
 	}
 	return &conn{Conn: c, bus: calls}, nil
-}
-
-func (m *Manager) current() (*conn, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return nil, errClosed
-	}
-	return m.conn, nil
-}
-
-// call runs fn on the current connection. If fn fails because systemd or
-// the bus went away, it waits (with backoff, bounded by ctx) until systemd
-// answers again, on the same connection or a new one, and retries fn once.
-// Errors name the operation.
-func (m *Manager) call(ctx context.Context, op string, fn func(*conn) error) error {
-	c, err := m.current()
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	err = fn(c)
-	if err == nil {
-		return nil
-	}
-	if !transient(err, c) || ctx.Err() != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	if rerr := m.reconnect(ctx); rerr != nil {
-		return fmt.Errorf("%s: %w (reconnecting: %v)", op, err, rerr)
-	}
-	c, err = m.current()
-	if err == nil {
-		err = fn(c)
-	}
-	if err != nil {
-		return fmt.Errorf("%s (after reconnecting): %w", op, err)
-	}
-	return nil
-}
-
-// reconnect makes systemd reachable again after a call failed. A
-// connection that is still up (the bus survived and only systemd left it, as
-// in daemon-reexec) is kept and pinged until systemd is back; a dead one (the
-// bus daemon restarted) is replaced by a fresh dial first.
-func (m *Manager) reconnect(ctx context.Context) error {
-	select {
-	case m.redial <- struct{}{}:
-		defer func() { <-m.redial }()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	delay := backoffMin
-	for {
-		c, err := m.current()
-		if err != nil {
-			return err
-		}
-		if !c.Connected() {
-			c, err = m.replace(ctx, c)
-		}
-		if err == nil {
-			if err = ping(ctx, c); err == nil {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, backoffMax)
-	}
-}
-
-// replace dials a new connection and swaps it in for old.
-func (m *Manager) replace(ctx context.Context, old *conn) (*conn, error) {
-	c, err := m.dialOnce(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("dialling: %w", err)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		c.Close()
-		return nil, errClosed
-	}
-	old.Close()
-	m.conn = c
-	m.reconnects.Add(1)
-	return c, nil
-}
-
-// dialOnce calls the dial function with the Manager's life context but
-// gives up waiting when ctx ends; a connection that arrives too late is
-// closed.
-func (m *Manager) dialOnce(ctx context.Context) (*conn, error) {
-	type result struct {
-		c   *conn
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		c, err := connect(m.life, m.dial)
-		ch <- result{c, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.c, r.err
-	case <-ctx.Done():
-		go func() {
-			if r := <-ch; r.c != nil {
-				r.c.Close()
-			}
-		}()
-		return nil, ctx.Err()
-	}
 }
 
 // ping asks systemd for a trivial property, proving it is on the bus.

@@ -117,14 +117,25 @@ func TestZeroFailedRequests(t *testing.T) {
 		t.Error("no discovery latency sample: no replica's readiness was followed by an nginx reload")
 	}
 
-	// The control: the same, with the drain period at 0.
+	// The control: the same, with the drain period at 0. Without a drain a
+	// replica is stopped as soon as nginx was told to reload, so a loss is
+	// a race that the control usually, not always, loses (once in many
+	// runs it lost nothing); up to three tries must show one, which a
+	// measurement that cannot fail never would.
 	e.configure(webPool(0), nil)
 	e.Reload()
-	c, _ := e.scaleUnderLoad("drain 0")
-	e.figure("zero-loss-control", "drain_period", "0s", "sent", c.Sent, "failed", c.Failed(),
-		"5xx", c.Status5xx, "conn_errors", c.ConnErrors, "timeouts", c.Timeouts)
-	if c.Failed() == 0 {
-		t.Errorf("the control run (drain period 0) lost no request either: the test cannot tell a drain from none: %s", c)
+	const controlTries = 3
+	for try := 1; ; try++ {
+		c, _ := e.scaleUnderLoad("drain 0")
+		e.figure("zero-loss-control", "drain_period", "0s", "try", try, "sent", c.Sent, "failed", c.Failed(),
+			"5xx", c.Status5xx, "conn_errors", c.ConnErrors, "timeouts", c.Timeouts)
+		if c.Failed() > 0 {
+			break
+		}
+		if try == controlTries {
+			t.Errorf("the control run (drain period 0) lost no request in %d tries either: the test cannot tell a drain from none: %s", try, c)
+			break
+		}
 	}
 }
 
