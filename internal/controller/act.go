@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/acting"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
@@ -31,11 +32,11 @@ func (ws *workers) apply(ctx context.Context, now time.Time, r reconciled) {
 	}
 	for _, unit := range r.stops {
 		// An error only means the unit is already gone or going.
-		ws.forget(ctx, jobStop, stopUnit(unit))
+		ws.forget(ctx, acting.Stop, stopUnit(unit))
 	}
 	for _, unit := range r.resets {
 		// An error only means the unit is already gone.
-		ws.forget(ctx, jobOther, func(ctx context.Context, u Units) error { return u.ResetFailed(ctx, unit) })
+		ws.forget(ctx, acting.Other, func(ctx context.Context, u Units) error { return u.ResetFailed(ctx, unit) })
 	}
 }
 

@@ -1,6 +1,6 @@
 package controller
 
-// The workers' side of the acting jobs (jobs.go): what a start, a stop and
+// The workers' side of the acting jobs (package acting): what a start, a stop and
 // a reset send to systemd off the loop, and what their results change back
 // on it. A start's slot is reserved from the moment it is decided
 // (fleet.starting) until its result: no second start takes the slot, and
@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/controller/acting"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
@@ -33,10 +34,10 @@ func (ws *workers) startJob(ctx context.Context, now time.Time, w *worker, spec 
 	}
 	var err error
 	var cgroups []string
-	ws.jobs.submit(ctx, &job{
-		kind:         jobStart,
-		supersedable: true,
-		call: func(ctx context.Context) {
+	ws.jobs.Submit(ctx, &acting.Job{
+		Kind:         acting.Start,
+		Supersedable: true,
+		Call: func(ctx context.Context) {
 			sctx, cancel := context.WithTimeout(ctx, startTimeout)
 			defer cancel()
 			if err = u.StartWorker(sctx, spec); err != nil {
@@ -49,7 +50,7 @@ func (ws *workers) startJob(ctx context.Context, now time.Time, w *worker, spec 
 				cgroups = append(cgroups, cg)
 			}
 		},
-		done: func(sent bool) {
+		Done: func(sent bool) {
 			if len(cgroups) > 0 {
 				w.cgroup, w.rankCgroups = cgroups[0], cgroups[1:]
 			}
@@ -117,7 +118,7 @@ func (ws *workers) startDone(now time.Time, w *worker, why string, sent bool, er
 // refuse it (unreachable for longer than a call's timeout), w is live
 // again, as it was before the stop was decided: the next tick decides anew.
 func (ws *workers) stopJob(ctx context.Context, w *worker, why string) {
-	ws.callJob(ctx, jobStop, stopUnit(w.unit), func(err error) {
+	ws.callJob(ctx, acting.Stop, stopUnit(w.unit), func(err error) {
 		if err == nil {
 			return
 		}
@@ -143,24 +144,24 @@ func killMain(unit string, sig int) func(context.Context, Units) error {
 
 // forget emits a call whose result nothing waits for (a reset, a stop of
 // a group's last ranks): it only must not run on the loop.
-func (ws *workers) forget(ctx context.Context, kind jobKind, call func(context.Context, Units) error) {
+func (ws *workers) forget(ctx context.Context, kind acting.Kind, call func(context.Context, Units) error) {
 	ws.callJob(ctx, kind, call, nil)
 }
 
 // callJob emits one call to systemd, bounded by a call's timeout; done,
 // when not nil, takes its error on the loop.
-func (ws *workers) callJob(ctx context.Context, kind jobKind, call func(context.Context, Units) error, done func(error)) {
+func (ws *workers) callJob(ctx context.Context, kind acting.Kind, call func(context.Context, Units) error, done func(error)) {
 	u := ws.units
 	var err error
-	j := &job{kind: kind, call: func(ctx context.Context) {
+	j := &acting.Job{Kind: kind, Call: func(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
 		err = call(cctx, u)
 	}}
 	if done != nil {
-		j.done = func(bool) { done(err) }
+		j.Done = func(bool) { done(err) }
 	}
-	ws.jobs.submit(ctx, j)
+	ws.jobs.Submit(ctx, j)
 }
 
 // listing is what a tick's first call to systemd found: the pool's units,
@@ -205,5 +206,5 @@ func (pl listPlan) list(ctx context.Context) listing {
 
 // actingCounts are the jobs in flight, for the snapshot.
 func (ws *workers) actingCounts() (starting, stopping int) {
-	return len(ws.fleet.starting), ws.jobs.count(jobStop)
+	return len(ws.fleet.starting), ws.jobs.Count(acting.Stop)
 }

@@ -157,42 +157,6 @@ func TestOperatorNeverWaitsForSystemd(t *testing.T) {
 	}
 }
 
-// A start not yet sent when the operator's ask changes is dropped; one
-// already sent is taken in.
-func TestRunnerSupersedesUnsentJobs(t *testing.T) {
-	r := newRunner()
-	block := make(chan struct{})
-	var sent, dropped, entered atomic.Int32
-	ctx := context.Background()
-	for range maxCalls {
-		r.submit(ctx, &job{kind: jobStart, supersedable: true, call: func(context.Context) { entered.Add(1); <-block },
-			done: func(ok bool) {
-				if ok {
-					sent.Add(1)
-				}
-			}})
-	}
-	waitFor(t, "the bound full", func() bool { return entered.Load() == maxCalls })
-	// The bound is full: these wait for their turn.
-	for range 3 {
-		r.submit(ctx, &job{kind: jobStart, supersedable: true, call: func(context.Context) { t.Error("a superseded job was sent") },
-			done: func(ok bool) {
-				if !ok {
-					dropped.Add(1)
-				}
-			}})
-	}
-	if r.count(jobStart) != maxCalls+3 {
-		t.Errorf("%d starts in flight, want %d", r.count(jobStart), maxCalls+3)
-	}
-	r.supersede()
-	close(block)
-	r.settle()
-	if sent.Load() != maxCalls || dropped.Load() != 3 || !r.idle() {
-		t.Errorf("sent %d, dropped %d, idle %v; want %d, 3, true", sent.Load(), dropped.Load(), r.idle(), maxCalls)
-	}
-}
-
 // A listing begun before a start's result came back judges neither that
 // worker (not listed yet: no crash) nor a slot whose start is in flight
 // (listed already: not adopted twice).

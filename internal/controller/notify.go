@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/acting"
 )
 
 const notifyPoll = time.Second
@@ -62,7 +63,7 @@ func (ws *workers) checkNotify(ctx context.Context) {
 	}
 	pl := ws.listPlan()
 	var l listing
-	ws.jobs.submit(ctx, &job{kind: jobOther, call: func(ctx context.Context) { l = pl.list(ctx) }, done: func(bool) {
+	ws.jobs.Submit(ctx, &acting.Job{Kind: acting.Other, Call: func(ctx context.Context) { l = pl.list(ctx) }, Done: func(bool) {
 		if l.err == nil {
 			byUnit := indexByUnit(l.workers)
 			for _, w := range ws.fleet.liveWorkers() {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/acting"
 	"github.com/flexiq/flexiq-scaled/internal/discovery"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/source"
@@ -295,7 +296,7 @@ func (ws *workers) releaseDrains(ctx context.Context, now time.Time) {
 // begins, off the loop (acting.go); a failure is only logged.
 func (ws *workers) drainSignal(ctx context.Context, slot int, unit string, sig int) {
 	name := ws.cfg.QuietSignal
-	ws.callJob(ctx, jobOther, killMain(unit, sig), func(err error) {
+	ws.callJob(ctx, acting.Other, killMain(unit, sig), func(err error) {
 		if err != nil {
 			ws.log.Event(eventlog.WorkerDraining, eventlog.Warning, ws.workerFields(slot, unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
 				"cannot send %s to %s: %v", name, unit, err)

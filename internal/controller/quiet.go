@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/controller/acting"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/poolstore"
 	"github.com/flexiq/flexiq-scaled/internal/units"
@@ -70,7 +71,7 @@ func (ws *workers) retire(ctx context.Context, now time.Time, w *worker, why str
 		why, ws.cfg.QuietSignal, ws.cfg.QuietPeriod))
 	// The signal is a job (acting.go): should it fail, the worker is
 	// stopped at once instead, without a quiet phase.
-	ws.callJob(ctx, jobOther, killMain(w.unit, ws.cfg.QuietSignalNumber), func(err error) {
+	ws.callJob(ctx, acting.Other, killMain(w.unit, ws.cfg.QuietSignalNumber), func(err error) {
 		if err == nil || ws.quiet[w.unit] != q || q.stopping {
 			return
 		}
@@ -122,7 +123,7 @@ func (ws *workers) quietStep(ctx context.Context, now time.Time) {
 // the next tick should systemd refuse it.
 func (ws *workers) quietStop(ctx context.Context, now time.Time, unit string, q *quietUnit) {
 	q.stopping = true
-	ws.callJob(ctx, jobStop, stopUnit(unit), func(err error) {
+	ws.callJob(ctx, acting.Stop, stopUnit(unit), func(err error) {
 		q.stopping = false
 		if err != nil {
 			ws.log.Event(eventlog.WorkerQuiet, eventlog.Err, ws.workerFields(q.slot, unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),

@@ -6,6 +6,7 @@ import (
 
 	"github.com/flexiq/flexiq-scaled/internal/capacity"
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/acting"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 	"github.com/flexiq/flexiq-scaled/internal/units"
@@ -28,7 +29,7 @@ import (
 type workers struct {
 	name  string
 	units Units
-	jobs  *runner // the calls to systemd, off the loop (jobs.go)
+	jobs  *acting.Runner // the calls to systemd, off the loop (package acting)
 	// dropLogged: the starts dropped unsent since the last start was
 	// emitted have been logged (acting.go).
 	dropLogged bool
