@@ -181,17 +181,17 @@ func TestListingDuringActing(t *testing.T) {
 		{"listed, its start done meanwhile", 5, 4, []units.Worker{active(1), active(2)}, false, 0, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFleet()
-			f.live[1] = &worker{slot: 1, unit: units.UnitName("p", 1), since: now, listedFrom: tc.listedFrom}
+			f := newSlotTable()
+			f.Live[1] = &worker{slot: 1, unit: units.UnitName("p", 1), since: now, listedFrom: tc.listedFrom}
 			if tc.starting {
-				f.starting[2] = &worker{slot: 2, unit: units.UnitName("p", 2)}
+				f.Starting[2] = &worker{slot: 2, unit: units.UnitName("p", 2)}
 			}
-			f.asOf = tc.asOf
-			r := f.reconcile(now, tc.listed)
-			if len(r.crashed) != tc.crashed || len(r.adopted) != tc.adopted {
-				t.Errorf("crashed %d, adopted %d; want %d, %d", len(r.crashed), len(r.adopted), tc.crashed, tc.adopted)
+			f.AsOf = tc.asOf
+			r := f.Reconcile(now, tc.listed)
+			if len(r.Crashed) != tc.crashed || len(r.Adopted) != tc.adopted {
+				t.Errorf("crashed %d, adopted %d; want %d, %d", len(r.Crashed), len(r.Adopted), tc.crashed, tc.adopted)
 			}
-			if tc.starting && f.live[2] != nil {
+			if tc.starting && f.Live[2] != nil {
 				t.Error("a slot whose start is in flight was adopted")
 			}
 		})

@@ -22,7 +22,7 @@ func (ws *workers) notifyPending() bool {
 	if ws.svc == nil || ws.cfg.Service.Readiness.Kind != config.ReadyNotify {
 		return false
 	}
-	for _, w := range ws.fleet.live {
+	for _, w := range ws.slots.Live {
 		if w.rd != repReady {
 			return true
 		}
@@ -66,8 +66,8 @@ func (ws *workers) checkNotify(ctx context.Context) {
 	ws.jobs.Submit(ctx, &acting.Job{Kind: acting.Other, Call: func(ctx context.Context) { l = pl.list(ctx) }, Done: func(bool) {
 		if l.err == nil {
 			byUnit := indexByUnit(l.workers)
-			for _, w := range ws.fleet.liveWorkers() {
-				if lw, ok := byUnit.get(w.unit); ok && (w.invocation == "" || w.invocation == lw.InvocationID) && lw.ActiveState == "active" {
+			for _, w := range ws.slots.LiveWorkers() {
+				if lw, ok := byUnit.Get(w.unit); ok && (w.invocation == "" || w.invocation == lw.InvocationID) && lw.ActiveState == "active" {
 					ws.setReadiness(w, repReady, nil, time.Time{})
 				}
 			}

@@ -29,7 +29,7 @@
 // acting.go (the acting jobs: starts, stops, listings off the loop, their
 // results back on it), snapshot.go (what
 // readers see), drain.go (draining the whole pool); the workers: workers.go
-// (their type and what the tick calls), fleet.go (slots, backoff, victims;
+// (their type and what the tick calls), worker.go (the slot table of internal/slots, victims;
 // no I/O), act.go (starting and stopping), quiet.go (the quiet phase),
 // readiness.go (requires, start conditions, the host's budget), rollout.go;
 // a service pool's replicas (issue 19): service.go (readiness, the prober,

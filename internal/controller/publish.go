@@ -78,7 +78,7 @@ func (ws *workers) readySet() (discovery.Set, string) {
 	addr := serviceAddress(ws.cfg.Service)
 	var reps []discovery.Replica
 	var key strings.Builder
-	for _, w := range ws.fleet.liveWorkers() {
+	for _, w := range ws.slots.LiveWorkers() {
 		if w.rd != repReady {
 			continue
 		}
@@ -243,7 +243,7 @@ func (ws *workers) retireReplica(ctx context.Context, now time.Time, w *worker, 
 		return ws.stopWorker(ctx, w, why)
 	}
 	ws.untrack(w)
-	ws.fleet.stop(w)
+	ws.slots.Stop(w, w.ports)
 	svc := ws.cfg.Service
 	// Until its commands are done the deadline is an upper bound, what a
 	// restart of the daemon meanwhile goes by.

@@ -8,6 +8,7 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/controller/acting"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/poolstore"
+	"github.com/flexiq/flexiq-scaled/internal/slots"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
@@ -63,7 +64,7 @@ func (ws *workers) retire(ctx context.Context, now time.Time, w *worker, why str
 	if ws.cfg.QuietSignalNumber == 0 || ws.cfg.QuietPeriod <= 0 {
 		return ws.stopWorker(ctx, w, why)
 	}
-	ws.fleet.stop(w)
+	ws.slots.Stop(w, w.ports)
 	q := &quietUnit{slot: w.slot, invocation: w.invocation, deadline: now.Add(ws.cfg.QuietPeriod)}
 	ws.addQuiet(now, w.unit, q)
 	ws.saveQuiet()
@@ -101,7 +102,7 @@ func (ws *workers) quietStep(ctx context.Context, now time.Time) {
 	changed := false
 	for _, unit := range sortedKeys(ws.quiet) {
 		q := ws.quiet[unit]
-		if _, ok := ws.fleet.draining[unit]; !ok {
+		if _, ok := ws.slots.Draining[unit]; !ok {
 			// Gone; reconcile has reported its stop.
 			q.timer.Stop()
 			delete(ws.quiet, unit)
@@ -197,15 +198,15 @@ func (ws *workers) restoreQuiet(now time.Time, existing []units.Worker) {
 	}
 	byUnit := indexByUnit(existing)
 	for _, e := range st.Units {
-		w, ok := byUnit.get(e.Unit)
+		w, ok := byUnit.Get(e.Unit)
 		switch {
-		case !ok || classify(w, true) != stateRunning || w.Slot != e.Slot:
+		case !ok || slots.Classify(w, true) != slots.Running || w.Slot != e.Slot:
 			continue
 		case e.Invocation != "" && w.InvocationID != "" && e.Invocation != w.InvocationID:
 			continue
 		}
 		deadline := monoTime(time.Duration(e.Deadline))
-		ws.fleet.draining[e.Unit] = drainingUnit{slot: e.Slot, ours: true}
+		ws.slots.Draining[e.Unit] = drainingUnit{Slot: e.Slot, Ours: true}
 		ws.addQuiet(now, e.Unit, &quietUnit{slot: e.Slot, invocation: w.InvocationID, deadline: deadline})
 		ws.log.Event(eventlog.Lifecycle, eventlog.Info, ws.workerFields(e.Slot, e.Unit, nil),
 			"resumed the quiet phase of %s: its stop is due in %s", e.Unit, max(0, deadline.Sub(now)).Round(time.Millisecond))

@@ -101,9 +101,9 @@ func (p *Pool) tickListed(ctx context.Context, run *tickRun, l listing) bool {
 	p.workers.requiredRead(l)
 	p.expireOverride(p.wallNow())
 	p.workers.pumpService(ctx, now)
-	p.workers.fleet.asOf = l.seq
+	p.workers.slots.AsOf = l.seq
 	r := p.workers.reconcile(ctx, now, l.workers)
-	p.workers.fleet.asOf = 0
+	p.workers.slots.AsOf = 0
 	p.workers.quietStep(ctx, now)
 	// Crashed workers come back first, before the decision.
 	p.workers.replaceCrashed(ctx, now, r)
