@@ -33,7 +33,7 @@ func (p *Pool) cpuWindow() time.Duration {
 func (p *Pool) sampleCPU(now time.Time, listed []units.Worker) {
 	window := p.cpuWindow()
 	byUnit := indexByUnit(listed)
-	for _, lw := range p.workers.fleet.live {
+	for _, lw := range p.workers.slots.Live {
 		// A tick brought forward by a wake-up comes a fraction of an
 		// interval after the last: a utilisation over a few hundred
 		// milliseconds is noise, so the last one stands.
@@ -41,7 +41,7 @@ func (p *Pool) sampleCPU(now time.Time, listed []units.Worker) {
 			continue
 		}
 		lw.util, lw.utilKnown = 0, false
-		w, ok := byUnit.get(lw.unit)
+		w, ok := byUnit.Get(lw.unit)
 		if !ok {
 			lw.havePrev = false
 			continue
@@ -63,7 +63,7 @@ func (p *Pool) sampleCPU(now time.Time, listed []units.Worker) {
 func (p *Pool) meanUtil() (float64, bool) {
 	var sum float64
 	n := 0
-	for _, w := range p.workers.fleet.live {
+	for _, w := range p.workers.slots.Live {
 		if w.utilKnown {
 			sum += w.util
 			n++

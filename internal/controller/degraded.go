@@ -78,7 +78,7 @@ func (p *Pool) checkDegraded(now time.Time) {
 	if dg.on {
 		return
 	}
-	slots, failures := failingSlots(ws.fleet)
+	slots, failures := failingSlots(ws.slots)
 	if len(slots) == 0 {
 		return
 	}
@@ -97,15 +97,15 @@ func (p *Pool) checkDegraded(now time.Time) {
 // failingSlots are the slots without a live worker that have failed at
 // least degradedFailures times in a row, sorted, and the most failures of
 // any of them.
-func failingSlots(f *fleet) ([]int, int) {
+func failingSlots(f *slotTable) ([]int, int) {
 	var slots []int
 	most := 0
-	for slot, b := range f.backoff {
-		if _, live := f.live[slot]; live || b.failures < degradedFailures {
+	for slot, b := range f.Backoff {
+		if _, live := f.Live[slot]; live || b.Failures < degradedFailures {
 			continue
 		}
 		slots = append(slots, slot)
-		most = max(most, b.failures)
+		most = max(most, b.Failures)
 	}
 	slices.Sort(slots)
 	return slots, most

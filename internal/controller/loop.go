@@ -8,7 +8,7 @@ package controller
 // of a tick, never while the tick waits for systemd or its source: the
 // tick's calls (the listing of the pool's units, the source's reads) run
 // in a goroutine of their own, on values they were handed, and so do the
-// starts and stops the tick decides on (jobs.go). The loop goes on serving
+// starts and stops the tick decides on (package acting). The loop goes on serving
 // messages until their answers come back to it, as messages too.
 //
 // The goroutines of a pool, then:
@@ -16,7 +16,7 @@ package controller
 //	the loop (Run)      the pool's state: ticks' decisions, operations,
 //	                    the answers below, the snapshot
 //	the tick's calls    one per tick: the listing and the source's reads
-//	the acting jobs     one per start, stop or reset, at most maxCalls
+//	the acting jobs     one per start, stop or reset, at most acting.MaxCalls
 //	                    at once; a start not yet sent is dropped when the
 //	                    operator's ask changes meanwhile
 //	the service's       the prober, discovery's after-change commands
@@ -63,7 +63,7 @@ func (p *Pool) do(f func()) {
 		defer func() { <-p.own.token }()
 		f()
 		// Outside the loop, the caller's acting is done when it returns.
-		if p.acting.settle() {
+		if p.acting.Settle() {
 			p.serviceChanged(context.Background())
 		}
 		p.storeSnapshot()
@@ -91,7 +91,7 @@ func (p *Pool) serviceChanged(ctx context.Context) {
 // the loop it does nothing: the results come back as messages.
 func (p *Pool) settleOutside() {
 	if !p.inLoop {
-		p.acting.settle()
+		p.acting.Settle()
 	}
 }
 
@@ -131,7 +131,7 @@ func (p *Pool) Run(ctx context.Context) {
 		var read <-chan tickCalls
 		if p.reading != nil {
 			read = p.reading.done
-		} else if p.acting.idle() && p.parked == nil {
+		} else if p.acting.Idle() && p.parked == nil {
 			fire, wake = timer.C, p.wake
 		}
 		select {
@@ -159,8 +159,8 @@ func (p *Pool) Run(ctx context.Context) {
 			p.workers.checkNotify(ctx)
 			p.serviceChanged(ctx)
 			continue
-		case <-p.acting.ready:
-			if p.acting.apply() {
+		case <-p.acting.Ready():
+			if p.acting.Apply() {
 				p.serviceChanged(ctx)
 			}
 			p.unpark(ctx)
@@ -217,7 +217,7 @@ func (p *Pool) endRead(ctx context.Context, c tickCalls) {
 		return
 	}
 	p.parked = &parkedTick{run: r.run, gen: r.gen, obs: c.obs}
-	if !p.acting.idle() {
+	if !p.acting.Idle() {
 		p.serviceChanged(ctx) // status shows the replacements starting
 	}
 	p.unpark(ctx)
@@ -234,7 +234,7 @@ type parkedTick struct {
 // unpark ends the parked tick once no job is in flight.
 func (p *Pool) unpark(ctx context.Context) {
 	t := p.parked
-	if t == nil || !p.acting.idle() {
+	if t == nil || !p.acting.Idle() {
 		return
 	}
 	p.parked = nil

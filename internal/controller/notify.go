@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/acting"
 )
 
 const notifyPoll = time.Second
@@ -21,7 +22,7 @@ func (ws *workers) notifyPending() bool {
 	if ws.svc == nil || ws.cfg.Service.Readiness.Kind != config.ReadyNotify {
 		return false
 	}
-	for _, w := range ws.fleet.live {
+	for _, w := range ws.slots.Live {
 		if w.rd != repReady {
 			return true
 		}
@@ -62,11 +63,11 @@ func (ws *workers) checkNotify(ctx context.Context) {
 	}
 	pl := ws.listPlan()
 	var l listing
-	ws.jobs.submit(ctx, &job{kind: jobOther, call: func(ctx context.Context) { l = pl.list(ctx) }, done: func(bool) {
+	ws.jobs.Submit(ctx, &acting.Job{Kind: acting.Other, Call: func(ctx context.Context) { l = pl.list(ctx) }, Done: func(bool) {
 		if l.err == nil {
 			byUnit := indexByUnit(l.workers)
-			for _, w := range ws.fleet.liveWorkers() {
-				if lw, ok := byUnit.get(w.unit); ok && (w.invocation == "" || w.invocation == lw.InvocationID) && lw.ActiveState == "active" {
+			for _, w := range ws.slots.LiveWorkers() {
+				if lw, ok := byUnit.Get(w.unit); ok && (w.invocation == "" || w.invocation == lw.InvocationID) && lw.ActiveState == "active" {
 					ws.setReadiness(w, repReady, nil, time.Time{})
 				}
 			}

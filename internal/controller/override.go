@@ -94,7 +94,7 @@ func (p *Pool) overrideTo(o api.Override) (api.Override, error) {
 	p.overrideChanged()
 	// Starts not yet sent follow the old ask: the next tick decides on
 	// this one.
-	p.acting.supersede()
+	p.acting.Supersede()
 	p.kick()
 	return o, nil
 }

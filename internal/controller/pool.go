@@ -10,7 +10,7 @@
 // that drive Tick themselves) the caller owns the state for the length of
 // its call instead (loop.go). The source's reads, which may hang for as
 // long as the poll interval, and the calls to systemd (listings, starts,
-// stops: the acting jobs of jobs.go), which may hang while PID 1 does, run
+// stops: the acting jobs of package acting), which may hang while PID 1 does, run
 // off the loop on values handed to them, so that nothing an operator does
 // waits for them. Readers (status, explain,
 // the metrics, STATUS=, the watchdog) read an immutable snapshot that the
@@ -25,11 +25,11 @@
 //
 // The files: pool.go (life cycle, the operator's operations), loop.go (the
 // owner, its messages, the calls in flight), tick.go (one control cycle, in
-// three phases), read.go (the source reads off the loop), jobs.go and
+// three phases), read.go (the source reads off the loop), package acting and
 // acting.go (the acting jobs: starts, stops, listings off the loop, their
 // results back on it), snapshot.go (what
 // readers see), drain.go (draining the whole pool); the workers: workers.go
-// (their type and what the tick calls), fleet.go (slots, backoff, victims;
+// (their type and what the tick calls), worker.go (the slot table of internal/slots, victims;
 // no I/O), act.go (starting and stopping), quiet.go (the quiet phase),
 // readiness.go (requires, start conditions, the host's budget), rollout.go;
 // a service pool's replicas (issue 19): service.go (readiness, the prober,
@@ -56,6 +56,7 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/capacity"
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/acting"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	fleetmode "github.com/flexiq/flexiq-scaled/internal/fleet"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
@@ -177,9 +178,9 @@ type Pool struct {
 	degraded degradedState // degraded.go
 	pub      published     // what the next snapshot shows (snapshot.go)
 
-	// acting runs the starts and stops off the loop (jobs.go); inLoop is
+	// acting runs the starts and stops off the loop (package acting); inLoop is
 	// set while the loop (Run) owns the pool.
-	acting   *runner
+	acting   *acting.Runner
 	inLoop   bool
 	wake     chan struct{}
 	watch    watchState   // the source's wake-up (wake.go)
@@ -215,7 +216,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		src:    src,
 		prom:   openPromQL(opts.NewPromQL, cfg),
 		report: newReporter(log),
-		acting: newRunner(),
+		acting: acting.NewRunner(),
 		pipe:   policy.NewPipeline(cfg.Scaling.Policy, cfg.Scaling.Behavior, nil),
 		wake:   make(chan struct{}, 1),
 	}
@@ -356,7 +357,7 @@ func (p *Pool) update(cfg *config.Pool) error {
 	p.pub.status.Max = cfg.MaxWorkers
 	p.pub.status.Mode = p.modeString(p.wallNow())
 	// Starts not yet sent were decided under the old configuration.
-	p.acting.supersede()
+	p.acting.Supersede()
 	p.kick()
 	return nil
 }
@@ -368,7 +369,7 @@ func (p *Pool) Roll(reason string) {
 		p.workers.roll.nonce = fmt.Sprintf("%d", time.Now().UnixNano())
 		p.workers.roll.reason = reason
 		p.saveState(p.clock())
-		p.acting.supersede()
+		p.acting.Supersede()
 		p.kick()
 	})
 }

@@ -211,7 +211,7 @@ func (ws *workers) guardRound(now time.Time) bool {
 		return false
 	}
 	changed := false
-	for _, w := range ws.fleet.liveWorkers() {
+	for _, w := range ws.slots.LiveWorkers() {
 		if w.claim != repReady {
 			continue
 		}
@@ -298,7 +298,7 @@ func (ws *workers) logHeld(f eventlog.Fields, port int, l portowner.Listener, wh
 func (ws *workers) endHeld(now time.Time) {
 	g := ws.svc.guard
 	for port, h := range g.held {
-		w := ws.fleet.live[h.slot]
+		w := ws.slots.Live[h.slot]
 		switch {
 		case h.unit != "" && (w == nil || w.unit != h.unit && !strings.HasPrefix(h.unit, strings.TrimSuffix(w.unit, ".service")+"-r")):
 			ws.heldEnded(port, h, "is no longer a live replica's")
@@ -395,8 +395,8 @@ func (ws *workers) hasFixedPort() bool {
 // drainingHolds says whether a replica of the pool still stopping holds
 // port: its own listener, not a squatter's.
 func (ws *workers) drainingHolds(port int) bool {
-	for _, d := range ws.fleet.draining {
-		for _, p := range d.ports {
+	for _, d := range ws.slots.Draining {
+		for _, p := range d.Ports {
 			if p == port {
 				return true
 			}

@@ -128,7 +128,7 @@ func (ws *workers) specsFor(now time.Time, slots []int, revision, why string) (m
 			// gang.go; rank 0's are the replica's.
 			spec := specFor(ws.cfg, slot, revision, nil)
 			if err := ws.gangSpec(&spec); err != nil {
-				ws.report.startFailed(slot, units.UnitName(ws.name, slot), why, err, ws.fleet.armBackoff(slot, now))
+				ws.report.startFailed(slot, units.UnitName(ws.name, slot), why, err, ws.slots.ArmBackoff(slot, now))
 				continue
 			}
 			ports[slot] = portsFromEnvironment(ws.cfg.Service, envList(spec.Ranks[0].Environment))
@@ -137,7 +137,7 @@ func (ws *workers) specsFor(now time.Time, slots []int, revision, why string) (m
 		}
 		pm, err := portsFor(ws.cfg.Service, slot, 0, held)
 		if err != nil {
-			ws.report.startFailed(slot, units.UnitName(ws.name, slot), why, err, ws.fleet.armBackoff(slot, now))
+			ws.report.startFailed(slot, units.UnitName(ws.name, slot), why, err, ws.slots.ArmBackoff(slot, now))
 			continue
 		}
 		ports[slot] = pm

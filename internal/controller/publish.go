@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/acting"
 	"github.com/flexiq/flexiq-scaled/internal/discovery"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/source"
@@ -77,7 +78,7 @@ func (ws *workers) readySet() (discovery.Set, string) {
 	addr := serviceAddress(ws.cfg.Service)
 	var reps []discovery.Replica
 	var key strings.Builder
-	for _, w := range ws.fleet.liveWorkers() {
+	for _, w := range ws.slots.LiveWorkers() {
 		if w.rd != repReady {
 			continue
 		}
@@ -242,7 +243,7 @@ func (ws *workers) retireReplica(ctx context.Context, now time.Time, w *worker, 
 		return ws.stopWorker(ctx, w, why)
 	}
 	ws.untrack(w)
-	ws.fleet.stop(w)
+	ws.slots.Stop(w, w.ports)
 	svc := ws.cfg.Service
 	// Until its commands are done the deadline is an upper bound, what a
 	// restart of the daemon meanwhile goes by.
@@ -295,7 +296,7 @@ func (ws *workers) releaseDrains(ctx context.Context, now time.Time) {
 // begins, off the loop (acting.go); a failure is only logged.
 func (ws *workers) drainSignal(ctx context.Context, slot int, unit string, sig int) {
 	name := ws.cfg.QuietSignal
-	ws.callJob(ctx, jobOther, killMain(unit, sig), func(err error) {
+	ws.callJob(ctx, acting.Other, killMain(unit, sig), func(err error) {
 		if err != nil {
 			ws.log.Event(eventlog.WorkerDraining, eventlog.Warning, ws.workerFields(slot, unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
 				"cannot send %s to %s: %v", name, unit, err)

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/controller/acting"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/poolstore"
+	"github.com/flexiq/flexiq-scaled/internal/slots"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
@@ -62,7 +64,7 @@ func (ws *workers) retire(ctx context.Context, now time.Time, w *worker, why str
 	if ws.cfg.QuietSignalNumber == 0 || ws.cfg.QuietPeriod <= 0 {
 		return ws.stopWorker(ctx, w, why)
 	}
-	ws.fleet.stop(w)
+	ws.slots.Stop(w, w.ports)
 	q := &quietUnit{slot: w.slot, invocation: w.invocation, deadline: now.Add(ws.cfg.QuietPeriod)}
 	ws.addQuiet(now, w.unit, q)
 	ws.saveQuiet()
@@ -70,7 +72,7 @@ func (ws *workers) retire(ctx context.Context, now time.Time, w *worker, why str
 		why, ws.cfg.QuietSignal, ws.cfg.QuietPeriod))
 	// The signal is a job (acting.go): should it fail, the worker is
 	// stopped at once instead, without a quiet phase.
-	ws.callJob(ctx, jobOther, killMain(w.unit, ws.cfg.QuietSignalNumber), func(err error) {
+	ws.callJob(ctx, acting.Other, killMain(w.unit, ws.cfg.QuietSignalNumber), func(err error) {
 		if err == nil || ws.quiet[w.unit] != q || q.stopping {
 			return
 		}
@@ -100,7 +102,7 @@ func (ws *workers) quietStep(ctx context.Context, now time.Time) {
 	changed := false
 	for _, unit := range sortedKeys(ws.quiet) {
 		q := ws.quiet[unit]
-		if _, ok := ws.fleet.draining[unit]; !ok {
+		if _, ok := ws.slots.Draining[unit]; !ok {
 			// Gone; reconcile has reported its stop.
 			q.timer.Stop()
 			delete(ws.quiet, unit)
@@ -122,7 +124,7 @@ func (ws *workers) quietStep(ctx context.Context, now time.Time) {
 // the next tick should systemd refuse it.
 func (ws *workers) quietStop(ctx context.Context, now time.Time, unit string, q *quietUnit) {
 	q.stopping = true
-	ws.callJob(ctx, jobStop, stopUnit(unit), func(err error) {
+	ws.callJob(ctx, acting.Stop, stopUnit(unit), func(err error) {
 		q.stopping = false
 		if err != nil {
 			ws.log.Event(eventlog.WorkerQuiet, eventlog.Err, ws.workerFields(q.slot, unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
@@ -196,15 +198,15 @@ func (ws *workers) restoreQuiet(now time.Time, existing []units.Worker) {
 	}
 	byUnit := indexByUnit(existing)
 	for _, e := range st.Units {
-		w, ok := byUnit.get(e.Unit)
+		w, ok := byUnit.Get(e.Unit)
 		switch {
-		case !ok || classify(w, true) != stateRunning || w.Slot != e.Slot:
+		case !ok || slots.Classify(w, true) != slots.Running || w.Slot != e.Slot:
 			continue
 		case e.Invocation != "" && w.InvocationID != "" && e.Invocation != w.InvocationID:
 			continue
 		}
 		deadline := monoTime(time.Duration(e.Deadline))
-		ws.fleet.draining[e.Unit] = drainingUnit{slot: e.Slot, ours: true}
+		ws.slots.Draining[e.Unit] = drainingUnit{Slot: e.Slot, Ours: true}
 		ws.addQuiet(now, e.Unit, &quietUnit{slot: e.Slot, invocation: w.InvocationID, deadline: deadline})
 		ws.log.Event(eventlog.Lifecycle, eventlog.Info, ws.workerFields(e.Slot, e.Unit, nil),
 			"resumed the quiet phase of %s: its stop is due in %s", e.Unit, max(0, deadline.Sub(now)).Round(time.Millisecond))

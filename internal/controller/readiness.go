@@ -156,7 +156,7 @@ func (ws *workers) releaseDeferred(now time.Time) {
 // next tick.
 func (ws *workers) claimCapacity(n int, why string) int {
 	cost := ws.cfg.WorkerCost()
-	ws.ledger.Set(ws.name, cost, ws.live()+ws.fleet.drainingSlots())
+	ws.ledger.Set(ws.name, cost, ws.live()+ws.slots.DrainingSlots())
 	granted, short := ws.ledger.Claim(ws.name, cost, n)
 	if granted < n {
 		ws.target = min(ws.target, ws.live()+granted)
@@ -177,7 +177,7 @@ func (ws *workers) claimCapacity(n int, why string) int {
 // recount tells the ledger what the pool holds after its starts: a start
 // that failed gives its claim back.
 func (ws *workers) recount() {
-	ws.ledger.Set(ws.name, ws.cfg.WorkerCost(), ws.live()+ws.fleet.drainingSlots())
+	ws.ledger.Set(ws.name, ws.cfg.WorkerCost(), ws.live()+ws.slots.DrainingSlots())
 }
 
 // conditionSkipped handles a start skipped by the start condition: not a

@@ -151,8 +151,8 @@ func TestConditionSkipIsNotACrash(t *testing.T) {
 	if got := append(r.lines("crashed"), r.lines("failed to start")...); len(got) != 0 {
 		t.Errorf("a skip was reported as a crash or failed start:\n%s", strings.Join(got, "\n"))
 	}
-	if len(r.pool.workers.fleet.backoff) != 0 {
-		t.Errorf("a skip armed a backoff: %v", r.pool.workers.fleet.backoff)
+	if len(r.pool.workers.slots.Backoff) != 0 {
+		t.Errorf("a skip armed a backoff: %v", r.pool.workers.slots.Backoff)
 	}
 	r.sd.condFails = false
 	r.tick(2 * time.Second)

@@ -116,19 +116,19 @@ func (r *reporter) sourceOK(c source.Counts) {
 // crashed reports a worker that went away on its own; its slot's backoff is
 // armed, and said once, here.
 func (r *reporter) crashed(c crash) {
-	if c.exit != nil {
+	if c.Exit != nil {
 		r.groupCrashed(c)
 		return
 	}
 	result, how := "success", "exited and was unloaded"
-	if c.loaded {
-		result = c.unit.Result
-		how = fmt.Sprintf("is %s (%s)", c.unit.ActiveState, exitText(c.unit))
+	if c.Loaded {
+		result = c.Unit.Result
+		how = fmt.Sprintf("is %s (%s)", c.Unit.ActiveState, exitText(c.Unit))
 	}
-	r.log.Event(eventlog.WorkerCrashed, eventlog.Err, r.workerFields(c.worker.slot, c.worker.unit, eventlog.Fields{
-		"FLEXIQ_RESULT": result, "FLEXIQ_EXIT_STATUS": strconv.Itoa(int(c.unit.ExecMainStatus)),
-		"FLEXIQ_BACKOFF_SEC": strconv.FormatFloat(c.delay.Seconds(), 'f', -1, 64),
-	}), "worker %s stopped without being asked: it %s, Result=%s; slot %d may restart in %s", c.worker.unit, how, result, c.worker.slot, c.delay)
+	r.log.Event(eventlog.WorkerCrashed, eventlog.Err, r.workerFields(c.Worker.slot, c.Worker.unit, eventlog.Fields{
+		"FLEXIQ_RESULT": result, "FLEXIQ_EXIT_STATUS": strconv.Itoa(int(c.Unit.ExecMainStatus)),
+		"FLEXIQ_BACKOFF_SEC": strconv.FormatFloat(c.Delay.Seconds(), 'f', -1, 64),
+	}), "worker %s stopped without being asked: it %s, Result=%s; slot %d may restart in %s", c.Worker.unit, how, result, c.Worker.slot, c.Delay)
 }
 
 // startFailed reports a start job that failed, with the unit's own Result
@@ -178,19 +178,19 @@ func (r *reporter) draining(slot int, unit, why string) {
 // stopped reports a drained unit as systemd left it. A drain that ended
 // in SIGKILL (Result=timeout) may have lost work in flight: a warning.
 func (r *reporter) stopped(s stopped) {
-	f := eventlog.Fields{"FLEXIQ_RESULT": s.result}
+	f := eventlog.Fields{"FLEXIQ_RESULT": s.Result}
 	pri, note := eventlog.Info, ""
-	if s.exit.ExecMainCode != 0 {
-		f["FLEXIQ_EXIT_STATUS"] = strconv.Itoa(int(s.exit.ExecMainStatus))
+	if s.Exit.ExecMainCode != 0 {
+		f["FLEXIQ_EXIT_STATUS"] = strconv.Itoa(int(s.Exit.ExecMainStatus))
 	}
-	switch s.result {
+	switch s.Result {
 	case "success":
 	case "timeout":
 		pri, note = eventlog.Warning, ": it did not finish within drain_timeout_sec and was SIGKILLed; work in flight may have been lost"
 	default:
-		pri, note = eventlog.Warning, fmt.Sprintf(" (%s)", exitText(s.exit))
+		pri, note = eventlog.Warning, fmt.Sprintf(" (%s)", exitText(s.Exit))
 	}
-	r.log.Event(eventlog.WorkerStopped, pri, r.workerFields(s.slot, s.unit, f), "%s stopped, Result=%s%s", s.unit, s.result, note)
+	r.log.Event(eventlog.WorkerStopped, pri, r.workerFields(s.Slot, s.Unit, f), "%s stopped, Result=%s%s", s.Unit, s.Result, note)
 }
 
 func exitText(w units.Worker) string {

@@ -226,8 +226,8 @@ func (ws *workers) replicasReconciled(now time.Time, listed []units.Worker, r re
 		return
 	}
 	byUnit := indexByUnit(listed)
-	for _, w := range r.adopted {
-		lw, _ := byUnit.get(w.unit)
+	for _, w := range r.Adopted {
+		lw, _ := byUnit.Get(w.unit)
 		w.ports = portsFromEnvironment(ws.cfg.Service, lw.Environment)
 		w.rankPorts = listedRankPorts(ws.cfg.Service, lw.Ranks)
 		// Its ready timeout counts from now: the daemon was not there to
@@ -242,18 +242,18 @@ func (ws *workers) replicasReconciled(now time.Time, listed []units.Worker, r re
 		}
 		ws.track(w, initial)
 	}
-	for _, rs := range r.restarted {
-		rs.worker.rd, rs.worker.claim, rs.worker.readyFrom = repStarting, repStarting, now
-		ws.track(rs.worker, probe.Unknown)
+	for _, rs := range r.Restarted {
+		rs.Worker.rd, rs.Worker.claim, rs.Worker.readyFrom = repStarting, repStarting, now
+		ws.track(rs.Worker, probe.Unknown)
 	}
-	for _, c := range r.crashed {
-		ws.untrack(c.worker)
+	for _, c := range r.Crashed {
+		ws.untrack(c.Worker)
 	}
-	for _, s := range r.stopping {
-		ws.untrack(s.worker)
+	for _, s := range r.Stopping {
+		ws.untrack(s.Worker)
 	}
-	for _, w := range ws.fleet.liveWorkers() {
-		if lw, ok := byUnit.get(w.unit); ok {
+	for _, w := range ws.slots.LiveWorkers() {
+		if lw, ok := byUnit.Get(w.unit); ok {
 			w.cgroup = cmp.Or(lw.ControlGroup, w.cgroup)
 			for i, r := range lw.Ranks {
 				if i < len(w.rankCgroups) && r.ControlGroup != "" {
@@ -267,8 +267,8 @@ func (ws *workers) replicasReconciled(now time.Time, listed []units.Worker, r re
 	if isProbe(ws.cfg.Service) {
 		return
 	}
-	for _, w := range ws.fleet.liveWorkers() {
-		lw, ok := byUnit.get(w.unit)
+	for _, w := range ws.slots.LiveWorkers() {
+		lw, ok := byUnit.Get(w.unit)
 		if !ok {
 			continue
 		}
@@ -290,7 +290,7 @@ func (ws *workers) onTransition(t probe.Transition) {
 		return
 	}
 	w, ok := ws.svc.byProbe[t.ID]
-	if !ok || ws.fleet.live[w.slot] != w {
+	if !ok || ws.slots.Live[w.slot] != w {
 		return // a target since removed
 	}
 	switch t.To {
@@ -351,7 +351,7 @@ func (ws *workers) replaceUnready(ctx context.Context, now time.Time) {
 	}
 	svc := ws.cfg.Service
 	replaced := 0
-	for _, w := range ws.fleet.liveWorkers() {
+	for _, w := range ws.slots.LiveWorkers() {
 		var reason, text string
 		switch {
 		case w.rd == repStarting && svc.ReadyTimeout > 0 && now.Sub(w.readyFrom) >= svc.ReadyTimeout:
@@ -366,7 +366,7 @@ func (ws *workers) replaceUnready(ctx context.Context, now time.Time) {
 		if ws.retire(ctx, now, w, "replacing a replica "+reason) {
 			// Its slot waits as after a crash: a replica that cannot get
 			// ready must not be restarted in a tight loop.
-			ws.fleet.armBackoff(w.slot, now)
+			ws.slots.ArmBackoff(w.slot, now)
 			replaced++
 		}
 	}
@@ -377,7 +377,7 @@ func (ws *workers) replaceUnready(ctx context.Context, now time.Time) {
 
 // readyCount is the replicas that are ready, and those that are not.
 func (ws *workers) readyCount() (ready, notReady int) {
-	for _, w := range ws.fleet.live {
+	for _, w := range ws.slots.Live {
 		if w.rd == repReady {
 			ready++
 		} else {
@@ -395,11 +395,11 @@ func (ws *workers) readyCount() (ready, notReady int) {
 func (ws *workers) serviceVictims(n int) []*worker {
 	rev := ws.revision()
 	rolling := false
-	for _, w := range ws.fleet.live {
+	for _, w := range ws.slots.Live {
 		rolling = rolling || outdated(w, rev)
 	}
 	var notReady, ready []*worker
-	for _, w := range ws.fleet.liveWorkers() {
+	for _, w := range ws.slots.LiveWorkers() {
 		switch {
 		case w.rd == repReady:
 			ready = append(ready, w)
@@ -439,7 +439,7 @@ func (ws *workers) reconfigure(clock Clock, opts Options, cfg *config.Pool) erro
 		svc.listed = nil
 		// The running replicas are taken as ready, unprobed: a change of
 		// the readiness kind reaches them through the rollout.
-		for _, w := range ws.fleet.liveWorkers() {
+		for _, w := range ws.slots.LiveWorkers() {
 			w.probeID, w.rd, w.claim, w.everReady = "", repReady, repReady, true
 		}
 		return nil

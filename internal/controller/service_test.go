@@ -52,7 +52,7 @@ func TestServicePorts(t *testing.T) {
 					t.Fatalf("slot %d got port %d (seen %v)", slot, port, seen)
 				}
 				seen[port] = true
-				if got := sr.pool.workers.fleet.live[slot].ports["http"]; got != port {
+				if got := sr.pool.workers.slots.Live[slot].ports["http"]; got != port {
 					t.Fatalf("slot %d remembers port %d, its unit has %d", slot, got, port)
 				}
 			}
@@ -109,7 +109,7 @@ func TestServiceRestartKeepsPortsAndDiscovery(t *testing.T) {
 				t.Fatalf("the restart started %d units and ran %d commands", len(sr.sd.starts)-starts, sr.runner.runs()-runs)
 			}
 			for _, u := range before {
-				w := sr.pool.workers.fleet.live[sr.sd.units[u].Slot]
+				w := sr.pool.workers.slots.Live[sr.sd.units[u].Slot]
 				if w.ports["http"] != ports[u] || w.rd != repReady {
 					t.Fatalf("%s adopted with ports %v, %s; want http=%d, ready", u, w.ports, w.rd, ports[u])
 				}
@@ -233,7 +233,7 @@ func TestServiceReplacesUnreadyReplicas(t *testing.T) {
 			if len(sr.lines(`FLEXIQ_REASON="`+tc.reason+`"`, u, "stopping and replacing")) != 1 {
 				t.Fatalf("no journal entry for the replacement:\n%s", sr.log)
 			}
-			if n := sr.pool.workers.live(); n != 1 || sr.pool.workers.fleet.live[2] == nil {
+			if n := sr.pool.workers.live(); n != 1 || sr.pool.workers.slots.Live[2] == nil {
 				t.Fatalf("%d live, want the replacement in slot 2", n)
 			}
 			if _, ok := sr.prober.target(u); ok {
@@ -356,7 +356,7 @@ func TestServiceVictims(t *testing.T) {
 				if ready {
 					w.rd = repReady
 				}
-				sr.pool.workers.fleet.live[i+1] = w
+				sr.pool.workers.slots.Live[i+1] = w
 			}
 			var got []int
 			for _, w := range sr.pool.workers.serviceVictims(tc.n) {
@@ -388,7 +388,7 @@ func TestServiceCrashReassignsPorts(t *testing.T) {
 	if len(sr.sd.starts) != 2 {
 		t.Fatalf("starts %v, want the replacement after the backoff", sr.sd.starts)
 	}
-	w := sr.pool.workers.fleet.live[1]
+	w := sr.pool.workers.slots.Live[1]
 	if w == nil || w.ports["http"] != sr.envPort(u) {
 		t.Fatalf("the replacement remembers %v, its unit has http=%d", w, sr.envPort(u))
 	}

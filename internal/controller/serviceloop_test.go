@@ -205,7 +205,7 @@ func TestServiceRolloutWaitsForReady(t *testing.T) {
 	sr.tick(time.Second)
 	sr.settle()
 	u2 := units.UnitName("web", 2)
-	if sr.pool.workers.fleet.live[2] == nil || len(sr.sd.stops) != 0 || sr.pool.workers.draining() != 0 {
+	if sr.pool.workers.slots.Live[2] == nil || len(sr.sd.stops) != 0 || sr.pool.workers.draining() != 0 {
 		t.Fatalf("want the surge replica started and the old one kept: live %d, draining %d", sr.pool.workers.live(), sr.pool.workers.draining())
 	}
 	sr.tick(time.Second)

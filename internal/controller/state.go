@@ -68,12 +68,12 @@ func (p *Pool) saveState(now time.Time) {
 	for _, s := range p.pipe.Rec.History() {
 		st.History = append(st.History, savedSample{At: int64(monoSince(s.At)), Raw: s.Raw})
 	}
-	for slot, b := range p.workers.fleet.backoff {
-		if now.Before(b.until) || b.delay > backoffMin {
+	for slot, b := range p.workers.slots.Backoff {
+		if now.Before(b.Until) || b.Delay > backoffMin {
 			if st.Backoff == nil {
 				st.Backoff = map[int]savedBackoff{}
 			}
-			st.Backoff[slot] = savedBackoff{Delay: int64(b.delay), Until: int64(monoSince(b.until))}
+			st.Backoff[slot] = savedBackoff{Delay: int64(b.Delay), Until: int64(monoSince(b.Until))}
 		}
 	}
 	if err := p.stateStore().Save(p.name, st); err != nil {
@@ -146,7 +146,7 @@ func (p *Pool) restore(now time.Time, st *savedState) {
 	p.restoreScaling(now, st.savedScaling)
 	for slot, b := range st.Backoff {
 		if slot > 0 && b.Delay > 0 {
-			p.workers.fleet.backoff[slot] = &slotBackoff{delay: time.Duration(b.Delay), until: monoTime(time.Duration(b.Until))}
+			p.workers.slots.Backoff[slot] = &slotBackoff{Delay: time.Duration(b.Delay), Until: monoTime(time.Duration(b.Until))}
 		}
 	}
 }

@@ -79,7 +79,7 @@ func TestFilesOfTheOldDaemonStillLoad(t *testing.T) {
 	if r.pool.workers.roll.nonce != "r1" {
 		t.Errorf("rollout nonce %q, want r1", r.pool.workers.roll.nonce)
 	}
-	if b := r.pool.workers.fleet.backoff[2]; b == nil || b.delay != 2*time.Second {
+	if b := r.pool.workers.slots.Backoff[2]; b == nil || b.Delay != 2*time.Second {
 		t.Errorf("slot 2's backoff %+v, want a delay of 2s", b)
 	}
 	if len(r.lines("resumed the quiet phase of "+quieted)) != 1 {

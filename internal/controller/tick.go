@@ -16,7 +16,7 @@ import (
 // the listing of the pool's units (acting.go) and the source's reads
 // (read.go), side by side; endTick, back on the loop, takes in the listing
 // (crashes, stops from outside), decides and acts. Acting emits jobs
-// (jobs.go): their calls run off the loop too, and their results come back
+// (package acting): their calls run off the loop too, and their results come back
 // to it as messages. Meanwhile the loop serves the operator.
 
 // tickRun is what the first phase of a tick hands to the last.
@@ -101,9 +101,9 @@ func (p *Pool) tickListed(ctx context.Context, run *tickRun, l listing) bool {
 	p.workers.requiredRead(l)
 	p.expireOverride(p.wallNow())
 	p.workers.pumpService(ctx, now)
-	p.workers.fleet.asOf = l.seq
+	p.workers.slots.AsOf = l.seq
 	r := p.workers.reconcile(ctx, now, l.workers)
-	p.workers.fleet.asOf = 0
+	p.workers.slots.AsOf = 0
 	p.workers.quietStep(ctx, now)
 	// Crashed workers come back first, before the decision.
 	p.workers.replaceCrashed(ctx, now, r)

@@ -126,7 +126,7 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *api.Explanatio
 		Pool:   p.name,
 		DryRun: p.dryRun(),
 		Workers: api.WorkerCounts{
-			Live: len(p.workers.fleet.live), Draining: p.workers.draining(), Target: p.workers.target,
+			Live: len(p.workers.slots.Live), Draining: p.workers.draining(), Target: p.workers.target,
 			Min: p.cfg.MinWorkers, Max: p.cfg.MaxWorkers,
 		},
 		Source: api.SourceView{
@@ -150,7 +150,7 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *api.Explanatio
 	if c := p.health.counts; c != nil && !p.cfg.NoQueue() {
 		v.Queue = queueView(*c)
 	}
-	for _, w := range p.workers.fleet.liveWorkers() {
+	for _, w := range p.workers.slots.LiveWorkers() {
 		wv := api.WorkerView{Slot: w.slot, Unit: w.unit, State: "active", Restarts: p.workers.restarts[w.slot]}
 		if !w.since.IsZero() && now.After(w.since) {
 			up := now.Sub(w.since).Seconds()
@@ -165,9 +165,9 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *api.Explanatio
 		}
 		v.WorkerList = append(v.WorkerList, wv)
 	}
-	for _, unit := range sortedKeys(p.workers.fleet.draining) {
-		d := p.workers.fleet.draining[unit]
-		v.WorkerList = append(v.WorkerList, api.WorkerView{Slot: d.slot, Unit: unit, State: "draining", Restarts: p.workers.restarts[d.slot]})
+	for _, unit := range sortedKeys(p.workers.slots.Draining) {
+		d := p.workers.slots.Draining[unit]
+		v.WorkerList = append(v.WorkerList, api.WorkerView{Slot: d.Slot, Unit: unit, State: "draining", Restarts: p.workers.restarts[d.Slot]})
 	}
 	p.pub.setView(v, e)
 	p.pub.listed = listed

@@ -6,12 +6,13 @@ import (
 
 	"github.com/flexiq/flexiq-scaled/internal/capacity"
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/acting"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
-// workers is the pool's side that acts: its slots (fleet.go), the starts
+// workers is the pool's side that acts: its slots (internal/slots), the starts
 // and stops over Units (act.go), the backoff and the choice of victims, the
 // quiet phase (quiet.go), what holds a start back (readiness.go) and the
 // rollout (rollout.go). It decides nothing: the pool's tick tells it what
@@ -28,7 +29,7 @@ import (
 type workers struct {
 	name  string
 	units Units
-	jobs  *runner // the calls to systemd, off the loop (jobs.go)
+	jobs  *acting.Runner // the calls to systemd, off the loop (package acting)
 	// dropLogged: the starts dropped unsent since the last start was
 	// emitted have been logged (acting.go).
 	dropLogged bool
@@ -40,7 +41,7 @@ type workers struct {
 
 	// cfg is the pool's configuration; a reload replaces it (Pool.update).
 	cfg   *config.Pool
-	fleet *fleet
+	slots *slotTable
 	// target is the last decided count; crashed workers are replaced up to
 	// it.
 	target int
@@ -65,16 +66,16 @@ func newWorkers(p *Pool) *workers {
 		stateDir: p.opts.StateDir,
 		kick:     p.kick,
 		cfg:      p.cfg,
-		fleet:    newFleet(),
+		slots:    newSlotTable(),
 		restarts: map[int]int{},
 		gang:     defaultGangDeps(),
 	}
 }
 
-// reconcile brings the fleet in line with a listing of the pool's units,
+// reconcile brings the slot table in line with a listing of the pool's units,
 // reports what changed by itself and clears the failed units.
 func (ws *workers) reconcile(ctx context.Context, now time.Time, listed []units.Worker) reconciled {
-	r := ws.fleet.reconcile(now, listed)
+	r := ws.slots.Reconcile(now, listed)
 	ws.apply(ctx, now, r)
 	ws.replicasReconciled(now, listed, r)
 	ws.guardRound(now)
@@ -87,7 +88,7 @@ func (ws *workers) reconcile(ctx context.Context, now time.Time, listed []units.
 // start a worker that the decision may drain again. The policy decides
 // whether the pool needs it back (min_workers, demand).
 func (ws *workers) replaceCrashed(ctx context.Context, now time.Time, r reconciled) {
-	ws.target = max(0, ws.target-len(r.stopping))
+	ws.target = max(0, ws.target-len(r.Stopping))
 	ws.startUpTo(ctx, now, ws.target, "replacing crashed worker")
 }
 
@@ -114,7 +115,7 @@ func (ws *workers) stopAll(ctx context.Context, now time.Time, listed []units.Wo
 		// Replicas leave discovery and serve out their drain periods,
 		// as on a scale-down.
 		ws.pumpService(ctx, now)
-		for _, w := range ws.fleet.liveWorkers() {
+		for _, w := range ws.slots.LiveWorkers() {
 			ws.retire(ctx, now, w, why)
 		}
 		ws.publishReady(ctx, now)
@@ -122,7 +123,7 @@ func (ws *workers) stopAll(ctx context.Context, now time.Time, listed []units.Wo
 		return
 	}
 	ws.endQuiet(ctx, now)
-	for _, w := range ws.fleet.liveWorkers() {
+	for _, w := range ws.slots.LiveWorkers() {
 		ws.stopWorker(ctx, w, why)
 	}
 }
@@ -130,8 +131,8 @@ func (ws *workers) stopAll(ctx context.Context, now time.Time, listed []units.Wo
 // live and draining count the workers as of the last listing and the
 // starts and stops since; live counts the starts in flight too: they are
 // what the pool has asked for, never to be decided again.
-func (ws *workers) live() int     { return len(ws.fleet.live) + len(ws.fleet.starting) }
-func (ws *workers) draining() int { return ws.fleet.drainingSlots() }
+func (ws *workers) live() int     { return len(ws.slots.Live) + len(ws.slots.Starting) }
+func (ws *workers) draining() int { return ws.slots.DrainingSlots() }
 
 func (ws *workers) dryRun() bool { return ws.cfg.Mode == config.ModeDryRun }
 
