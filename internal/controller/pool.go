@@ -92,7 +92,7 @@ type Options struct {
 	// NewSource opens the pool's source; nil is source.New.
 	NewSource func(config.Source) (source.Source, error)
 	// NewPromQL opens the daemon's [prometheus] for the rules' promql()
-	// (promql.go); nil is source.NewPromQL.
+	// (decide/promql.go); nil is source.NewPromQL.
 	NewPromQL func(config.Prometheus) source.PromQL
 	// Guard is the daemon's host guard, shared by its pools; nil is none.
 	Guard *HostGuard

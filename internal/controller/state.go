@@ -35,7 +35,7 @@ type savedState struct {
 	History []savedSample        `json:"history"`
 	Backoff map[int]savedBackoff `json:"backoff,omitempty"`
 	Roll    string               `json:"roll_nonce,omitempty"`
-	// The rate limits' events and the rules' cooldowns (guard.go).
+	// The rate limits' events and the rules' cooldowns (decide/local.go).
 	decide.SavedScaling
 }
 
