@@ -61,7 +61,7 @@ type fleetLink struct {
 	self atomic.Pointer[fleet.Member]
 	// lastRead is the leader's last source read, for status and explain.
 	lastRead atomic.Pointer[leaderRead]
-	// leaving: the host hands its share over before a stop (leaveFleet):
+	// leaving: the host hands its share over before a stop (Fleet.Leave):
 	// its heartbeat says capacity 0.
 	leaving atomic.Bool
 	// resignWhy is what ended the coordination, for the journal's
@@ -307,7 +307,7 @@ const (
 )
 
 // reloadWhy says what a reload changed that ends the pool's coordinator
-// (refleet), old being the running link.
+// (Reload), old being the running link.
 func reloadWhy(old *fleetLink, cfg *config.Pool) string {
 	switch {
 	case !cfg.Joins():
