@@ -48,14 +48,13 @@ type degradedState struct {
 	okSince time.Time
 }
 
-// checkDegraded enters or leaves the degraded state after a tick's
-// reconcile and replacements; the owner calls it.
-func (p *Pool) checkDegraded(now time.Time) {
+// check enters or leaves p's degraded state after a tick's reconcile and
+// replacements; the owner calls it.
+func (dg *degradedState) check(p *Pool, now time.Time) {
 	ws := p.workers
 	if ws.stopping || p.dryRun() {
 		return
 	}
-	dg := &p.degraded
 	baseline := min(p.cfg.MinWorkers, ws.target)
 	live := ws.live()
 	if live >= baseline {
@@ -111,10 +110,10 @@ func failingSlots(f *slotTable) ([]int, int) {
 	return slots, most
 }
 
-// degradedView is the state as status shows it; nil when not degraded.
-func (p *Pool) degradedView() *api.Degraded {
-	if !p.degraded.on {
+// view is the state as status shows it; nil when not degraded.
+func (dg *degradedState) view() *api.Degraded {
+	if !dg.on {
 		return nil
 	}
-	return &api.Degraded{Since: p.degraded.since, Reason: p.degraded.reason}
+	return &api.Degraded{Since: dg.since, Reason: dg.reason}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/controller/decide"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
@@ -13,9 +14,9 @@ import (
 // start was still pending, or that started meanwhile, is stopped too.
 func (p *Pool) Drain(ctx context.Context, why string) {
 	dry := false
-	var fl *fleetLink
+	var dec decide.Decider
 	p.do(func() {
-		dry, fl = p.dryRun(), p.fl
+		dry, dec = p.dryRun(), p.dec
 		p.stopWhy = why
 		// A dry-run pool's workers were never the daemon's to stop.
 		p.workers.stopping = true
@@ -28,7 +29,7 @@ func (p *Pool) Drain(ctx context.Context, why string) {
 		return
 	}
 	// A fleet host hands its share to the others before its workers go.
-	p.leaveFleet(ctx, fl)
+	dec.Leave(ctx)
 	for ctx.Err() == nil {
 		var done, changed bool
 		p.do(func() { done, changed = p.drainStep(ctx, why) })
@@ -38,7 +39,7 @@ func (p *Pool) Drain(ctx context.Context, why string) {
 			p.stateStore().Remove(p.name)
 			// The fleet's last heartbeat (at Close) says so too: the
 			// store keeps no count of workers that are gone.
-			p.do(p.publishFleet)
+			p.do(func() { p.dec.Ticked(p.src) })
 			return
 		}
 		select {

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
+	"github.com/flexiq/flexiq-scaled/internal/controller/decide"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 )
 
@@ -228,7 +229,7 @@ func (p *Pool) endRead(ctx context.Context, c tickCalls) {
 type parkedTick struct {
 	run tickRun
 	gen uint64
-	obs observed
+	obs decide.Observed
 }
 
 // unpark ends the parked tick once no job is in flight.

@@ -17,15 +17,15 @@
 // owner publishes after each tick and each message (snapshot.go): no lock is
 // held across a D-Bus call or a source read.
 //
-// The decision and the workers are apart. Pool decides (guard.go,
-// override.go, explain.go) and reports; workers (workers.go) owns the
+// The decision and the workers are apart. Pool decides (package
+// decide, override.go) and reports; workers (workers.go) owns the
 // slots, the starts and stops, the backoff, the victims, the quiet phase
 // and the rollout, and the tick drives it after the decision. Both are
 // the loop's alone.
 //
 // The files: pool.go (life cycle, the operator's operations), loop.go (the
 // owner, its messages, the calls in flight), tick.go (one control cycle, in
-// three phases), read.go (the source reads off the loop), package acting and
+// three phases), package acting and
 // acting.go (the acting jobs: starts, stops, listings off the loop, their
 // results back on it), snapshot.go (what
 // readers see), drain.go (draining the whole pool); the workers: workers.go
@@ -38,11 +38,14 @@
 // loop, the drain after leaving discovery), gang.go and gang_report.go
 // (gang groups: ranks, their ports and peers, a group's end and its
 // journal entry);
-// the decision: guard.go (the decision and the daemon-wide host guard),
-// threads.go, demand.go, cpu.go (the signals' bookkeeping), override.go
+// the decision: package decide (the local pipeline with the daemon-wide
+// host guard and the source's reads, the fleet decider with its
+// coordinator, explain's steps; decider.go is what it asks of the pool),
+// threads.go, cpu.go (the signals' bookkeeping), degraded.go, override.go
 // (pause and pin), explain.go; view.go (status and explain), report.go and
 // tickreport.go (the journal, the metrics), state.go (what survives a
-// restart), wake.go (the source's wake-ups), srcguard.go, deps.go (what the
+// restart), wake.go (the source's wake-ups), srcguard.go (opening the
+// source), deps.go (what the
 // pool needs from systemd, its clock).
 package controller
 
@@ -57,9 +60,9 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/capacity"
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/controller/acting"
+	"github.com/flexiq/flexiq-scaled/internal/controller/decide"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	fleetmode "github.com/flexiq/flexiq-scaled/internal/fleet"
-	"github.com/flexiq/flexiq-scaled/internal/policy"
 	"github.com/flexiq/flexiq-scaled/internal/portowner"
 	"github.com/flexiq/flexiq-scaled/internal/probe"
 	"github.com/flexiq/flexiq-scaled/internal/source"
@@ -90,7 +93,7 @@ type Options struct {
 	// NewSource opens the pool's source; nil is source.New.
 	NewSource func(config.Source) (source.Source, error)
 	// NewPromQL opens the daemon's [prometheus] for the rules' promql()
-	// (promql.go); nil is source.NewPromQL.
+	// (decide/promql.go); nil is source.NewPromQL.
 	NewPromQL func(config.Prometheus) source.PromQL
 	// Guard is the daemon's host guard, shared by its pools; nil is none.
 	Guard *HostGuard
@@ -143,12 +146,13 @@ type Pool struct {
 	own   owner
 
 	// cfg is the pool as this host runs it: for a fleet pool, with the
-	// bounds 0..capacity (localBounds); fl.pool has them as configured.
+	// bounds 0..capacity (decide.LocalBounds).
 	cfg *config.Pool
-	// fl is a fleet pool's coordination (fleetlink.go); nil otherwise.
-	// flWake is the same, for the source's wake-ups (any goroutine).
-	fl     *fleetLink
-	flWake atomic.Pointer[fleetLink]
+	// dec is the pool's decision (package decide): its local pipeline, or
+	// a fleet's decider. flWake is the fleet's, nil for a local pool, for
+	// the source's wake-ups and status (any goroutine).
+	dec    decide.Decider
+	flWake atomic.Pointer[decide.Fleet]
 	// stopWhy is the last Drain's reason, which Close gives the fleet's
 	// journal entry when it resigns.
 	stopWhy string
@@ -159,17 +163,10 @@ type Pool struct {
 	// retired are sources replaced by a reload, closed once their wake-up
 	// has ended.
 	retired []source.Source
-	// prom runs the rules' promql() when the source does not (promql.go).
-	prom source.PromQL
-	// pipe is the pool's decision pipeline, its memory (the recommender's
-	// history, the limiter's events) kept across ticks and reloads.
-	pipe *policy.Pipeline
 	// workers are the pool's slots, starts and stops, backoff, quiet phase
 	// and rollout (workers.go): what follows the decision.
 	workers *workers
 	threads threadState
-	sc      scaling // rules, rate limits, the host guard (guard.go)
-	demand  demandState
 	report  reporter
 	// The operator's surface (override.go, view.go, explain.go).
 	override api.Override
@@ -212,12 +209,10 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		opts:   opts,
 		clock:  opts.Clock,
 		own:    newOwner(),
-		cfg:    localBounds(cfg),
+		cfg:    decide.LocalBounds(cfg),
 		src:    src,
-		prom:   openPromQL(opts.NewPromQL, cfg),
 		report: newReporter(log),
 		acting: acting.NewRunner(),
-		pipe:   policy.NewPipeline(cfg.Scaling.Policy, cfg.Scaling.Behavior, nil),
 		wake:   make(chan struct{}, 1),
 	}
 	p.workers = newWorkers(p)
@@ -227,19 +222,13 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 			return nil, err
 		}
 	}
-	err = p.setRules(cfg)
-	if err == nil && cfg.Joins() {
-		p.fl, err = newFleetLink(cfg, p.sc.rules, log, opts.OpenFleetStore)
-		p.flWake.Store(p.fl)
-	}
+	p.dec, err = decide.New(cfg, deciderHooks{p}, deciderOptions(log, opts))
 	if err != nil {
 		p.workers.svc.close()
 		src.Close()
-		if p.prom != nil {
-			p.prom.Close()
-		}
 		return nil, err
 	}
+	p.flWake.Store(decide.FleetOf(p.dec))
 	p.pub.status = Status{Name: cfg.Name, Max: cfg.MaxWorkers, Mode: p.modeString(p.wallNow()), GroupSize: cfg.GroupSize()}
 	p.storeSnapshot()
 	p.progress.Store(time.Now().UnixNano())
@@ -265,11 +254,9 @@ func (p *Pool) Start(ctx context.Context, existing []units.Worker) {
 	var changed bool
 	p.do(func() {
 		changed = p.start(ctx, existing)
-		p.publishFleet()
+		p.dec.Ticked(p.src)
 	})
-	if p.fl != nil {
-		p.fl.start(p.kick)
-	}
+	p.dec.Start()
 	p.progress.Store(time.Now().UnixNano())
 	p.notify(changed)
 }
@@ -297,7 +284,7 @@ func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 	// too: while the daemon was down nothing was recorded, and the ticks it
 	// missed would have kept the window open for what was running then.
 	if adopted > 0 {
-		p.pipe.Rec.Seed(now, adopted)
+		p.dec.Memory().Recommender().Seed(now, adopted)
 	}
 	p.workers.target = min(max(p.workers.target, p.cfg.MinWorkers), p.cfg.MaxWorkers)
 	if adopted > 0 {
@@ -327,14 +314,14 @@ func (p *Pool) Update(cfg *config.Pool) error {
 }
 
 func (p *Pool) update(cfg *config.Pool) error {
-	if err := p.setRules(cfg); err != nil {
+	dec, err := decide.Reload(p.dec, cfg, p.src, deciderOptions(p.log, p.opts))
+	if err != nil {
 		return err
 	}
-	if err := p.refleet(cfg); err != nil {
-		return err
-	}
+	p.dec = dec
+	p.flWake.Store(decide.FleetOf(dec))
 	full := cfg
-	cfg = localBounds(cfg)
+	cfg = decide.LocalBounds(cfg)
 	if err := p.workers.reconfigure(p.clock, p.opts, cfg); err != nil {
 		return err
 	}
@@ -351,7 +338,7 @@ func (p *Pool) update(cfg *config.Pool) error {
 		p.srcGen++
 		p.abandonRead()
 	}
-	p.updatePromQL(full)
+	p.dec.Configure(full)
 	p.cfg = cfg
 	p.workers.cfg = cfg
 	p.pub.status.Max = cfg.MaxWorkers
@@ -385,29 +372,26 @@ func (p *Pool) kick() {
 // Close releases the pool's source; its loop has ended.
 func (p *Pool) Close() error {
 	if p.opts.Guard != nil {
-		p.opts.Guard.forget(p.name)
+		p.opts.Guard.Forget(p.name)
 	}
 	var srcs []source.Source
-	var fl *fleetLink
-	why := stopPool
+	var dec decide.Decider
+	why := decide.StopPool
 	p.do(func() {
 		if p.stopWhy != "" {
-			why = stopPool + " (" + p.stopWhy + ")"
+			why = decide.StopPool + " (" + p.stopWhy + ")"
 		}
-		fl, p.fl = p.fl, nil
+		dec = p.dec
+		p.dec = dec.Memory()
 		p.flWake.Store(nil)
 		srcs = append(p.retired, p.src)
 		p.retired = nil
 		p.workers.svc.close()
-		if p.prom != nil {
-			p.prom.Close()
-		}
+		dec.Memory().Close()
 	})
-	if fl != nil {
-		// A stop or the pool's removal: a leader hands the lease over at
-		// once rather than after its TTL.
-		fl.stop(why)
-	}
+	// A stop or the pool's removal: a leader hands the lease over at once
+	// rather than after its TTL.
+	dec.Stop(why)
 	var err error
 	for i, s := range srcs {
 		if cerr := s.Close(); i == len(srcs)-1 {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/controller/decide"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 	"github.com/flexiq/flexiq-scaled/internal/source"
@@ -89,7 +90,7 @@ func (r *reporter) decision(d policy.Decision, o policy.Observation, c source.Co
 			f["FLEXIQ_OLDEST_AGE"] = strconv.FormatFloat(age.Seconds(), 'f', -1, 64)
 			queue += fmt.Sprintf(" oldest=%s", age)
 		}
-		queue += demandFields(f, d, o)
+		queue += decide.DemandFields(f, d, o)
 	}
 	r.log.Event(eventlog.Decision, eventlog.Notice, f, "%s workers=%d -> %d (%s)", queue, d.Current, d.Desired, d.Rationale)
 }
@@ -271,7 +272,7 @@ func (p *Pool) publish(c *source.Counts, err error) bool {
 	st.GroupSize = p.cfg.GroupSize()
 	st.Mode = p.modeString(p.wallNow())
 	st.NoQueue, st.Degraded = p.cfg.NoQueue(), p.degraded.on
-	st.Fleet = p.fleetSummary()
+	st.Fleet = p.dec.Summary()
 	switch {
 	case st.NoQueue:
 	case c != nil:

@@ -27,14 +27,14 @@ func openSource(open func(config.Source) (source.Source, error), cfg *config.Poo
 
 // watchEvents reports, to the journal, what the source's watcher learns
 // after Watch returned: its connection lost, and wake-up active again.
-func (p *Pool) watchEvents(poll fmt.Stringer) source.WatchEvents {
+func watchEvents(log *eventlog.Logger, poll fmt.Stringer) source.WatchEvents {
 	return source.WatchEvents{
 		Lost: func(err error) {
-			p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil,
+			log.Event(eventlog.Lifecycle, eventlog.Warning, nil,
 				"wake-up is lost, polling every %s until it is back: %v", poll, err)
 		},
 		Restored: func(how string) {
-			p.log.Event(eventlog.Lifecycle, eventlog.Info, nil,
+			log.Event(eventlog.Lifecycle, eventlog.Info, nil,
 				"wake-up is active again: %s", how)
 		},
 	}

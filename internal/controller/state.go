@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/controller/decide"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 	"github.com/flexiq/flexiq-scaled/internal/poolstore"
@@ -34,8 +35,8 @@ type savedState struct {
 	History []savedSample        `json:"history"`
 	Backoff map[int]savedBackoff `json:"backoff,omitempty"`
 	Roll    string               `json:"roll_nonce,omitempty"`
-	// The rate limits' events and the rules' cooldowns (guard.go).
-	savedScaling
+	// The rate limits' events and the rules' cooldowns (decide/local.go).
+	decide.SavedScaling
 }
 
 type savedSample struct {
@@ -64,8 +65,8 @@ func (p *Pool) saveState(now time.Time) {
 		return
 	}
 	st := savedState{Version: stateVersion, Pool: p.name, SavedAt: int64(monoSince(now)), Target: p.workers.target, Roll: p.workers.roll.nonce,
-		savedScaling: p.saveScaling()}
-	for _, s := range p.pipe.Rec.History() {
+		SavedScaling: p.dec.Memory().SaveScaling()}
+	for _, s := range p.dec.Memory().Recommender().History() {
 		st.History = append(st.History, savedSample{At: int64(monoSince(s.At)), Raw: s.Raw})
 	}
 	for slot, b := range p.workers.slots.Backoff {
@@ -142,8 +143,8 @@ func (p *Pool) restore(now time.Time, st *savedState) {
 	for _, s := range st.History {
 		samples = append(samples, policy.Sample{At: monoTime(time.Duration(s.At)), Raw: s.Raw})
 	}
-	p.pipe.Rec.Restore(now, samples)
-	p.restoreScaling(now, st.savedScaling)
+	p.dec.Memory().Recommender().Restore(now, samples)
+	p.dec.Memory().RestoreScaling(now, st.SavedScaling)
 	for slot, b := range st.Backoff {
 		if slot > 0 && b.Delay > 0 {
 			p.workers.slots.Backoff[slot] = &slotBackoff{Delay: time.Duration(b.Delay), Until: monoTime(time.Duration(b.Until))}
@@ -152,5 +153,5 @@ func (p *Pool) restore(now time.Time, st *savedState) {
 }
 
 func (p *Pool) longestWindow() time.Duration {
-	return max(p.cfg.ScaleUpWindow, p.cfg.ScaleDownWindow, backoffMax, p.scalingLongest())
+	return max(p.cfg.ScaleUpWindow, p.cfg.ScaleDownWindow, backoffMax, p.dec.Memory().ScalingLongest())
 }

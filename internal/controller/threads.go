@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/flexiq/flexiq-scaled/internal/controller/decide"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 )
 
@@ -19,21 +20,21 @@ type threadState struct {
 // configured number, or with threads_per_worker = "auto" what flexiq's live
 // workers reported (read: readThreads), falling back to the configured one
 // when none is live or the read failed. Every change is logged.
-func (p *Pool) threadsPerWorker(read threadsRead) int {
+func (p *Pool) threadsPerWorker(read decide.ThreadsRead) int {
 	n, origin := p.cfg.ThreadsPerWorker, "configured"
-	if read.asked {
+	if read.Asked {
 		origin = "fallback: no live flexiq worker serves the pool's queues"
 		switch {
-		case read.err != nil:
+		case read.Err != nil:
 			origin = "fallback: cannot read flexiq's workers"
 			if !p.threads.failed {
-				p.log.Event(eventlog.SourceError, eventlog.Warning, eventlog.Fields{"FLEXIQ_ERROR": read.err.Error()},
-					"cannot read its workers' threads, using threads_per_worker_fallback %d: %v", n, read.err)
+				p.log.Event(eventlog.SourceError, eventlog.Warning, eventlog.Fields{"FLEXIQ_ERROR": read.Err.Error()},
+					"cannot read its workers' threads, using threads_per_worker_fallback %d: %v", n, read.Err)
 			}
-		case read.found:
-			n, origin = read.n, "from flexiq's live workers"
+		case read.Found:
+			n, origin = read.N, "from flexiq's live workers"
 		}
-		p.threads.failed = read.err != nil
+		p.threads.failed = read.Err != nil
 	}
 	if n != p.threads.n || origin != p.threads.origin {
 		if p.threads.n != 0 || p.cfg.ThreadsAuto {

@@ -26,7 +26,7 @@ func (p *Pool) tickReport(d policy.Decision, took time.Duration) api.TickReport 
 		Duration:  took,
 		Mode:      p.modeKind(p.wallNow()),
 		Degraded:  p.degraded.on,
-		Fleet:     p.fleetView(),
+		Fleet:     p.dec.View(),
 	}
 	if p.workers.svc != nil {
 		r.Service = true

@@ -133,8 +133,8 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *api.Explanatio
 			Type: p.cfg.Source.Type, Healthy: p.health.healthy, LastSuccess: p.health.lastSuccess,
 			LastError: p.health.lastError, LastErrorAt: p.health.lastErrorAt,
 		},
-		Degraded:   p.degradedView(),
-		Fleet:      p.fleetView(),
+		Degraded:   p.degraded.view(),
+		Fleet:      p.dec.View(),
 		UpdatedAt:  wall,
 		WorkerList: make([]api.WorkerView, 0, p.workers.live()+p.workers.draining()),
 	}

@@ -62,7 +62,7 @@ func (p *Pool) rewatch(ctx context.Context) {
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	p.watch.cancel = cancel
-	wctx = source.WithWatchEvents(wctx, p.watchEvents(poll))
+	wctx = source.WithWatchEvents(wctx, watchEvents(p.log, poll))
 	events := make(chan struct{}, 1)
 	wake := func() {
 		select {
@@ -92,8 +92,8 @@ func (p *Pool) rewatch(ctx context.Context) {
 // decide: it is not woken, which would cost store calls).
 func (p *Pool) wakeUp() {
 	p.kick()
-	if fl := p.flWake.Load(); fl != nil && fl.c.Snapshot().Leader {
-		fl.c.Wake()
+	if fl := p.flWake.Load(); fl != nil {
+		fl.WakeLeader()
 	}
 }
 
