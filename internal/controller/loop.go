@@ -118,10 +118,10 @@ func (p *Pool) Run(ctx context.Context) {
 	}()
 	timer := time.NewTimer(p.cfg.PollInterval)
 	defer timer.Stop()
-	defer p.stopWatch()
+	defer p.watch.stop()
 	defer p.abandonRead()
 	for {
-		p.rewatch(ctx)
+		p.watch.rewatch(ctx, p.src, p.cfg.PollInterval)
 		// While a tick waits for its source, neither the timer nor a
 		// wake-up starts another: they wait, as they did for a tick.
 		// Nor while the last tick's jobs are in flight: the next

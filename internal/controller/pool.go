@@ -155,9 +155,6 @@ type Pool struct {
 	// srcGen counts the sources: a read of a source that a reload has
 	// since replaced is discarded by its number.
 	srcGen uint64
-	// retired are sources replaced by a reload, closed once their wake-up
-	// has ended.
-	retired []source.Source
 	// prom runs the rules' promql() when the source does not (promql.go).
 	prom source.PromQL
 	// pipe is the pool's decision pipeline, its memory (the recommender's
@@ -220,6 +217,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		wake:   make(chan struct{}, 1),
 	}
 	p.workers = newWorkers(p)
+	p.watch = newWatch(log, p.clock, fleetWake(p.kick, &p.flWake), p.watchEvents)
 	if cfg.Service != nil {
 		if p.workers.svc, err = newService(cfg, p.clock, opts); err != nil {
 			src.Close()
@@ -345,7 +343,7 @@ func (p *Pool) update(cfg *config.Pool) error {
 		// The old source is closed by the loop once its wake-up has ended
 		// (rewatch): closed first, a reconnecting watcher could open a
 		// connection that nobody closes.
-		p.retired = append(p.retired, p.src)
+		p.watch.retire(p.src)
 		p.src = src
 		p.srcGen++
 		p.abandonRead()
@@ -395,8 +393,7 @@ func (p *Pool) Close() error {
 		}
 		fl, p.fl = p.fl, nil
 		p.flWake.Store(nil)
-		srcs = append(p.retired, p.src)
-		p.retired = nil
+		srcs = append(p.watch.takeRetired(), p.src)
 		p.workers.svc.close()
 		if p.prom != nil {
 			p.prom.Close()

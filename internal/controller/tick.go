@@ -140,7 +140,7 @@ func (p *Pool) localDecide(now time.Time, read observed) tickDecision {
 	obs := policy.Observation{Current: p.workers.live()}
 	counts, srcErr := p.observed(now, read)
 	params := p.cfg.PolicyParams()
-	params.ThreadsPerWorker = p.threadsPerWorker(read.threads)
+	params.ThreadsPerWorker = p.threads.perWorker(p.cfg, p.log, read.threads)
 	if srcErr == nil {
 		obs.Valid, obs.Pending = true, counts.Pending
 		obs.OldestAge, obs.OldestKnown = counts.OldestAge, counts.HasOldest
