@@ -90,7 +90,7 @@ func TestPauseAndPinSurviveRestartAndExpire(t *testing.T) {
 	if len(r.lines("resumed scaling, was paused (its --for deadline")) != 1 {
 		t.Errorf("no journal line for the expiry:\n%s", r.log)
 	}
-	if _, err := os.Stat(r.pool.overridePath()); !os.IsNotExist(err) {
+	if _, err := os.Stat(r.pool.override.Path()); !os.IsNotExist(err) {
 		t.Errorf("override file left after the expiry: %v", err)
 	}
 

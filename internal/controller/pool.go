@@ -56,6 +56,7 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/capacity"
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/override"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	fleetmode "github.com/flexiq/flexiq-scaled/internal/fleet"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
@@ -168,9 +169,8 @@ type Pool struct {
 	demand  demandState
 	report  reporter
 	// The operator's surface (override.go, view.go, explain.go).
-	override api.Override
+	override *override.Keeper
 	health   sourceHealth
-	lastDry  decisionKey   // the last "would scale" logged in dry-run
 	degraded degradedState // degraded.go
 	pub      published     // what the next snapshot shows (snapshot.go)
 
@@ -216,6 +216,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		pipe:   policy.NewPipeline(cfg.Scaling.Policy, cfg.Scaling.Behavior, nil),
 		wake:   make(chan struct{}, 1),
 	}
+	p.override = override.New(cfg.Name, opts.OverrideDir, log, opts.WallClock, p.overrideChanged)
 	p.workers = newWorkers(p)
 	p.watch = newWatch(log, p.clock, fleetWake(p.kick, &p.flWake), p.watchEvents)
 	if cfg.Service != nil {
@@ -237,7 +238,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		}
 		return nil, err
 	}
-	p.pub.status = Status{Name: cfg.Name, Max: cfg.MaxWorkers, Mode: p.modeString(p.wallNow()), GroupSize: cfg.GroupSize()}
+	p.pub.status = Status{Name: cfg.Name, Max: cfg.MaxWorkers, Mode: p.override.Mode(p.wallNow(), p.dryRun()), GroupSize: cfg.GroupSize()}
 	p.storeSnapshot()
 	p.progress.Store(time.Now().UnixNano())
 	return p, nil
@@ -275,7 +276,7 @@ func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 	now := p.clock()
 	// Workers a previous daemon quieted are draining, not live (quiet.go).
 	p.workers.restoreQuiet(now, existing)
-	p.loadOverride()
+	p.override.Load()
 	p.workers.endedWhileAway(now, existing)
 	p.workers.reconcile(ctx, now, existing)
 	p.workers.quietStep(ctx, now)
@@ -300,7 +301,7 @@ func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 	if adopted > 0 {
 		p.log.Event(eventlog.Lifecycle, eventlog.Info, nil, "adopted %d running workers", adopted)
 	}
-	if o := p.activeOverride(p.wallNow()); o.Kind == api.OverridePinned {
+	if o := p.override.InForce(p.wallNow()); o.Kind == api.OverridePinned {
 		p.workers.target = min(o.Workers, p.cfg.MaxWorkers)
 		p.workers.drainDownTo(ctx, now, p.workers.target)
 	}
@@ -352,7 +353,7 @@ func (p *Pool) update(cfg *config.Pool) error {
 	p.cfg = cfg
 	p.workers.cfg = cfg
 	p.pub.status.Max = cfg.MaxWorkers
-	p.pub.status.Mode = p.modeString(p.wallNow())
+	p.pub.status.Mode = p.override.Mode(p.wallNow(), p.dryRun())
 	// Starts not yet sent were decided under the old configuration.
 	p.acting.supersede()
 	p.kick()

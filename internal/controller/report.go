@@ -269,7 +269,7 @@ func (p *Pool) publish(c *source.Counts, err error) bool {
 	old := st
 	st.Current, st.Draining, st.Max = p.workers.live(), p.workers.draining(), p.cfg.MaxWorkers
 	st.GroupSize = p.cfg.GroupSize()
-	st.Mode = p.modeString(p.wallNow())
+	st.Mode = p.override.Mode(p.wallNow(), p.dryRun())
 	st.NoQueue, st.Degraded = p.cfg.NoQueue(), p.degraded.on
 	st.Fleet = p.fleetSummary()
 	switch {

@@ -39,7 +39,7 @@ type snapshot struct {
 
 // storeSnapshot publishes the pool's state; the owner calls it.
 func (p *Pool) storeSnapshot() {
-	p.snap.Store(&snapshot{published: p.pub, interval: p.cfg.PollInterval, override: p.override})
+	p.snap.Store(&snapshot{published: p.pub, interval: p.cfg.PollInterval, override: p.override.Current()})
 }
 
 // setView makes v the view, with e, when not nil, as its last decision.

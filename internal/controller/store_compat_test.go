@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
+	"github.com/flexiq/flexiq-scaled/internal/controller/override"
 	"github.com/flexiq/flexiq-scaled/internal/poolstore"
 )
 
@@ -98,7 +99,7 @@ func TestFilesOfTheOldDaemonStillLoad(t *testing.T) {
 // files are the old daemon's format.
 func TestStoresWriteTheOldFormat(t *testing.T) {
 	now := monoTime(1000 * time.Hour)
-	roundTrip(t, poolstore.Store[savedOverride]{Prefix: "override-"}, oldOverrideFile)
+	roundTrip(t, poolstore.Store[override.File]{Prefix: "override-"}, oldOverrideFile)
 	roundTrip(t, poolstore.Store[savedState]{Prefix: "pool-"}, atMono(oldStateFile, now))
 	roundTrip(t, poolstore.Store[savedQuiet]{Prefix: "quiet-"}, strings.Replace(atMono(oldQuietFile, now), "INV", "abc", 1))
 }

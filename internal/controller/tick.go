@@ -99,7 +99,7 @@ func (p *Pool) tickListed(ctx context.Context, run *tickRun, l listing) bool {
 	}
 	run.listed = l.workers
 	p.workers.requiredRead(l)
-	p.expireOverride(p.wallNow())
+	p.override.Expire(p.wallNow())
 	p.workers.pumpService(ctx, now)
 	p.workers.fleet.asOf = l.seq
 	r := p.workers.reconcile(ctx, now, l.workers)
@@ -159,11 +159,11 @@ func (p *Pool) endTickAct(ctx context.Context, run tickRun, t tickDecision) (pol
 	now := run.now
 	d, e, obs, counts, srcErr := t.d, t.e, t.obs, t.counts, t.srcErr
 	wall := p.wallNow()
-	d = p.applyOverride(wall, d, e)
+	d = p.override.Apply(wall, d, e, p.workers.target, p.cfg.MaxWorkers)
 	if p.dryRun() {
-		p.wouldScale(d, e)
+		p.override.WouldScale(d, e)
 	}
-	finishExplanation(e, d, p.modeString(wall))
+	finishExplanation(e, d, p.override.Mode(wall, p.dryRun()))
 	if p.dryRun() {
 		p.workers.target = d.Desired
 		d.Action = policy.Hold // nothing below acts

@@ -24,7 +24,7 @@ func (p *Pool) tickReport(d policy.Decision, took time.Duration) api.TickReport 
 		Min: p.cfg.MinWorkers, Max: p.cfg.MaxWorkers,
 		SourceErr: p.lastObs.err,
 		Duration:  took,
-		Mode:      p.modeKind(p.wallNow()),
+		Mode:      p.override.Kind(p.wallNow(), p.dryRun()),
 		Degraded:  p.degraded.on,
 		Fleet:     p.fleetView(),
 	}
@@ -36,15 +36,4 @@ func (p *Pool) tickReport(d policy.Decision, took time.Duration) api.TickReport 
 		r.Queue = queueView(p.lastObs.counts)
 	}
 	return r
-}
-
-// modeKind is the pool's mode as one word, for the metrics' mode label.
-func (p *Pool) modeKind(now time.Time) string {
-	switch {
-	case p.override.Active(now):
-		return p.override.Kind
-	case p.dryRun():
-		return "dry-run"
-	}
-	return "active"
 }

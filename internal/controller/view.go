@@ -16,8 +16,9 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
-// setMode brings the view's mode to an override's change.
+// setMode brings the summary's and the view's mode to an override's change.
 func (s *published) setMode(mode string, o api.Override) {
+	s.status.Mode = mode
 	s.view.Mode, s.view.Override = viewMode(mode, o)
 }
 
@@ -146,7 +147,7 @@ func (p *Pool) buildView(now time.Time, listed []units.Worker, e *api.Explanatio
 	if n := p.cfg.GroupSize(); n > 1 {
 		v.Workers.GroupSize = n
 	}
-	v.Mode, v.Override = viewMode(p.modeString(wall), p.activeOverride(wall))
+	v.Mode, v.Override = viewMode(p.override.Mode(wall, p.dryRun()), p.override.InForce(wall))
 	if c := p.health.counts; c != nil && !p.cfg.NoQueue() {
 		v.Queue = queueView(*c)
 	}
@@ -181,13 +182,4 @@ func queueView(c source.Counts) *api.QueueView {
 		q.OldestAgeSec = &age
 	}
 	return q
-}
-
-// activeOverride is the override in force at wall-clock now (a zero one if
-// none, or if it has expired and the next tick has yet to say so).
-func (p *Pool) activeOverride(now time.Time) api.Override {
-	if p.override.Active(now) {
-		return p.override
-	}
-	return api.Override{}
 }
