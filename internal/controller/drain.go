@@ -35,7 +35,7 @@ func (p *Pool) Drain(ctx context.Context, why string) {
 		p.notify(changed)
 		if done {
 			// A drained pool has nothing left to carry across a restart.
-			p.stateStore().Remove(p.name)
+			p.state.remove()
 			// The fleet's last heartbeat (at Close) says so too: the
 			// store keeps no count of workers that are gone.
 			p.do(p.publishFleet)

@@ -165,7 +165,8 @@ type Pool struct {
 	// and rollout (workers.go): what follows the decision.
 	workers *workers
 	threads threadState
-	sc      scaling // rules, rate limits, the host guard (guard.go)
+	state   stateFile // what survives a restart (state.go)
+	sc      scaling   // rules, rate limits, the host guard (guard.go)
 	demand  demandState
 	report  reporter
 	// The operator's surface (override.go, view.go, explain.go).
@@ -212,6 +213,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		src:    src,
 		prom:   openPromQL(opts.NewPromQL, cfg),
 		report: newReporter(log),
+		state:  newStateFile(cfg.Name, opts.StateDir),
 		acting: newRunner(),
 		pipe:   policy.NewPipeline(cfg.Scaling.Policy, cfg.Scaling.Behavior, nil),
 		wake:   make(chan struct{}, 1),
@@ -282,13 +284,7 @@ func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 	p.workers.quietStep(ctx, now)
 	adopted := p.workers.live()
 	p.workers.target = max(adopted, p.cfg.MinWorkers)
-	if st, why := p.loadState(now); st != nil {
-		p.restore(now, st)
-		p.log.Event(eventlog.Lifecycle, eventlog.Info, nil,
-			"restored its state from %s: target %d, %d recommendations in its windows", p.statePath(), p.workers.target, len(st.History))
-	} else if why != "" {
-		p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "ignoring its state file: %s", why)
-	}
+	p.restoreState(now)
 	// As the HPA does for a target it has no history of, the count found
 	// counts as a recommendation made now, so that the first ticks cannot
 	// drop below it within the scale-down window. With a restored history

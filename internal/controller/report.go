@@ -17,10 +17,9 @@ import (
 // each thing once: the last decision logged, and whether the source (or the
 // state file) is in a run of failures.
 type reporter struct {
-	log      *eventlog.Logger // the pool's: With("pool", name)
-	last     decisionKey
-	srcLog   *eventlog.Throttle
-	stateLog *eventlog.Throttle
+	log    *eventlog.Logger // the pool's: With("pool", name)
+	last   decisionKey
+	srcLog *eventlog.Throttle
 }
 
 // decisionKey is what makes a decision worth a new entry. The current count
@@ -32,7 +31,7 @@ type decisionKey struct {
 }
 
 func newReporter(log *eventlog.Logger) reporter {
-	return reporter{log: log, srcLog: eventlog.NewThrottle(sourceLogRate), stateLog: eventlog.NewThrottle(sourceLogRate)}
+	return reporter{log: log, srcLog: eventlog.NewThrottle(sourceLogRate)}
 }
 
 // workerFields are a worker's entry's fields; the pool's logger adds
