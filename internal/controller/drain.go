@@ -60,7 +60,7 @@ func (p *Pool) drainStep(ctx context.Context, why string) (done, changed bool) {
 		p.settleOutside()
 	}
 	done = err == nil && p.workers.live() == 0 && p.workers.draining() == 0 && !anyLoaded(listed)
-	return done, p.publish(nil, nil)
+	return done, p.pub.Summarise(p.facts(p.clock()), nil, nil)
 }
 
 // anyLoaded says whether a listing still holds a unit that is not failed (a

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
+	"github.com/flexiq/flexiq-scaled/internal/controller/snapshot"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 )
 
@@ -56,7 +57,7 @@ func (p *Pool) do(f func()) {
 	msg := func() {
 		defer close(done)
 		f()
-		p.storeSnapshot()
+		p.pub.Store()
 	}
 	select {
 	case p.own.token <- struct{}{}:
@@ -66,7 +67,7 @@ func (p *Pool) do(f func()) {
 		if p.acting.settle() {
 			p.serviceChanged(context.Background())
 		}
-		p.storeSnapshot()
+		p.pub.Store()
 	case p.own.inbox <- msg:
 		<-done
 	}
@@ -79,9 +80,8 @@ func (p *Pool) do(f func()) {
 func (p *Pool) serviceChanged(ctx context.Context) {
 	now := p.clock()
 	p.workers.publishReady(ctx, now)
-	changed := p.publish(nil, nil)
-	p.buildView(now, p.pub.listed, nil)
-	p.storeSnapshot()
+	changed := p.pub.Publish(p.facts(now), nil, nil, p.pub.Listed(), nil)
+	p.pub.Store()
 	p.notify(changed)
 }
 
@@ -198,7 +198,7 @@ func (p *Pool) beginRead(ctx context.Context) bool {
 		r.done <- run.calls(rctx)
 	}()
 	p.reading = r
-	p.storeSnapshot()
+	p.pub.Store()
 	return true
 }
 
@@ -268,8 +268,8 @@ type tickDone struct {
 
 // finishTick ends a tick as its owner: the report and the snapshot.
 func (p *Pool) finishTick(run tickRun, d policy.Decision, changed bool) tickDone {
-	rep := p.tickReport(d, time.Since(run.start))
-	p.storeSnapshot()
+	rep := snapshot.TickReport(p.facts(run.now), d, time.Since(run.start), p.lastObs)
+	p.pub.Store()
 	return tickDone{rep, changed}
 }
 

@@ -31,13 +31,13 @@ func (p *Pool) SetOverride(o api.Override) (got api.Override, err error) {
 }
 
 // Override is the pool's override in force, as last published.
-func (p *Pool) Override() api.Override { return p.snap.Load().override }
+func (p *Pool) Override() api.Override { return p.pub.Override() }
 
 // overrideChanged refreshes the summary's and the snapshot's mode after a
 // change of the override; the caller notifies (SetOverride), or the tick's
 // publish does.
 func (p *Pool) overrideChanged() {
-	p.pub.setMode(p.override.Mode(p.wallNow(), p.dryRun()), p.override.Current())
+	p.pub.SetMode(p.override.Mode(p.wallNow(), p.dryRun()), p.override.Current())
 }
 
 func (p *Pool) wallNow() time.Time { return p.override.Now() }

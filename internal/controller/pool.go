@@ -57,6 +57,7 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/capacity"
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/controller/override"
+	"github.com/flexiq/flexiq-scaled/internal/controller/snapshot"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	fleetmode "github.com/flexiq/flexiq-scaled/internal/fleet"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
@@ -172,20 +173,19 @@ type Pool struct {
 	// The operator's surface (override.go, view.go, explain.go).
 	override *override.Keeper
 	health   sourceHealth
-	degraded degradedState // degraded.go
-	pub      published     // what the next snapshot shows (snapshot.go)
+	degraded degradedState   // degraded.go
+	pub      *snapshot.Board // what readers see (package snapshot)
 
 	// acting runs the starts and stops off the loop (jobs.go); inLoop is
 	// set while the loop (Run) owns the pool.
 	acting   *runner
 	inLoop   bool
 	wake     chan struct{}
-	watch    watchState   // the source's wake-up (wake.go)
-	reading  *pendingRead // the tick waiting for its calls (loop.go)
-	parked   *parkedTick  // the tick waiting for its replacements (loop.go)
-	lastObs  lastObservation
-	snap     atomic.Pointer[snapshot]
-	progress atomic.Int64 // unix nanos (wall clock) of the last completed tick
+	watch    watchState           // the source's wake-up (wake.go)
+	reading  *pendingRead         // the tick waiting for its calls (loop.go)
+	parked   *parkedTick          // the tick waiting for its replacements (loop.go)
+	lastObs  snapshot.Observation // the tick's reading, for its report
+	progress atomic.Int64         // unix nanos (wall clock) of the last completed tick
 }
 
 // NewPool prepares a pool; it starts nothing until Start.
@@ -240,8 +240,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		}
 		return nil, err
 	}
-	p.pub.status = Status{Name: cfg.Name, Max: cfg.MaxWorkers, Mode: p.override.Mode(p.wallNow(), p.dryRun()), GroupSize: cfg.GroupSize()}
-	p.storeSnapshot()
+	p.pub = snapshot.New(Status{Name: cfg.Name, Max: cfg.MaxWorkers, Mode: p.override.Mode(p.wallNow(), p.dryRun()), GroupSize: cfg.GroupSize()}, p.cfg.PollInterval)
 	p.progress.Store(time.Now().UnixNano())
 	return p, nil
 }
@@ -250,10 +249,10 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 func (p *Pool) Name() string { return p.name }
 
 // Status is the pool's summary as of its last tick.
-func (p *Pool) Status() Status { return p.snap.Load().status }
+func (p *Pool) Status() Status { return p.pub.Status() }
 
 // PollInterval is the pool's current tick interval.
-func (p *Pool) PollInterval() time.Duration { return p.snap.Load().interval }
+func (p *Pool) PollInterval() time.Duration { return p.pub.Interval() }
 
 // LastProgress is when the pool last completed a tick (or started); the
 // watchdog uses it to tell a slow pool from a wedged one.
@@ -305,8 +304,7 @@ func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 	p.settleOutside()
 	p.workers.publishReady(ctx, now)
 	p.saveState(now)
-	changed := p.publish(nil, nil)
-	p.buildView(now, existing, nil)
+	changed := p.pub.Publish(p.facts(now), nil, nil, existing, nil)
 	return changed
 }
 
@@ -348,8 +346,7 @@ func (p *Pool) update(cfg *config.Pool) error {
 	p.updatePromQL(full)
 	p.cfg = cfg
 	p.workers.cfg = cfg
-	p.pub.status.Max = cfg.MaxWorkers
-	p.pub.status.Mode = p.override.Mode(p.wallNow(), p.dryRun())
+	p.pub.Reconfigured(cfg.PollInterval, cfg.MaxWorkers, p.override.Mode(p.wallNow(), p.dryRun()))
 	// Starts not yet sent were decided under the old configuration.
 	p.acting.supersede()
 	p.kick()

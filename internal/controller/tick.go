@@ -2,9 +2,9 @@ package controller
 
 import (
 	"context"
-	"strings"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/controller/snapshot"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 	"github.com/flexiq/flexiq-scaled/internal/source"
@@ -76,7 +76,7 @@ func (p *Pool) Tick(ctx context.Context) policy.Decision {
 func (p *Pool) beginTick(ctx context.Context) tickRun {
 	now := p.clock()
 	run := tickRun{start: time.Now(), now: now}
-	p.lastObs = lastObservation{}
+	p.lastObs = snapshot.Observation{}
 	run.hold = policy.Decision{Now: now, Action: policy.Hold, Current: p.workers.live(), Desired: p.workers.live()}
 	if p.workers.stopping {
 		run.hold.Rationale, run.done = "hold: draining", true
@@ -185,8 +185,7 @@ func (p *Pool) endTickAct(ctx context.Context, run tickRun, t tickDecision) (pol
 		c = &counts
 	}
 	p.health.record(wall, c, srcErr)
-	changed := p.publish(c, srcErr)
-	p.buildView(now, run.listed, e)
+	changed := p.pub.Publish(p.facts(now), c, srcErr, run.listed, e)
 	return d, changed
 }
 
@@ -199,7 +198,7 @@ func (p *Pool) act(ctx context.Context, now time.Time, d policy.Decision) {
 // observed takes the source's reading of this tick: kept for the tick's
 // report, its failures logged without flooding.
 func (p *Pool) observed(now time.Time, read observed) (source.Counts, error) {
-	p.lastObs = lastObservation{counts: read.counts, valid: read.err == nil, err: read.err}
+	p.lastObs = snapshot.Observation{Counts: read.counts, Valid: read.err == nil, Err: read.err}
 	if read.err != nil {
 		p.report.sourceFailed(now, read.err, p.workers.live())
 		return read.counts, read.err
@@ -218,10 +217,4 @@ func runningOnLive(running int64, draining, threadsPerWorker int) int64 {
 }
 
 // shortError is the first line of err, cut to fit a status line.
-func shortError(err error) string {
-	s, _, _ := strings.Cut(err.Error(), "\n")
-	if r := []rune(s); len(r) > 80 {
-		s = string(r[:77]) + "..."
-	}
-	return s
-}
+func shortError(err error) string { return snapshot.ShortError(err) }
