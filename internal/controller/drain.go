@@ -32,7 +32,7 @@ func (p *Pool) Drain(ctx context.Context, why string) {
 	for ctx.Err() == nil {
 		var done, changed bool
 		p.do(func() { done, changed = p.drainStep(ctx, why) })
-		p.notify(changed)
+		p.tell.changed(changed)
 		if done {
 			// A drained pool has nothing left to carry across a restart.
 			p.state.remove()

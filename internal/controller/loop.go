@@ -82,7 +82,7 @@ func (p *Pool) serviceChanged(ctx context.Context) {
 	p.workers.publishReady(ctx, now)
 	changed := p.pub.Publish(p.facts(now), nil, nil, p.pub.Listed(), nil)
 	p.pub.Store()
-	p.notify(changed)
+	p.tell.changed(changed)
 }
 
 // settleOutside waits for the jobs in flight when the owner is not the
@@ -189,7 +189,7 @@ func (p *Pool) Run(ctx context.Context) {
 func (p *Pool) beginRead(ctx context.Context) bool {
 	run := p.beginTick(ctx)
 	if run.done {
-		p.ticked(p.finishTick(run, run.hold, false))
+		p.tell.ticked(p.finishTick(run, run.hold, false))
 		return false
 	}
 	rctx, cancel := context.WithCancel(ctx)
@@ -213,7 +213,7 @@ func (p *Pool) endRead(ctx context.Context, c tickCalls) {
 		return
 	}
 	if !p.tickListed(ctx, &r.run, c.listing) {
-		p.ticked(p.finishTick(r.run, r.run.hold, false))
+		p.tell.ticked(p.finishTick(r.run, r.run.hold, false))
 		return
 	}
 	p.parked = &parkedTick{run: r.run, gen: r.gen, obs: c.obs}
@@ -244,7 +244,7 @@ func (p *Pool) unpark(ctx context.Context) {
 		return
 	}
 	d, changed := p.endTick(ctx, &t.run, t.obs)
-	p.ticked(p.finishTick(t.run, d, changed))
+	p.tell.ticked(p.finishTick(t.run, d, changed))
 }
 
 // abandonRead gives up the read in flight, if any, and the tick parked
@@ -271,14 +271,4 @@ func (p *Pool) finishTick(run tickRun, d policy.Decision, changed bool) tickDone
 	rep := snapshot.TickReport(p.facts(run.now), d, time.Since(run.start), p.lastObs)
 	p.pub.Store()
 	return tickDone{rep, changed}
-}
-
-// ticked tells the daemon of a finished tick; the caller need not own the
-// pool.
-func (p *Pool) ticked(t tickDone) {
-	if p.opts.OnTick != nil {
-		p.opts.OnTick(t.report)
-	}
-	p.progress.Store(time.Now().UnixNano())
-	p.notify(t.changed)
 }

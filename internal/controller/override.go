@@ -26,18 +26,17 @@ func (p *Pool) SetOverride(o api.Override) (got api.Override, err error) {
 		p.acting.supersede()
 		p.kick()
 	})
-	p.notify(err == nil) // STATUS= shows the mode at once
+	p.tell.changed(err == nil) // STATUS= shows the mode at once
 	return got, err
 }
 
-// Override is the pool's override in force, as last published.
-func (p *Pool) Override() api.Override { return p.pub.Override() }
-
-// overrideChanged refreshes the summary's and the snapshot's mode after a
-// change of the override; the caller notifies (SetOverride), or the tick's
-// publish does.
-func (p *Pool) overrideChanged() {
-	p.pub.SetMode(p.override.Mode(p.wallNow(), p.dryRun()), p.override.Current())
+// overrideChanged is the override.Keeper's hook: it refreshes the
+// summary's and the snapshot's mode after a change of the override; the
+// caller notifies (SetOverride), or the tick's publish does.
+func overrideChanged(p *Pool) func() {
+	return func() {
+		p.pub.SetMode(p.override.Mode(p.wallNow(), p.dryRun()), p.override.Current())
+	}
 }
 
 func (p *Pool) wallNow() time.Time { return p.override.Now() }

@@ -79,8 +79,8 @@ func TestPauseAndPinSurviveRestartAndExpire(t *testing.T) {
 	r.start(r.pool)
 	r.tick(time.Second)
 	r.wantActive(5, "paused, after a restart")
-	if r.pool.Override().Kind != api.OverridePaused {
-		t.Fatalf("override after restart: %+v", r.pool.Override())
+	if r.pool.pub.Override().Kind != api.OverridePaused {
+		t.Fatalf("override after restart: %+v", r.pool.pub.Override())
 	}
 
 	// The deadline passes while the daemon runs: the pool resumes by itself.
@@ -116,7 +116,7 @@ func TestPauseAndPinSurviveRestartAndExpire(t *testing.T) {
 	wall.now = wall.now.Add(2 * time.Minute)
 	r.pool = r.overridePool(wall)
 	r.start(r.pool)
-	if o := r.pool.Override(); o.Kind != api.OverrideNone {
+	if o := r.pool.pub.Override(); o.Kind != api.OverrideNone {
 		t.Errorf("expired pin restored: %+v", o)
 	}
 	r.tick(time.Second)

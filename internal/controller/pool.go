@@ -178,14 +178,14 @@ type Pool struct {
 
 	// acting runs the starts and stops off the loop (jobs.go); inLoop is
 	// set while the loop (Run) owns the pool.
-	acting   *runner
-	inLoop   bool
-	wake     chan struct{}
-	watch    watchState           // the source's wake-up (wake.go)
-	reading  *pendingRead         // the tick waiting for its calls (loop.go)
-	parked   *parkedTick          // the tick waiting for its replacements (loop.go)
-	lastObs  snapshot.Observation // the tick's reading, for its report
-	progress atomic.Int64         // unix nanos (wall clock) of the last completed tick
+	acting  *runner
+	inLoop  bool
+	wake    chan struct{}
+	watch   watchState           // the source's wake-up (wake.go)
+	reading *pendingRead         // the tick waiting for its calls (loop.go)
+	parked  *parkedTick          // the tick waiting for its replacements (loop.go)
+	lastObs snapshot.Observation // the tick's reading, for its report
+	tell    *tells               // what the daemon hears (report.go)
 }
 
 // NewPool prepares a pool; it starts nothing until Start.
@@ -214,11 +214,12 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		prom:   openPromQL(opts.NewPromQL, cfg),
 		report: newReporter(log),
 		state:  newStateFile(cfg.Name, opts.StateDir),
+		tell:   &tells{onChange: opts.OnChange, onTick: opts.OnTick},
 		acting: newRunner(),
 		pipe:   policy.NewPipeline(cfg.Scaling.Policy, cfg.Scaling.Behavior, nil),
 		wake:   make(chan struct{}, 1),
 	}
-	p.override = override.New(cfg.Name, opts.OverrideDir, log, opts.WallClock, p.overrideChanged)
+	p.override = override.New(cfg.Name, opts.OverrideDir, log, opts.WallClock, overrideChanged(p))
 	p.workers = newWorkers(p)
 	p.watch = newWatch(log, p.clock, fleetWake(p.kick, &p.flWake), p.watchEvents)
 	if cfg.Service != nil {
@@ -241,7 +242,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		return nil, err
 	}
 	p.pub = snapshot.New(Status{Name: cfg.Name, Max: cfg.MaxWorkers, Mode: p.override.Mode(p.wallNow(), p.dryRun()), GroupSize: cfg.GroupSize()}, p.cfg.PollInterval)
-	p.progress.Store(time.Now().UnixNano())
+	p.tell.progressed()
 	return p, nil
 }
 
@@ -256,7 +257,7 @@ func (p *Pool) PollInterval() time.Duration { return p.pub.Interval() }
 
 // LastProgress is when the pool last completed a tick (or started); the
 // watchdog uses it to tell a slow pool from a wedged one.
-func (p *Pool) LastProgress() time.Time { return time.Unix(0, p.progress.Load()) }
+func (p *Pool) LastProgress() time.Time { return p.tell.last() }
 
 // Start adopts the pool's running workers (from a previous daemon), restores
 // what the previous daemon decided, and brings the pool to its target.
@@ -269,8 +270,8 @@ func (p *Pool) Start(ctx context.Context, existing []units.Worker) {
 	if p.fl != nil {
 		p.fl.start(p.kick)
 	}
-	p.progress.Store(time.Now().UnixNano())
-	p.notify(changed)
+	p.tell.progressed()
+	p.tell.changed(changed)
 }
 
 func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
@@ -405,10 +406,4 @@ func (p *Pool) Close() error {
 		}
 	}
 	return err
-}
-
-func (p *Pool) notify(changed bool) {
-	if changed && p.opts.OnChange != nil {
-		p.opts.OnChange()
-	}
 }

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"sync/atomic"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 	"github.com/flexiq/flexiq-scaled/internal/source"
@@ -201,3 +203,34 @@ func exitText(w units.Worker) string {
 	}
 	return "no exit status"
 }
+
+// tells is what the pool tells the daemon: that its summary changed
+// (OnChange, for STATUS=), each tick's report (OnTick, for the metrics),
+// and that it made progress (for the watchdog). Any goroutine may use it.
+type tells struct {
+	onChange func()
+	onTick   func(api.TickReport)
+	progress atomic.Int64 // unix nanos (wall clock) of the last completed tick
+}
+
+// changed tells the daemon that the summary changed, if it did.
+func (t *tells) changed(changed bool) {
+	if changed && t.onChange != nil {
+		t.onChange()
+	}
+}
+
+// ticked tells the daemon of a finished tick; the caller need not own the
+// pool.
+func (t *tells) ticked(d tickDone) {
+	if t.onTick != nil {
+		t.onTick(d.report)
+	}
+	t.progressed()
+	t.changed(d.changed)
+}
+
+func (t *tells) progressed() { t.progress.Store(time.Now().UnixNano()) }
+
+// last is when the pool last made progress.
+func (t *tells) last() time.Time { return time.Unix(0, t.progress.Load()) }

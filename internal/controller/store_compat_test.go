@@ -65,7 +65,7 @@ func TestFilesOfTheOldDaemonStillLoad(t *testing.T) {
 	if got := r.lines("ignoring its"); len(got) != 0 {
 		t.Errorf("a file of the old daemon ignored:\n%s", strings.Join(got, "\n"))
 	}
-	o := r.pool.Override()
+	o := r.pool.pub.Override()
 	want := api.Override{Kind: api.OverridePinned, Workers: 3, By: "uid 1000 (alice)",
 		Since: time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC), Until: time.Date(2026, 12, 1, 15, 10, 0, 0, time.UTC)}
 	if !o.Since.Equal(want.Since) || !o.Until.Equal(want.Until) || o.Kind != want.Kind || o.Workers != want.Workers || o.By != want.By {

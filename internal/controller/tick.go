@@ -68,7 +68,7 @@ func (p *Pool) Tick(ctx context.Context) policy.Decision {
 		}
 		t = p.finishTick(run, d, changed)
 	})
-	p.ticked(t)
+	p.tell.ticked(t)
 	return d
 }
 
