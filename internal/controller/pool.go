@@ -14,11 +14,11 @@
 // off the loop on values handed to them, so that nothing an operator does
 // waits for them. Readers (status, explain,
 // the metrics, STATUS=, the watchdog) read an immutable snapshot that the
-// owner publishes after each tick and each message (snapshot.go): no lock is
+// owner publishes after each tick and each message (package snapshot): no lock is
 // held across a D-Bus call or a source read.
 //
 // The decision and the workers are apart. Pool decides (guard.go,
-// override.go, explain.go) and reports; workers (workers.go) owns the
+// package override, explain.go) and reports; workers (workers.go) owns the
 // slots, the starts and stops, the backoff, the victims, the quiet phase
 // and the rollout, and the tick drives it after the decision. Both are
 // the loop's alone.
@@ -27,7 +27,7 @@
 // owner, its messages, the calls in flight), tick.go (one control cycle, in
 // three phases), read.go (the source reads off the loop), jobs.go and
 // acting.go (the acting jobs: starts, stops, listings off the loop, their
-// results back on it), snapshot.go (what
+// results back on it), package snapshot (what
 // readers see), drain.go (draining the whole pool); the workers: workers.go
 // (their type and what the tick calls), fleet.go (slots, backoff, victims;
 // no I/O), act.go (starting and stopping), quiet.go (the quiet phase),
@@ -40,9 +40,10 @@
 // journal entry);
 // the decision: guard.go (the decision and the daemon-wide host guard),
 // threads.go, demand.go, cpu.go (the signals' bookkeeping), override.go
-// (pause and pin), explain.go; view.go (status and explain), report.go and
-// tickreport.go (the journal, the metrics), state.go (what survives a
-// restart), wake.go (the source's wake-ups), srcguard.go, deps.go (what the
+// and package override (pause and pin), explain.go; view.go (the facts
+// status and explain show), report.go (the journal, what the daemon
+// hears), state.go (what survives a restart), wake.go (the source's
+// wake-ups), srcguard.go, deps.go (what the
 // pool needs from systemd, its clock).
 package controller
 
@@ -98,14 +99,14 @@ type Options struct {
 	// Ledger is the host's worker budget, shared by the daemon's pools;
 	// nil grants every start.
 	Ledger *capacity.Ledger
-	// OverrideDir keeps the operator's pause and pin (override.go) across
+	// OverrideDir keeps the operator's pause and pin (package override) across
 	// restarts and reboots; "" keeps them in memory only.
 	OverrideDir string
 	// WallClock is the operator's time, for --for deadlines; nil is
 	// time.Now.
 	WallClock func() time.Time
 	// OnTick, when set, is called after every tick, from the pool's loop
-	// when it runs, with what it saw and decided (tickreport.go); as
+	// when it runs, with what it saw and decided (snapshot.TickReport); as
 	// OnChange, it must not wait for the pool's operations.
 	OnTick func(api.TickReport)
 	// Commands runs a service pool's probe commands and discovery
