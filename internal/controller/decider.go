@@ -51,9 +51,11 @@ func (h deciderHooks) Observed(now time.Time, o decide.Observed) (source.Counts,
 	return h.p.observed(now, o)
 }
 
-func (h deciderHooks) Threads(r decide.ThreadsRead) int { return h.p.threadsPerWorker(r) }
-func (h deciderHooks) MeanUtil() (float64, bool)        { return meanUtil(h.p.workers.slots) }
-func (h deciderHooks) Kick()                            { h.p.kick() }
+func (h deciderHooks) Threads(r decide.ThreadsRead) int {
+	return h.p.threads.perWorker(h.p.cfg, h.p.log, r)
+}
+func (h deciderHooks) MeanUtil() (float64, bool) { return meanUtil(h.p.workers.slots) }
+func (h deciderHooks) Kick()                     { h.p.kick() }
 
 // Resign hands a fleet pool's lease to another host at once (a restart,
 // which keeps the workers); the pool coordinates no more, and decides on

@@ -33,10 +33,10 @@ func (p *Pool) Drain(ctx context.Context, why string) {
 	for ctx.Err() == nil {
 		var done, changed bool
 		p.do(func() { done, changed = p.drainStep(ctx, why) })
-		p.notify(changed)
+		p.tell.changed(changed)
 		if done {
 			// A drained pool has nothing left to carry across a restart.
-			p.stateStore().Remove(p.name)
+			p.state.remove()
 			// The fleet's last heartbeat (at Close) says so too: the
 			// store keeps no count of workers that are gone.
 			p.do(func() { p.dec.Ticked(p.src) })
@@ -61,7 +61,7 @@ func (p *Pool) drainStep(ctx context.Context, why string) (done, changed bool) {
 		p.settleOutside()
 	}
 	done = err == nil && p.workers.live() == 0 && p.workers.draining() == 0 && !anyLoaded(listed)
-	return done, p.publish(nil, nil)
+	return done, p.pub.Summarise(p.facts(p.clock()), nil, nil)
 }
 
 // anyLoaded says whether a listing still holds a unit that is not failed (a

@@ -23,13 +23,13 @@ func TestRestartKeepsTheStabilisationWindow(t *testing.T) {
 	}{
 		{"with the state file", func(r *rig) {}},
 		{"without a state file: the adopted count seeds the window", func(r *rig) {
-			os.Remove(r.pool.statePath())
+			os.Remove(r.pool.state.path())
 		}},
 		{"with a corrupt state file", func(r *rig) {
-			os.WriteFile(r.pool.statePath(), []byte("{not json"), 0o644)
+			os.WriteFile(r.pool.state.path(), []byte("{not json"), 0o644)
 		}},
 		{"with a state file of an unknown version", func(r *rig) {
-			os.WriteFile(r.pool.statePath(), []byte(`{"version": 99, "pool": "work"}`), 0o644)
+			os.WriteFile(r.pool.state.path(), []byte(`{"version": 99, "pool": "work"}`), 0o644)
 		}},
 	}
 	for _, tc := range cases {

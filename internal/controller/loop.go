@@ -31,6 +31,7 @@ import (
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/controller/decide"
+	"github.com/flexiq/flexiq-scaled/internal/controller/snapshot"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 )
 
@@ -57,7 +58,7 @@ func (p *Pool) do(f func()) {
 	msg := func() {
 		defer close(done)
 		f()
-		p.storeSnapshot()
+		p.pub.Store()
 	}
 	select {
 	case p.own.token <- struct{}{}:
@@ -67,7 +68,7 @@ func (p *Pool) do(f func()) {
 		if p.acting.Settle() {
 			p.serviceChanged(context.Background())
 		}
-		p.storeSnapshot()
+		p.pub.Store()
 	case p.own.inbox <- msg:
 		<-done
 	}
@@ -80,10 +81,9 @@ func (p *Pool) do(f func()) {
 func (p *Pool) serviceChanged(ctx context.Context) {
 	now := p.clock()
 	p.workers.publishReady(ctx, now)
-	changed := p.publish(nil, nil)
-	p.buildView(now, p.pub.listed, nil)
-	p.storeSnapshot()
-	p.notify(changed)
+	changed := p.pub.Publish(p.facts(now), nil, nil, p.pub.Listed(), nil)
+	p.pub.Store()
+	p.tell.changed(changed)
 }
 
 // settleOutside waits for the jobs in flight when the owner is not the
@@ -119,10 +119,10 @@ func (p *Pool) Run(ctx context.Context) {
 	}()
 	timer := time.NewTimer(p.cfg.PollInterval)
 	defer timer.Stop()
-	defer p.stopWatch()
+	defer p.watch.stop()
 	defer p.abandonRead()
 	for {
-		p.rewatch(ctx)
+		p.watch.rewatch(ctx, p.src, p.cfg.PollInterval)
 		// While a tick waits for its source, neither the timer nor a
 		// wake-up starts another: they wait, as they did for a tick.
 		// Nor while the last tick's jobs are in flight: the next
@@ -190,7 +190,7 @@ func (p *Pool) Run(ctx context.Context) {
 func (p *Pool) beginRead(ctx context.Context) bool {
 	run := p.beginTick(ctx)
 	if run.done {
-		p.ticked(p.finishTick(run, run.hold, false))
+		p.tell.ticked(p.finishTick(run, run.hold, false))
 		return false
 	}
 	rctx, cancel := context.WithCancel(ctx)
@@ -199,7 +199,7 @@ func (p *Pool) beginRead(ctx context.Context) bool {
 		r.done <- run.calls(rctx)
 	}()
 	p.reading = r
-	p.storeSnapshot()
+	p.pub.Store()
 	return true
 }
 
@@ -214,7 +214,7 @@ func (p *Pool) endRead(ctx context.Context, c tickCalls) {
 		return
 	}
 	if !p.tickListed(ctx, &r.run, c.listing) {
-		p.ticked(p.finishTick(r.run, r.run.hold, false))
+		p.tell.ticked(p.finishTick(r.run, r.run.hold, false))
 		return
 	}
 	p.parked = &parkedTick{run: r.run, gen: r.gen, obs: c.obs}
@@ -245,7 +245,7 @@ func (p *Pool) unpark(ctx context.Context) {
 		return
 	}
 	d, changed := p.endTick(ctx, &t.run, t.obs)
-	p.ticked(p.finishTick(t.run, d, changed))
+	p.tell.ticked(p.finishTick(t.run, d, changed))
 }
 
 // abandonRead gives up the read in flight, if any, and the tick parked
@@ -269,17 +269,7 @@ type tickDone struct {
 
 // finishTick ends a tick as its owner: the report and the snapshot.
 func (p *Pool) finishTick(run tickRun, d policy.Decision, changed bool) tickDone {
-	rep := p.tickReport(d, time.Since(run.start))
-	p.storeSnapshot()
+	rep := snapshot.TickReport(p.facts(run.now), d, time.Since(run.start), p.lastObs)
+	p.pub.Store()
 	return tickDone{rep, changed}
-}
-
-// ticked tells the daemon of a finished tick; the caller need not own the
-// pool.
-func (p *Pool) ticked(t tickDone) {
-	if p.opts.OnTick != nil {
-		p.opts.OnTick(t.report)
-	}
-	p.progress.Store(time.Now().UnixNano())
-	p.notify(t.changed)
 }

@@ -14,11 +14,11 @@
 // off the loop on values handed to them, so that nothing an operator does
 // waits for them. Readers (status, explain,
 // the metrics, STATUS=, the watchdog) read an immutable snapshot that the
-// owner publishes after each tick and each message (snapshot.go): no lock is
+// owner publishes after each tick and each message (package snapshot): no lock is
 // held across a D-Bus call or a source read.
 //
 // The decision and the workers are apart. Pool decides (package
-// decide, override.go) and reports; workers (workers.go) owns the
+// decide, package override) and reports; workers (workers.go) owns the
 // slots, the starts and stops, the backoff, the victims, the quiet phase
 // and the rollout, and the tick drives it after the decision. Both are
 // the loop's alone.
@@ -27,7 +27,7 @@
 // owner, its messages, the calls in flight), tick.go (one control cycle, in
 // three phases), package acting and
 // acting.go (the acting jobs: starts, stops, listings off the loop, their
-// results back on it), snapshot.go (what
+// results back on it), package snapshot (what
 // readers see), drain.go (draining the whole pool); the workers: workers.go
 // (their type and what the tick calls), worker.go (the slot table of internal/slots, victims;
 // no I/O), act.go (starting and stopping), quiet.go (the quiet phase),
@@ -42,10 +42,11 @@
 // host guard and the source's reads, the fleet decider with its
 // coordinator, explain's steps; decider.go is what it asks of the pool),
 // threads.go, cpu.go (the signals' bookkeeping), degraded.go, override.go
-// (pause and pin), explain.go; view.go (status and explain), report.go and
-// tickreport.go (the journal, the metrics), state.go (what survives a
-// restart), wake.go (the source's wake-ups), srcguard.go (opening the
-// source), deps.go (what the
+// and package override (pause and pin), explain.go; view.go (the facts
+// status and explain show, published on package snapshot), report.go (the
+// journal, what the daemon hears), state.go (what survives a restart),
+// wake.go (the source's wake-ups), srcguard.go (opening the source),
+// deps.go (what the
 // pool needs from systemd, its clock).
 package controller
 
@@ -61,6 +62,8 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/controller/acting"
 	"github.com/flexiq/flexiq-scaled/internal/controller/decide"
+	"github.com/flexiq/flexiq-scaled/internal/controller/override"
+	"github.com/flexiq/flexiq-scaled/internal/controller/snapshot"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	fleetmode "github.com/flexiq/flexiq-scaled/internal/fleet"
 	"github.com/flexiq/flexiq-scaled/internal/portowner"
@@ -100,14 +103,14 @@ type Options struct {
 	// Ledger is the host's worker budget, shared by the daemon's pools;
 	// nil grants every start.
 	Ledger *capacity.Ledger
-	// OverrideDir keeps the operator's pause and pin (override.go) across
+	// OverrideDir keeps the operator's pause and pin (package override) across
 	// restarts and reboots; "" keeps them in memory only.
 	OverrideDir string
 	// WallClock is the operator's time, for --for deadlines; nil is
 	// time.Now.
 	WallClock func() time.Time
 	// OnTick, when set, is called after every tick, from the pool's loop
-	// when it runs, with what it saw and decided (tickreport.go); as
+	// when it runs, with what it saw and decided (snapshot.TickReport); as
 	// OnChange, it must not wait for the pool's operations.
 	OnTick func(api.TickReport)
 	// Commands runs a service pool's probe commands and discovery
@@ -160,32 +163,28 @@ type Pool struct {
 	// srcGen counts the sources: a read of a source that a reload has
 	// since replaced is discarded by its number.
 	srcGen uint64
-	// retired are sources replaced by a reload, closed once their wake-up
-	// has ended.
-	retired []source.Source
 	// workers are the pool's slots, starts and stops, backoff, quiet phase
 	// and rollout (workers.go): what follows the decision.
 	workers *workers
 	threads threadState
+	state   stateFile // what survives a restart (state.go)
 	report  reporter
 	// The operator's surface (override.go, view.go, explain.go).
-	override api.Override
+	override *override.Keeper
 	health   sourceHealth
-	lastDry  decisionKey   // the last "would scale" logged in dry-run
-	degraded degradedState // degraded.go
-	pub      published     // what the next snapshot shows (snapshot.go)
+	degraded degradedState   // degraded.go
+	pub      *snapshot.Board // what readers see (package snapshot)
 
 	// acting runs the starts and stops off the loop (package acting); inLoop is
 	// set while the loop (Run) owns the pool.
-	acting   *acting.Runner
-	inLoop   bool
-	wake     chan struct{}
-	watch    watchState   // the source's wake-up (wake.go)
-	reading  *pendingRead // the tick waiting for its calls (loop.go)
-	parked   *parkedTick  // the tick waiting for its replacements (loop.go)
-	lastObs  lastObservation
-	snap     atomic.Pointer[snapshot]
-	progress atomic.Int64 // unix nanos (wall clock) of the last completed tick
+	acting  *acting.Runner
+	inLoop  bool
+	wake    chan struct{}
+	watch   watchState           // the source's wake-up (wake.go)
+	reading *pendingRead         // the tick waiting for its calls (loop.go)
+	parked  *parkedTick          // the tick waiting for its replacements (loop.go)
+	lastObs snapshot.Observation // the tick's reading, for its report
+	tell    *tells               // what the daemon hears (report.go)
 }
 
 // NewPool prepares a pool; it starts nothing until Start.
@@ -212,10 +211,14 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		cfg:    decide.LocalBounds(cfg),
 		src:    src,
 		report: newReporter(log),
+		state:  newStateFile(cfg.Name, opts.StateDir),
+		tell:   &tells{onChange: opts.OnChange, onTick: opts.OnTick},
 		acting: acting.NewRunner(),
 		wake:   make(chan struct{}, 1),
 	}
+	p.override = override.New(cfg.Name, opts.OverrideDir, log, opts.WallClock, overrideChanged(p))
 	p.workers = newWorkers(p)
+	p.watch = newWatch(log, p.clock, fleetWake(p.kick, &p.flWake))
 	if cfg.Service != nil {
 		if p.workers.svc, err = newService(cfg, p.clock, opts); err != nil {
 			src.Close()
@@ -229,9 +232,8 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		return nil, err
 	}
 	p.flWake.Store(decide.FleetOf(p.dec))
-	p.pub.status = Status{Name: cfg.Name, Max: cfg.MaxWorkers, Mode: p.modeString(p.wallNow()), GroupSize: cfg.GroupSize()}
-	p.storeSnapshot()
-	p.progress.Store(time.Now().UnixNano())
+	p.pub = snapshot.New(Status{Name: cfg.Name, Max: cfg.MaxWorkers, Mode: p.override.Mode(p.wallNow(), p.dryRun()), GroupSize: cfg.GroupSize()}, p.cfg.PollInterval)
+	p.tell.progressed()
 	return p, nil
 }
 
@@ -239,14 +241,14 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 func (p *Pool) Name() string { return p.name }
 
 // Status is the pool's summary as of its last tick.
-func (p *Pool) Status() Status { return p.snap.Load().status }
+func (p *Pool) Status() Status { return p.pub.Status() }
 
 // PollInterval is the pool's current tick interval.
-func (p *Pool) PollInterval() time.Duration { return p.snap.Load().interval }
+func (p *Pool) PollInterval() time.Duration { return p.pub.Interval() }
 
 // LastProgress is when the pool last completed a tick (or started); the
 // watchdog uses it to tell a slow pool from a wedged one.
-func (p *Pool) LastProgress() time.Time { return time.Unix(0, p.progress.Load()) }
+func (p *Pool) LastProgress() time.Time { return p.tell.last() }
 
 // Start adopts the pool's running workers (from a previous daemon), restores
 // what the previous daemon decided, and brings the pool to its target.
@@ -257,27 +259,21 @@ func (p *Pool) Start(ctx context.Context, existing []units.Worker) {
 		p.dec.Ticked(p.src)
 	})
 	p.dec.Start()
-	p.progress.Store(time.Now().UnixNano())
-	p.notify(changed)
+	p.tell.progressed()
+	p.tell.changed(changed)
 }
 
 func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 	now := p.clock()
 	// Workers a previous daemon quieted are draining, not live (quiet.go).
 	p.workers.restoreQuiet(now, existing)
-	p.loadOverride()
+	p.override.Load()
 	p.workers.endedWhileAway(now, existing)
 	p.workers.reconcile(ctx, now, existing)
 	p.workers.quietStep(ctx, now)
 	adopted := p.workers.live()
 	p.workers.target = max(adopted, p.cfg.MinWorkers)
-	if st, why := p.loadState(now); st != nil {
-		p.restore(now, st)
-		p.log.Event(eventlog.Lifecycle, eventlog.Info, nil,
-			"restored its state from %s: target %d, %d recommendations in its windows", p.statePath(), p.workers.target, len(st.History))
-	} else if why != "" {
-		p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "ignoring its state file: %s", why)
-	}
+	p.restoreState(now)
 	// As the HPA does for a target it has no history of, the count found
 	// counts as a recommendation made now, so that the first ticks cannot
 	// drop below it within the scale-down window. With a restored history
@@ -290,7 +286,7 @@ func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 	if adopted > 0 {
 		p.log.Event(eventlog.Lifecycle, eventlog.Info, nil, "adopted %d running workers", adopted)
 	}
-	if o := p.activeOverride(p.wallNow()); o.Kind == api.OverridePinned {
+	if o := p.override.InForce(p.wallNow()); o.Kind == api.OverridePinned {
 		p.workers.target = min(o.Workers, p.cfg.MaxWorkers)
 		p.workers.drainDownTo(ctx, now, p.workers.target)
 	}
@@ -298,8 +294,7 @@ func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 	p.settleOutside()
 	p.workers.publishReady(ctx, now)
 	p.saveState(now)
-	changed := p.publish(nil, nil)
-	p.buildView(now, existing, nil)
+	changed := p.pub.Publish(p.facts(now), nil, nil, existing, nil)
 	return changed
 }
 
@@ -333,7 +328,7 @@ func (p *Pool) update(cfg *config.Pool) error {
 		// The old source is closed by the loop once its wake-up has ended
 		// (rewatch): closed first, a reconnecting watcher could open a
 		// connection that nobody closes.
-		p.retired = append(p.retired, p.src)
+		p.watch.retire(p.src)
 		p.src = src
 		p.srcGen++
 		p.abandonRead()
@@ -341,8 +336,7 @@ func (p *Pool) update(cfg *config.Pool) error {
 	p.dec.Configure(full)
 	p.cfg = cfg
 	p.workers.cfg = cfg
-	p.pub.status.Max = cfg.MaxWorkers
-	p.pub.status.Mode = p.modeString(p.wallNow())
+	p.pub.Reconfigured(cfg.PollInterval, cfg.MaxWorkers, p.override.Mode(p.wallNow(), p.dryRun()))
 	// Starts not yet sent were decided under the old configuration.
 	p.acting.Supersede()
 	p.kick()
@@ -384,8 +378,7 @@ func (p *Pool) Close() error {
 		dec = p.dec
 		p.dec = dec.Memory()
 		p.flWake.Store(nil)
-		srcs = append(p.retired, p.src)
-		p.retired = nil
+		srcs = append(p.watch.takeRetired(), p.src)
 		p.workers.svc.close()
 		dec.Memory().Close()
 	})
@@ -399,10 +392,4 @@ func (p *Pool) Close() error {
 		}
 	}
 	return err
-}
-
-func (p *Pool) notify(changed bool) {
-	if changed && p.opts.OnChange != nil {
-		p.opts.OnChange()
-	}
 }

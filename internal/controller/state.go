@@ -49,19 +49,66 @@ type savedBackoff struct {
 	Until int64 `json:"until_mono_ns"`
 }
 
-// stateStore is where the state file is kept: pool-POOL.json in the
-// runtime directory.
-func (p *Pool) stateStore() poolstore.Store[savedState] {
-	return poolstore.Store[savedState]{Dir: p.opts.StateDir, Prefix: "pool-"}
+// stateFile is the pool's state file: pool-POOL.json in the runtime
+// directory. It reads and writes the file; what goes in it is the pool's
+// (saveState, restoreState).
+type stateFile struct {
+	pool  string
+	store poolstore.Store[savedState]
+	// fails is a run of failed saves, logged once.
+	fails *eventlog.Throttle
 }
 
-func (p *Pool) statePath() string { return p.stateStore().Path(p.name) }
+func newStateFile(pool, dir string) stateFile {
+	return stateFile{pool: pool, store: poolstore.Store[savedState]{Dir: dir, Prefix: "pool-"}, fails: eventlog.NewThrottle(sourceLogRate)}
+}
 
-// saveState writes the state file, atomically: a crash mid-write leaves the
-// previous file. Failing to write costs only the continuity of a later
-// restart, so it is logged and the tick goes on.
+func (f stateFile) path() string { return f.store.Path(f.pool) }
+
+func (f stateFile) remove() error { return f.store.Remove(f.pool) }
+
+// save writes st, atomically: a crash mid-write leaves the previous file.
+// Failing to write costs only the continuity of a later restart, so it is
+// logged and the tick goes on.
+func (f stateFile) save(now time.Time, st savedState, log *eventlog.Logger) {
+	if err := f.store.Save(f.pool, st); err != nil {
+		if l, _ := f.fails.Fail(now); l {
+			log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "cannot save its state (a restart would forget its windows): %v", err)
+		}
+		return
+	}
+	f.fails.OK()
+}
+
+// load reads the state file. It returns nil and why when there is none to
+// use: no file is no reason worth a warning, a corrupt, foreign or stale
+// one is. roll is the rollout nonce of a file otherwise too old.
+func (f stateFile) load(now time.Time, longest time.Duration) (st *savedState, roll, why string) {
+	// Read, not Load: the bytes are parsed twice below.
+	b, ok, err := f.store.Read(f.pool)
+	if !ok {
+		return nil, "", ""
+	}
+	if err != nil {
+		return nil, "", err.Error()
+	}
+	st, why = parseState(b, f.pool, now, longest)
+	if st != nil {
+		return st, "", ""
+	}
+	// The rollout nonce is no scaling decision: keep it from a state that
+	// is otherwise too old, or the next start would replace every worker
+	// that the last `roll` started.
+	var partial savedState
+	if json.Unmarshal(b, &partial) == nil && partial.Version == stateVersion && partial.Pool == f.pool {
+		roll = partial.Roll
+	}
+	return nil, roll, fmt.Sprintf("%s: %s", f.path(), why)
+}
+
+// saveState writes what the pool decided to the state file.
 func (p *Pool) saveState(now time.Time) {
-	if p.statePath() == "" {
+	if p.state.path() == "" {
 		return
 	}
 	st := savedState{Version: stateVersion, Pool: p.name, SavedAt: int64(monoSince(now)), Target: p.workers.target, Roll: p.workers.roll.nonce,
@@ -77,41 +124,7 @@ func (p *Pool) saveState(now time.Time) {
 			st.Backoff[slot] = savedBackoff{Delay: int64(b.Delay), Until: int64(monoSince(b.Until))}
 		}
 	}
-	if err := p.stateStore().Save(p.name, st); err != nil {
-		if log, _ := p.report.stateLog.Fail(now); log {
-			p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "cannot save its state (a restart would forget its windows): %v", err)
-		}
-		return
-	}
-	p.report.stateLog.OK()
-}
-
-// loadState reads the state file. It returns nil and why when there is none
-// to use: no file is no reason worth a warning, a corrupt, foreign or stale
-// one is.
-func (p *Pool) loadState(now time.Time) (*savedState, string) {
-	// Read, not Load: the bytes are parsed twice below.
-	b, ok, err := p.stateStore().Read(p.name)
-	if !ok {
-		return nil, ""
-	}
-	if err != nil {
-		return nil, err.Error()
-	}
-	st, why := parseState(b, p.name, now, p.longestWindow())
-	if st == nil && p.workers.roll.nonce == "" {
-		// The rollout nonce is no scaling decision: keep it from a state
-		// that is otherwise too old, or the next start would replace every
-		// worker that the last `roll` started.
-		var partial savedState
-		if json.Unmarshal(b, &partial) == nil && partial.Version == stateVersion && partial.Pool == p.name {
-			p.workers.roll.nonce = partial.Roll
-		}
-	}
-	if st == nil {
-		return nil, fmt.Sprintf("%s: %s", p.statePath(), why)
-	}
-	return st, ""
+	p.state.save(now, st, p.log)
 }
 
 // parseState checks a state file's content for the pool at now.
@@ -135,8 +148,18 @@ func parseState(b []byte, pool string, now time.Time, longest time.Duration) (*s
 	return &st, ""
 }
 
-// restore applies a saved state.
-func (p *Pool) restore(now time.Time, st *savedState) {
+// restoreState applies the state file at start, and says what it did.
+func (p *Pool) restoreState(now time.Time) {
+	st, roll, why := p.state.load(now, max(p.cfg.ScaleUpWindow, p.cfg.ScaleDownWindow, backoffMax, p.dec.Memory().ScalingLongest()))
+	if st == nil {
+		if p.workers.roll.nonce == "" {
+			p.workers.roll.nonce = roll
+		}
+		if why != "" {
+			p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "ignoring its state file: %s", why)
+		}
+		return
+	}
 	p.workers.target = st.Target
 	p.workers.roll.nonce = st.Roll
 	samples := make([]policy.Sample, 0, len(st.History))
@@ -150,8 +173,6 @@ func (p *Pool) restore(now time.Time, st *savedState) {
 			p.workers.slots.Backoff[slot] = &slotBackoff{Delay: time.Duration(b.Delay), Until: monoTime(time.Duration(b.Until))}
 		}
 	}
-}
-
-func (p *Pool) longestWindow() time.Duration {
-	return max(p.cfg.ScaleUpWindow, p.cfg.ScaleDownWindow, backoffMax, p.dec.Memory().ScalingLongest())
+	p.log.Event(eventlog.Lifecycle, eventlog.Info, nil,
+		"restored its state from %s: target %d, %d recommendations in its windows", p.state.path(), p.workers.target, len(st.History))
 }

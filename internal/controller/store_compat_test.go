@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
+	"github.com/flexiq/flexiq-scaled/internal/controller/override"
 	"github.com/flexiq/flexiq-scaled/internal/poolstore"
 )
 
@@ -64,7 +65,7 @@ func TestFilesOfTheOldDaemonStillLoad(t *testing.T) {
 	if got := r.lines("ignoring its"); len(got) != 0 {
 		t.Errorf("a file of the old daemon ignored:\n%s", strings.Join(got, "\n"))
 	}
-	o := r.pool.Override()
+	o := r.pool.pub.Override()
 	want := api.Override{Kind: api.OverridePinned, Workers: 3, By: "uid 1000 (alice)",
 		Since: time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC), Until: time.Date(2026, 12, 1, 15, 10, 0, 0, time.UTC)}
 	if !o.Since.Equal(want.Since) || !o.Until.Equal(want.Until) || o.Kind != want.Kind || o.Workers != want.Workers || o.By != want.By {
@@ -98,7 +99,7 @@ func TestFilesOfTheOldDaemonStillLoad(t *testing.T) {
 // files are the old daemon's format.
 func TestStoresWriteTheOldFormat(t *testing.T) {
 	now := monoTime(1000 * time.Hour)
-	roundTrip(t, poolstore.Store[savedOverride]{Prefix: "override-"}, oldOverrideFile)
+	roundTrip(t, poolstore.Store[override.File]{Prefix: "override-"}, oldOverrideFile)
 	roundTrip(t, poolstore.Store[savedState]{Prefix: "pool-"}, atMono(oldStateFile, now))
 	roundTrip(t, poolstore.Store[savedQuiet]{Prefix: "quiet-"}, strings.Replace(atMono(oldQuietFile, now), "INV", "abc", 1))
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/controller/decide"
+	"github.com/flexiq/flexiq-scaled/internal/controller/snapshot"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 	"github.com/flexiq/flexiq-scaled/internal/source"
@@ -68,7 +69,7 @@ func (p *Pool) Tick(ctx context.Context) policy.Decision {
 		}
 		t = p.finishTick(run, d, changed)
 	})
-	p.ticked(t)
+	p.tell.ticked(t)
 	return d
 }
 
@@ -76,7 +77,7 @@ func (p *Pool) Tick(ctx context.Context) policy.Decision {
 func (p *Pool) beginTick(ctx context.Context) tickRun {
 	now := p.clock()
 	run := tickRun{start: time.Now(), now: now}
-	p.lastObs = lastObservation{}
+	p.lastObs = snapshot.Observation{}
 	run.hold = policy.Decision{Now: now, Action: policy.Hold, Current: p.workers.live(), Desired: p.workers.live()}
 	if p.workers.stopping {
 		run.hold.Rationale, run.done = "hold: draining", true
@@ -99,7 +100,7 @@ func (p *Pool) tickListed(ctx context.Context, run *tickRun, l listing) bool {
 	}
 	run.listed = l.workers
 	p.workers.requiredRead(l)
-	p.expireOverride(p.wallNow())
+	p.override.Expire(p.wallNow())
 	p.workers.pumpService(ctx, now)
 	p.workers.slots.AsOf = l.seq
 	r := p.workers.reconcile(ctx, now, l.workers)
@@ -132,11 +133,11 @@ func (p *Pool) endTickAct(ctx context.Context, run tickRun, t decide.Tick) (poli
 	now := run.now
 	d, e, obs, counts, srcErr := t.D, t.E, t.Obs, t.Counts, t.SrcErr
 	wall := p.wallNow()
-	d = p.applyOverride(wall, d, e)
+	d = p.override.Apply(wall, d, e, p.workers.target, p.cfg.MaxWorkers)
 	if p.dryRun() {
-		p.wouldScale(d, e)
+		p.override.WouldScale(d, e)
 	}
-	decide.Finish(e, d, p.modeString(wall))
+	decide.Finish(e, d, p.override.Mode(wall, p.dryRun()))
 	if p.dryRun() {
 		p.workers.target = d.Desired
 		d.Action = policy.Hold // nothing below acts
@@ -158,8 +159,7 @@ func (p *Pool) endTickAct(ctx context.Context, run tickRun, t decide.Tick) (poli
 		c = &counts
 	}
 	p.health.record(wall, c, srcErr)
-	changed := p.publish(c, srcErr)
-	p.buildView(now, run.listed, e)
+	changed := p.pub.Publish(p.facts(now), c, srcErr, run.listed, e)
 	return d, changed
 }
 
@@ -172,7 +172,7 @@ func (p *Pool) act(ctx context.Context, now time.Time, d policy.Decision) {
 // observed takes the source's reading of this tick: kept for the tick's
 // report, its failures logged without flooding.
 func (p *Pool) observed(now time.Time, read decide.Observed) (source.Counts, error) {
-	p.lastObs = lastObservation{counts: read.Counts, valid: read.Err == nil, err: read.Err}
+	p.lastObs = snapshot.Observation{Counts: read.Counts, Valid: read.Err == nil, Err: read.Err}
 	if read.Err != nil {
 		p.report.sourceFailed(now, read.Err, p.workers.live())
 		return read.Counts, read.Err
@@ -180,6 +180,3 @@ func (p *Pool) observed(now time.Time, read decide.Observed) (source.Counts, err
 	p.report.sourceOK(read.Counts)
 	return read.Counts, nil
 }
-
-// shortError is the first line of err, cut to fit a status line.
-func shortError(err error) string { return decide.ShortError(err) }

@@ -3,8 +3,10 @@ package controller
 import (
 	"context"
 	"os"
+	"sync/atomic"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/controller/decide"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/source"
 )
@@ -24,45 +26,65 @@ const wakeGap = 250 * time.Millisecond
 // (bench/burst-latency.sh); there is no reason to set it otherwise.
 const noWakeEnv = "FLEXIQ_SCALED_NO_WAKE"
 
-// watchState is the wake-up of the source the pool is watching. Only Run's
-// goroutine touches it.
+// watchState is the wake-up of the source the pool is watching, and the
+// sources a reload replaced, which it closes once their wake-up has ended.
+// Only the pool's owner touches it.
 type watchState struct {
-	src    source.Source // the source being watched; nil before the first
-	cancel context.CancelFunc
+	log   *eventlog.Logger
+	clock Clock
+	wake  func()        // a source's wake-up: fleetWake's
+	src   source.Source // the source being watched; nil before the first
+	// retired are sources replaced by a reload, closed once their wake-up
+	// has ended.
+	retired []source.Source
+	cancel  context.CancelFunc
 }
 
-// rewatch starts the wake-up of the pool's source if the source is not the
+func newWatch(log *eventlog.Logger, clock Clock, wake func()) watchState {
+	return watchState{log: log, clock: clock, wake: wake}
+}
+
+// retire keeps a source a reload replaced, for rewatch to close.
+func (w *watchState) retire(src source.Source) { w.retired = append(w.retired, src) }
+
+// takeRetired hands over the sources not yet closed, for the pool's Close.
+func (w *watchState) takeRetired() []source.Source {
+	r := w.retired
+	w.retired = nil
+	return r
+}
+
+// rewatch starts the wake-up of src, polled every poll, if it is not the
 // one being watched: when Run starts, and after a reload that replaced it
-// (Update swaps p.src and kicks the loop, which comes back here). The old
-// source's watch ends with its context.
-func (p *Pool) rewatch(ctx context.Context) {
-	src, poll := p.src, p.cfg.PollInterval
-	if src == p.watch.src {
+// (Update swaps the pool's source and kicks the loop, which comes back
+// here). The old source's watch ends with its context.
+func (w *watchState) rewatch(ctx context.Context, src source.Source, poll time.Duration) {
+	if src == w.src {
 		return
 	}
-	p.stopWatch()
+	w.stop()
 	// A read of a retired source still running was given up (its context
 	// ended) by the reload: closing the source ends it too, should the
 	// source not honour its context.
-	for _, old := range p.retired {
+	for _, old := range w.retired {
 		old.Close()
 	}
-	p.retired = nil
-	p.watch.src = src
-	w, ok := source.As[source.Watcher](src)
+	w.retired = nil
+	w.src = src
+	sw, ok := source.As[source.Watcher](src)
 	if !ok {
-		p.log.Event(eventlog.Lifecycle, eventlog.Info, nil,
+		w.log.Event(eventlog.Lifecycle, eventlog.Info, nil,
 			"wake-up is off: its source has no way to tell when work arrives; polling every %s", poll)
 		return
 	}
 	if os.Getenv(noWakeEnv) != "" {
-		p.log.Event(eventlog.Lifecycle, eventlog.Info, nil,
+		w.log.Event(eventlog.Lifecycle, eventlog.Info, nil,
 			"wake-up is off: %s is set; polling every %s", noWakeEnv, poll)
 		return
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	p.watch.cancel = cancel
-	wctx = source.WithWatchEvents(wctx, watchEvents(p.log, poll))
+	w.cancel = cancel
+	wctx = source.WithWatchEvents(wctx, watchEvents(w.log, poll))
 	events := make(chan struct{}, 1)
 	wake := func() {
 		select {
@@ -70,38 +92,41 @@ func (p *Pool) rewatch(ctx context.Context) {
 		default: // one pending wake-up covers this one
 		}
 	}
+	log, clock, kick := w.log, w.clock, w.wake
 	// Watch should return at once, but a network source may take a round
 	// trip to find out whether it can watch: the loop never waits for it.
 	go func() {
-		how, err := w.Watch(wctx, wake)
+		how, err := sw.Watch(wctx, wake)
 		if err != nil {
 			if wctx.Err() == nil {
-				p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil,
+				log.Event(eventlog.Lifecycle, eventlog.Warning, nil,
 					"wake-up is off, polling every %s: %v", poll, err)
 			}
 			return
 		}
-		p.log.Event(eventlog.Lifecycle, eventlog.Info, nil,
+		log.Event(eventlog.Lifecycle, eventlog.Info, nil,
 			"wake-up is active: %s; at most one extra tick per %s, polling every %s as the fallback", how, wakeGap, poll)
-		relayWakes(wctx, events, p.clock, p.wakeUp)
+		relayWakes(wctx, events, clock, kick)
 	}()
 }
 
-// wakeUp is a source's wake-up: a tick now and, when this host leads its
-// fleet, the fleet's decision now (a follower's coordinator has nothing to
-// decide: it is not woken, which would cost store calls).
-func (p *Pool) wakeUp() {
-	p.kick()
-	if fl := p.flWake.Load(); fl != nil {
-		fl.WakeLeader()
+// fleetWake is a source's wake-up: a tick now (kick) and, when this host
+// leads its fleet, the fleet's decision now (a follower's coordinator has
+// nothing to decide: it is not woken, which would cost store calls).
+func fleetWake(kick func(), fl *atomic.Pointer[decide.Fleet]) func() {
+	return func() {
+		kick()
+		if l := fl.Load(); l != nil {
+			l.WakeLeader()
+		}
 	}
 }
 
-// stopWatch ends the current source's wake-up, if any.
-func (p *Pool) stopWatch() {
-	if p.watch.cancel != nil {
-		p.watch.cancel()
-		p.watch.cancel = nil
+// stop ends the current source's wake-up, if any.
+func (w *watchState) stop() {
+	if w.cancel != nil {
+		w.cancel()
+		w.cancel = nil
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
+	"github.com/flexiq/flexiq-scaled/internal/controller/snapshot"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 	"github.com/flexiq/flexiq-scaled/internal/source"
 )
@@ -22,7 +23,7 @@ import (
 func Explain(wall time.Time, d policy.Decision, p policy.Params, o policy.Observation, c source.Counts, srcErr error) *api.Explanation {
 	e := &api.Explanation{Time: wall, Current: d.Current}
 	if srcErr != nil {
-		e.Add(api.Step{Name: "source", Value: "error", Held: true, Note: ShortError(srcErr) + ": holding within the bounds"})
+		e.Add(api.Step{Name: "source", Value: "error", Held: true, Note: snapshot.ShortError(srcErr) + ": holding within the bounds"})
 	} else {
 		note := fmt.Sprintf("pending=%d running=%d", c.Pending, c.Running)
 		if c.Paused > 0 {
@@ -98,13 +99,4 @@ func Explain(wall time.Time, d policy.Decision, p policy.Params, o policy.Observ
 func Finish(e *api.Explanation, d policy.Decision, mode string) {
 	e.Action, e.Desired, e.Mode, e.Rationale = string(d.Action), d.Desired, mode, d.Rationale
 	e.Steps = append(e.Steps, api.Step{Name: "result", Value: fmt.Sprintf("%s %d -> %d", d.Action, d.Current, d.Desired), Note: d.Rationale})
-}
-
-// ShortError is the first line of err, cut to fit a status line.
-func ShortError(err error) string {
-	s, _, _ := strings.Cut(err.Error(), "\n")
-	if r := []rune(s); len(r) > 80 {
-		s = string(r[:77]) + "..."
-	}
-	return s
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/snapshot"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/fleet"
 	"github.com/flexiq/flexiq-scaled/internal/fleet/coord"
@@ -148,7 +149,7 @@ func fleetStep(s *coord.Status) api.Step {
 	note := fmt.Sprintf("%s; lease %s epoch %d; plan epoch %d, target %d, shares %s, age %s",
 		role, orNone(coord.HostOf(s.Lease.Holder)), s.Lease.Epoch, s.Plan.Epoch, s.Plan.Target, fmtShares(s.Plan.Shares), s.Apply.Age.Round(100*time.Millisecond))
 	if s.StoreErr != nil {
-		note += "; store: " + ShortError(s.StoreErr)
+		note += "; store: " + snapshot.ShortError(s.StoreErr)
 	}
 	return api.Step{Name: "fleet", Value: string(s.Apply.Phase), Held: s.Apply.Phase == fleet.PhaseHold, Note: note}
 }
