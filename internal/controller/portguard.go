@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/replicas"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/portowner"
 	"github.com/flexiq/flexiq-scaled/internal/units"
@@ -154,7 +155,7 @@ func (ws *workers) checkPorts(w *worker, notBefore time.Time) *portVerdict {
 		return err
 	}
 	check := func(unit string, ports map[string]int, socketPorts []int, cg, socketCg *string) *portVerdict {
-		list := portList(ports)
+		list := replicas.List(ports)
 		if !slices.ContainsFunc(list, func(p int) bool { return len(tbl.Listeners(p)) > 0 }) {
 			return nil // nothing listens there yet: nobody to judge
 		}
@@ -179,7 +180,7 @@ func (ws *workers) checkPorts(w *worker, notBefore time.Time) *portVerdict {
 		return nil
 	}
 	// Only rank 0 has socket ports: a gang group's ranks bind their own.
-	if v := check(w.unit, w.ports, ws.socketPorts(w), &w.cgroup, &w.socketCgroup); v != nil {
+	if v := check(w.unit, w.ports, replicas.SocketPorts(ws.cfg.Service, w.ports), &w.cgroup, &w.socketCgroup); v != nil {
 		return v
 	}
 	for len(w.rankCgroups) < len(w.rankPorts) {
@@ -191,15 +192,6 @@ func (ws *workers) checkPorts(w *worker, notBefore time.Time) *portVerdict {
 		}
 	}
 	return nil
-}
-
-func portList(ports map[string]int) []int {
-	out := make([]int, 0, len(ports))
-	for _, p := range ports {
-		out = append(out, p)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // guardRound checks every replica that says it is ready: one whose port is
@@ -262,7 +254,7 @@ func (ws *workers) noteHeld(w *worker, v *portVerdict) {
 			"%s is kept out of discovery: cannot tell who listens on its ports: %v", v.unit, v.err)
 		return
 	}
-	if ws.isAutoPort(w, v.port) {
+	if replicas.IsAutoPort(ws.cfg.Service, w.ports, v.port) {
 		g.avoid[v.port] = g.clock().Add(avoidHeldFor)
 	}
 	ws.logHeld(f, v.port, *v.holder, fmt.Sprintf("%s is kept out of discovery", v.unit))
@@ -325,28 +317,6 @@ func (ws *workers) heldEnded(port int, h heldPort, how string) {
 		"port %d of %s %s", port, who, how)
 }
 
-// socketPorts are w's ports that its socket unit binds (socket = true):
-// PID 1 listens there for it.
-func (ws *workers) socketPorts(w *worker) []int {
-	var out []int
-	for _, p := range ws.cfg.Service.Ports {
-		if port, ok := w.ports[p.Name]; ok && p.Socket {
-			out = append(out, port)
-		}
-	}
-	return out
-}
-
-// isAutoPort says whether port is one of w's "auto" ports.
-func (ws *workers) isAutoPort(w *worker, port int) bool {
-	for _, p := range ws.cfg.Service.Ports {
-		if p.Base == 0 && w.ports[p.Name] == port {
-			return true
-		}
-	}
-	return false
-}
-
 // avoidedPorts adds the auto ports found held to taken.
 func (ws *workers) avoidedPorts(taken map[int]bool) {
 	if ws.svc == nil || ws.svc.guard == nil {
@@ -362,7 +332,7 @@ func (ws *workers) avoidedPorts(taken map[int]bool) {
 // listener is another's, and a replica started there could not serve.
 // The pool starts in the next slots instead. Each is one journal entry.
 func (ws *workers) heldSlots(now time.Time, slots []int) map[int]bool {
-	if ws.svc == nil || ws.svc.guard == nil || ws.cfg.GroupSize() >= 2 || !ws.hasFixedPort() || len(slots) == 0 {
+	if ws.svc == nil || ws.svc.guard == nil || ws.cfg.GroupSize() >= 2 || !replicas.HasFixedPort(ws.cfg.Service) || len(slots) == 0 {
 		return nil
 	}
 	g := ws.svc.guard
@@ -386,10 +356,6 @@ func (ws *workers) heldSlots(now time.Time, slots []int) map[int]bool {
 		}
 	}
 	return out
-}
-
-func (ws *workers) hasFixedPort() bool {
-	return slices.ContainsFunc(ws.cfg.Service.Ports, func(p config.Port) bool { return p.Base > 0 })
 }
 
 // drainingHolds says whether a replica of the pool still stopping holds

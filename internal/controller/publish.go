@@ -16,13 +16,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/replicas"
 	"github.com/flexiq/flexiq-scaled/internal/discovery"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
-	"github.com/flexiq/flexiq-scaled/internal/source"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
@@ -40,41 +38,17 @@ type publishing struct {
 	pubGen, doneGen uint64
 	busy            bool             // commands in flight
 	inflight        discovery.Result // what they follow
-	done            chan commandsDone
+	done            chan replicas.CommandsDone
 	errLog          *eventlog.Throttle
 }
 
 func newPublishing(pub *discovery.Publisher) publishing {
-	return publishing{pub: pub, done: make(chan commandsDone, 1), errLog: eventlog.NewThrottle(time.Minute)}
-}
-
-func newPublisher(cfg *config.Pool) (*discovery.Publisher, error) {
-	pub, err := discovery.NewPublisher(discovery.Options{
-		Pool: cfg.Name, Dir: cfg.Service.DiscoveryDir, MetricsPort: cfg.Service.MetricsPort, Templates: cfg.Service.Templates,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("pool %s: discovery: %w", cfg.Name, err)
-	}
-	return pub, nil
-}
-
-// commandRun is one after-change command's run.
-type commandRun struct {
-	argv []string
-	out  string
-	err  error
-	took time.Duration
-}
-
-// commandsDone is the end of one batch of after-change commands.
-type commandsDone struct {
-	gen  uint64
-	runs []commandRun
+	return publishing{pub: pub, done: make(chan replicas.CommandsDone, 1), errLog: eventlog.NewThrottle(time.Minute)}
 }
 
 // readySet is the pool's ready replicas as discovery shows them.
 func (ws *workers) readySet() (discovery.Set, string) {
-	addr := serviceAddress(ws.cfg.Service)
+	addr := replicas.Address(ws.cfg.Service)
 	var reps []discovery.Replica
 	var key strings.Builder
 	for _, w := range ws.fleet.liveWorkers() {
@@ -150,55 +124,36 @@ func (ws *workers) publishReady(ctx context.Context, now time.Time) {
 		gen = ps.pubGen
 	}
 	ps.busy, ps.inflight = true, res
-	go runCommands(ws.svc.run, ws.name, cmds, gen, ps.done)
-}
-
-// runCommands runs a batch of after-change commands in order, each within
-// its timeout, off the loop; it touches nothing of the pool and hands its
-// end to the loop through done (buffered: one batch at a time).
-func runCommands(run source.CommandRunner, pool string, cmds []discovery.Command, gen uint64, done chan<- commandsDone) {
-	d := commandsDone{gen: gen}
-	for _, c := range cmds {
-		ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
-		out := &cappedBuffer{max: 4 << 10}
-		start := time.Now()
-		err := run.RunCommand(ctx, c.Argv(), []string{"FLEXIQ_POOL=" + pool}, out, out)
-		if err != nil && ctx.Err() != nil {
-			err = fmt.Errorf("timed out after %s: %w", c.Timeout, err)
-		}
-		cancel()
-		d.runs = append(d.runs, commandRun{argv: c.Argv(), out: out.String(), err: err, took: time.Since(start)})
-	}
-	done <- d
+	go replicas.RunCommands(ws.svc.run, ws.name, cmds, gen, ps.done)
 }
 
 // commandsFinished takes the end of a batch of commands, on the loop: the
 // journal has their output, a failed one is retried at the next change,
 // the replicas waiting for them begin their drain periods, and a publish
 // that came due meanwhile is made.
-func (ws *workers) commandsFinished(ctx context.Context, now time.Time, d commandsDone) {
+func (ws *workers) commandsFinished(ctx context.Context, now time.Time, d replicas.CommandsDone) {
 	ps := &ws.svc.pubs
 	ps.busy = false
-	for _, r := range d.runs {
-		cmd := strings.Join(r.argv, " ")
+	for _, r := range d.Runs {
+		cmd := strings.Join(r.Argv, " ")
 		f := eventlog.Fields{"FLEXIQ_COMMAND": cmd}
-		if out := strings.TrimSpace(r.out); out != "" {
+		if out := strings.TrimSpace(r.Out); out != "" {
 			f["FLEXIQ_OUTPUT"] = out
 		}
-		if r.err == nil {
-			ws.log.Event(eventlog.DiscoveryCommand, eventlog.Info, f, "after-change command %s done in %s", cmd, r.took.Round(time.Millisecond))
+		if r.Err == nil {
+			ws.log.Event(eventlog.DiscoveryCommand, eventlog.Info, f, "after-change command %s done in %s", cmd, r.Took.Round(time.Millisecond))
 			continue
 		}
-		f["FLEXIQ_ERROR"] = r.err.Error()
-		ws.log.Event(eventlog.DiscoveryCommand, eventlog.Warning, f, "after-change command %s failed (retried at the next change): %v", cmd, r.err)
+		f["FLEXIQ_ERROR"] = r.Err.Error()
+		ws.log.Event(eventlog.DiscoveryCommand, eventlog.Warning, f, "after-change command %s failed (retried at the next change): %v", cmd, r.Err)
 		for _, ch := range ps.inflight.Changed {
-			if ch.After != nil && slices.Equal(ch.After.Argv(), r.argv) {
+			if ch.After != nil && slices.Equal(ch.After.Argv(), r.Argv) {
 				ps.pub.Retry(ch.Path)
 			}
 		}
 	}
 	ps.inflight = discovery.Result{}
-	ps.doneGen = max(ps.doneGen, d.gen)
+	ps.doneGen = max(ps.doneGen, d.Gen)
 	ws.releaseDrains(ctx, now)
 	if ps.dirty {
 		ws.publishReady(ctx, now)
@@ -246,23 +201,12 @@ func (ws *workers) retireReplica(ctx context.Context, now time.Time, w *worker, 
 	svc := ws.cfg.Service
 	// Until its commands are done the deadline is an upper bound, what a
 	// restart of the daemon meanwhile goes by.
-	q := &quietUnit{slot: w.slot, invocation: w.invocation, deadline: now.Add(svc.DrainPeriod + ws.commandBound()),
+	q := &quietUnit{slot: w.slot, invocation: w.invocation, deadline: now.Add(svc.DrainPeriod + replicas.CommandBound(svc)),
 		awaitGen: ws.svc.pubs.pubGen + 1}
 	ws.addQuiet(now, w.unit, q)
 	ws.saveQuiet()
 	ws.report.draining(w.slot, w.unit, fmt.Sprintf("%s: leaves discovery, then serves out a drain period of %s", why, svc.DrainPeriod))
 	return true
-}
-
-// commandBound is the longest a batch of after-change commands may take.
-func (ws *workers) commandBound() time.Duration {
-	var d time.Duration
-	for _, t := range ws.cfg.Service.Templates {
-		if a := t.Spec.After; a != nil {
-			d += a.Timeout
-		}
-	}
-	return d
 }
 
 // releaseDrains begins the drain period of every leaving replica whose
@@ -303,32 +247,9 @@ func (ws *workers) drainSignal(ctx context.Context, slot int, unit string, sig i
 	})
 }
 
-// cappedBuffer keeps the first max bytes written to it, from the
-// command's two pipes at once.
-type cappedBuffer struct {
-	mu  sync.Mutex
-	b   []byte
-	max int
-}
-
-func (c *cappedBuffer) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if room := c.max - len(c.b); room > 0 {
-		c.b = append(c.b, p[:min(len(p), room)]...)
-	}
-	return len(p), nil
-}
-
-func (c *cappedBuffer) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return string(c.b)
-}
-
 // svcDone is the channel of the after-change commands' ends, nil for a
 // queue pool.
-func (ws *workers) svcDone() <-chan commandsDone {
+func (ws *workers) svcDone() <-chan replicas.CommandsDone {
 	if ws.svc == nil {
 		return nil
 	}

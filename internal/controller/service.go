@@ -14,11 +14,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
-	"github.com/flexiq/flexiq-scaled/internal/discovery"
+	"github.com/flexiq/flexiq-scaled/internal/controller/replicas"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/probe"
 	"github.com/flexiq/flexiq-scaled/internal/source"
@@ -34,24 +33,15 @@ type ReadinessProber interface {
 	Close()
 }
 
-// readiness is a replica's, as the pool tracks it.
-type readiness int
+// readiness is a replica's (replicas.Readiness), under the names the
+// workers use.
+type readiness = replicas.Readiness
 
 const (
-	repStarting readiness = iota // not ready yet since it started
-	repReady                     // serves: in discovery
-	repUnready                   // was ready, is not: out of discovery
+	repStarting = replicas.Starting
+	repReady    = replicas.Ready
+	repUnready  = replicas.Unready
 )
-
-func (r readiness) String() string {
-	switch r {
-	case repReady:
-		return "ready"
-	case repUnready:
-		return "not-ready"
-	}
-	return "starting"
-}
 
 // service is a service pool's side of the workers.
 type service struct {
@@ -78,7 +68,7 @@ func newService(cfg *config.Pool, clock Clock, opts Options) (*service, error) {
 	if s.run == nil {
 		s.run = source.ProcessGroupRunner{}
 	}
-	if isProbe(cfg.Service) {
+	if replicas.IsProbe(cfg.Service) {
 		if opts.NewProber != nil {
 			s.prober = opts.NewProber(probe.SystemClock(clock))
 		} else {
@@ -86,30 +76,14 @@ func newService(cfg *config.Pool, clock Clock, opts Options) (*service, error) {
 		}
 		s.client = probe.NewHTTPClient()
 	}
-	pub, err := newPublisher(cfg)
+	pub, err := replicas.NewPublisher(cfg)
 	if err != nil {
 		return nil, err
 	}
 	s.pubs = newPublishing(pub)
-	s.listed = readDiscoveryUnits(cfg)
+	s.listed = replicas.ListedUnits(cfg)
 	s.guardPorts(cfg, clock, opts.PortOwners)
 	return s, nil
-}
-
-func isProbe(svc *config.Service) bool {
-	switch svc.Readiness.Kind {
-	case config.ReadyHTTP, config.ReadyTCP, config.ReadyCommand:
-		return true
-	}
-	return false
-}
-
-// readDiscoveryUnits reads the units that DIR/POOL.json lists, as the last
-// daemon wrote it; none when it cannot be read (discovery.ListedUnits: a
-// FIFO or a link there is no list).
-func readDiscoveryUnits(cfg *config.Pool) map[string]bool {
-	listed, _ := discovery.ListedUnits(cfg.Service.DiscoveryDir, cfg.Name)
-	return listed
 }
 
 // close stops the prober; the pool's loop has ended.
@@ -159,16 +133,16 @@ func (ws *workers) track(w *worker, initial probe.State) {
 		spec.Kind = probe.Kind(ws.cfg.Service.Readiness.Kind)
 	}
 	env := make([]string, 0, len(w.ports))
-	for k, v := range portEnv(ws.cfg.Service, w.ports) {
+	for k, v := range replicas.Env(ws.cfg.Service, w.ports) {
 		env = append(env, k+"="+v)
 	}
 	run, err := s.probeRunner(ws.cfg)
 	exec := func(ctx context.Context, argv []string) error {
-		return run.RunCommand(ctx, argv, env, discard{}, discard{})
+		return run.RunCommand(ctx, argv, env, replicas.Discard{}, replicas.Discard{})
 	}
 	var check probe.Check
 	if err == nil {
-		check, err = spec.Check(serviceAddress(ws.cfg.Service), w.ports, s.client, exec)
+		check, err = spec.Check(replicas.Address(ws.cfg.Service), w.ports, s.client, exec)
 	}
 	if err != nil {
 		ws.log.Event(eventlog.ReplicaReadiness, eventlog.Err, ws.workerFields(w.slot, w.unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
@@ -211,13 +185,6 @@ func (ws *workers) untrack(w *worker) {
 	w.probeID = ""
 }
 
-func serviceAddress(svc *config.Service) string {
-	if svc.Address == "" {
-		return config.DefaultServiceAddress
-	}
-	return svc.Address
-}
-
 // replicasReconciled follows a reconcile: adopted replicas get their ports
 // back and their readiness, restarted ones start over, gone ones are no
 // longer probed; systemd's own readiness is read from the listing.
@@ -228,13 +195,13 @@ func (ws *workers) replicasReconciled(now time.Time, listed []units.Worker, r re
 	byUnit := indexByUnit(listed)
 	for _, w := range r.adopted {
 		lw, _ := byUnit.get(w.unit)
-		w.ports = portsFromEnvironment(ws.cfg.Service, lw.Environment)
+		w.ports = replicas.PortsFromEnvironment(ws.cfg.Service, lw.Environment)
 		w.rankPorts = listedRankPorts(ws.cfg.Service, lw.Ranks)
 		// Its ready timeout counts from now: the daemon was not there to
 		// see it start.
 		w.readyFrom = now
 		initial := probe.Unknown
-		if ws.svc.listed[w.unit] || (!isProbe(ws.cfg.Service) && lw.ActiveState == "active") {
+		if ws.svc.listed[w.unit] || (!replicas.IsProbe(ws.cfg.Service) && lw.ActiveState == "active") {
 			// Ready as it was: no journal entry, no probe's "not ready"
 			// for a replica that served all along.
 			initial = probe.Ready
@@ -264,7 +231,7 @@ func (ws *workers) replicasReconciled(now time.Time, listed []units.Worker, r re
 	}
 	// Only the first listing may vouch for what the last daemon published.
 	ws.svc.listed = nil
-	if isProbe(ws.cfg.Service) {
+	if replicas.IsProbe(ws.cfg.Service) {
 		return
 	}
 	for _, w := range ws.fleet.liveWorkers() {
@@ -412,11 +379,6 @@ func (ws *workers) serviceVictims(n int) []*worker {
 	return append(out, pickVictims(ready, min(n-len(out), spare), rev)...)
 }
 
-// discard is an io.Writer that drops a probe command's output.
-type discard struct{}
-
-func (discard) Write(b []byte) (int, error) { return len(b), nil }
-
 // reconfigure brings the service side to a reloaded configuration: a new
 // Publisher when what it writes changed (it reads the files in place, so
 // an unchanged set rewrites none), the service side made or dropped when
@@ -429,7 +391,7 @@ func (ws *workers) reconfigure(clock Clock, opts Options, cfg *config.Pool) erro
 		ws.svc.close()
 		ws.svc = nil
 		return nil
-	case ws.svc == nil || old == nil || isProbe(old) != isProbe(cfg.Service):
+	case ws.svc == nil || old == nil || replicas.IsProbe(old) != replicas.IsProbe(cfg.Service):
 		svc, err := newService(cfg, clock, opts)
 		if err != nil {
 			return err
@@ -444,8 +406,8 @@ func (ws *workers) reconfigure(clock Clock, opts Options, cfg *config.Pool) erro
 		}
 		return nil
 	case old.DiscoveryDir != cfg.Service.DiscoveryDir || old.MetricsPort != cfg.Service.MetricsPort ||
-		!sameTemplates(old.Templates, cfg.Service.Templates):
-		pub, err := newPublisher(cfg)
+		!replicas.SameTemplates(old.Templates, cfg.Service.Templates):
+		pub, err := replicas.NewPublisher(cfg)
 		if err != nil {
 			return err
 		}
@@ -453,17 +415,4 @@ func (ws *workers) reconfigure(clock Clock, opts Options, cfg *config.Pool) erro
 	}
 	ws.svc.guardPorts(cfg, clock, opts.PortOwners)
 	return nil
-}
-
-// sameTemplates says whether a reload left the templates as they were:
-// the same files, destinations, modes and commands, and the same text
-// (the file may have been edited). Each load parses them afresh, so
-// pointers always differ.
-func sameTemplates(a, b []*discovery.Template) bool {
-	return slices.EqualFunc(a, b, func(x, y *discovery.Template) bool {
-		xs, ys := x.Spec, y.Spec
-		sameAfter := (xs.After == nil) == (ys.After == nil) &&
-			(xs.After == nil || xs.After.Path == ys.After.Path && xs.After.Timeout == ys.After.Timeout && slices.Equal(xs.After.Args, ys.After.Args))
-		return xs.Source == ys.Source && xs.Destination == ys.Destination && xs.Mode == ys.Mode && sameAfter && x.Text() == y.Text()
-	})
 }
