@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/controller/admit"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
@@ -88,8 +89,8 @@ func (ws *workers) startDone(now time.Time, w *worker, why string, sent bool, er
 		ws.fleet.taken[w.slot] = true
 		ws.kick()
 		return true
-	case isConditionSkip(err):
-		ws.conditionSkipped(now, w.slot, w.unit, err)
+	case admit.IsConditionSkip(err):
+		ws.ready.ConditionSkipped(now, ws.cfg, w.slot, w.unit, err)
 		return false
 	case err != nil:
 		delay := ws.fleet.armBackoff(w.slot, now)
@@ -106,7 +107,7 @@ func (ws *workers) startDone(now time.Time, w *worker, why string, sent bool, er
 		ranks = fmt.Sprintf(" with its %d ranks", w.size)
 	}
 	ws.log.Event(eventlog.WorkerStarted, eventlog.Info, ws.workerFields(w.slot, w.unit, nil), "started %s%s (%s)", w.unit, ranks, why)
-	ws.conditionPassed([]*worker{w})
+	ws.ready.ConditionPassed(w.slot, w.unit)
 	if then != nil {
 		then(w)
 	}

@@ -220,6 +220,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		wake:   make(chan struct{}, 1),
 	}
 	p.workers = newWorkers(p)
+	p.workers.ready = newGate(p.workers)
 	if cfg.Service != nil {
 		if p.workers.svc, err = newService(cfg, p.clock, opts); err != nil {
 			src.Close()
