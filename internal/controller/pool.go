@@ -222,7 +222,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 	p.workers = newWorkers(p)
 	p.workers.ready = newGate(p.workers)
 	if cfg.Service != nil {
-		if p.workers.svc, err = newService(cfg, p.clock, opts); err != nil {
+		if p.workers.svc, err = newService(cfg, p.clock, opts, p.workers.log, p.workers.workerFields); err != nil {
 			src.Close()
 			return nil, err
 		}

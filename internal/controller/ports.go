@@ -19,7 +19,7 @@ func (ws *workers) specsFor(now time.Time, slots []int, revision, why string) (m
 	specs := make(map[int]units.WorkerSpec, len(slots))
 	ports := make(map[int]map[string]int, len(slots))
 	held := ws.portsHeld()
-	ws.avoidedPorts(held)
+	ws.svc.avoidedPorts(held)
 	for _, slot := range slots {
 		if ws.cfg.GroupSize() >= 2 {
 			// A gang group's ranks get their ports, and their peers', in

@@ -59,11 +59,11 @@ type service struct {
 	// due.
 	relist      chan struct{}
 	relistArmed bool
-	guard       *portGuard // portguard.go; nil for a pool without ports
+	guard       *replicas.Guard // portguard.go; nil for a pool without ports
 }
 
 // newService prepares the service side of a pool whose cfg.Service is set.
-func newService(cfg *config.Pool, clock Clock, opts Options) (*service, error) {
+func newService(cfg *config.Pool, clock Clock, opts Options, log *eventlog.Logger, fields replicas.Fields) (*service, error) {
 	s := &service{byProbe: map[string]*worker{}, run: opts.Commands, runAs: opts.ProbeCommands, relist: make(chan struct{}, 1)}
 	if s.run == nil {
 		s.run = source.ProcessGroupRunner{}
@@ -82,7 +82,7 @@ func newService(cfg *config.Pool, clock Clock, opts Options) (*service, error) {
 	}
 	s.pubs = newPublishing(pub)
 	s.listed = replicas.ListedUnits(cfg)
-	s.guardPorts(cfg, clock, opts.PortOwners)
+	s.guardPorts(cfg, clock, opts.PortOwners, log, fields)
 	return s, nil
 }
 
@@ -94,7 +94,7 @@ func (s *service) close() {
 	if s.prober != nil {
 		s.prober.Close()
 	}
-	s.guard.stop()
+	s.guard.Stop()
 }
 
 // transitions is the prober's channel, nil without one.
@@ -392,7 +392,7 @@ func (ws *workers) reconfigure(clock Clock, opts Options, cfg *config.Pool) erro
 		ws.svc = nil
 		return nil
 	case ws.svc == nil || old == nil || replicas.IsProbe(old) != replicas.IsProbe(cfg.Service):
-		svc, err := newService(cfg, clock, opts)
+		svc, err := newService(cfg, clock, opts, ws.log, ws.workerFields)
 		if err != nil {
 			return err
 		}
@@ -413,6 +413,6 @@ func (ws *workers) reconfigure(clock Clock, opts Options, cfg *config.Pool) erro
 		}
 		ws.svc.pubs.pub, ws.svc.pubs.dirty = pub, true
 	}
-	ws.svc.guardPorts(cfg, clock, opts.PortOwners)
+	ws.svc.guardPorts(cfg, clock, opts.PortOwners, ws.log, ws.workerFields)
 	return nil
 }
