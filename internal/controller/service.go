@@ -50,7 +50,7 @@ type service struct {
 	client  *http.Client
 	run     source.CommandRunner
 	runAs   func(user, group string) source.CommandRunner // Options.ProbeCommands
-	pubs    publishing                                    // publish.go
+	pubs    *replicas.Publishing                          // publish.go
 	// listed are the units the discovery file listed when the pool began:
 	// adopted ones among them start ready, so that a restart of the
 	// daemon takes none out of discovery.
@@ -80,7 +80,7 @@ func newService(cfg *config.Pool, clock Clock, opts Options, log *eventlog.Logge
 	if err != nil {
 		return nil, err
 	}
-	s.pubs = newPublishing(pub)
+	s.pubs = replicas.NewPublishing(cfg.Name, pub, s.run, log)
 	s.listed = replicas.ListedUnits(cfg)
 	s.guardPorts(cfg, clock, opts.PortOwners, log, fields)
 	return s, nil
@@ -411,7 +411,7 @@ func (ws *workers) reconfigure(clock Clock, opts Options, cfg *config.Pool) erro
 		if err != nil {
 			return err
 		}
-		ws.svc.pubs.pub, ws.svc.pubs.dirty = pub, true
+		ws.svc.pubs.Replace(pub)
 	}
 	ws.svc.guardPorts(cfg, clock, opts.PortOwners, ws.log, ws.workerFields)
 	return nil

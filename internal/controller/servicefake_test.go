@@ -249,7 +249,7 @@ func (sr *serviceRig) finishCommands() {
 	ok := false
 	sr.pool.do(func() {
 		select {
-		case d := <-sr.pool.workers.svc.pubs.done:
+		case d := <-sr.pool.workers.svc.pubs.Done():
 			sr.pool.workers.commandsFinished(context.Background(), sr.clock.now, d)
 			ok = true
 		case <-time.After(5 * time.Second):
@@ -273,7 +273,7 @@ func (sr *serviceRig) settle() {
 	sr.t.Helper()
 	for range 10 {
 		busy := false
-		sr.pool.do(func() { busy = sr.pool.workers.svc.pubs.busy })
+		sr.pool.do(func() { busy = sr.pool.workers.svc.pubs.Busy })
 		if !busy {
 			return
 		}
