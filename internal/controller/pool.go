@@ -31,11 +31,13 @@
 // readers see), drain.go (draining the whole pool); the workers: workers.go
 // (their type and what the tick calls), fleet.go (slots, backoff, victims;
 // no I/O), act.go (starting and stopping), quiet.go (the quiet phase),
-// readiness.go (requires, start conditions, the host's budget), rollout.go;
+// readiness.go (requires, start conditions, the host's budget: the
+// admit package), rollout.go;
 // a service pool's replicas (issue 19): service.go (readiness, the prober,
-// replacing unready replicas, scale-down victims), ports.go (ports and the
-// WorkerSpec), publish.go (discovery, its after-change commands off the
-// loop, the drain after leaving discovery), gang.go and gang_report.go
+// replacing unready replicas, scale-down victims), ports.go (the
+// WorkerSpec; the ports themselves are the replicas package's),
+// portguard.go (replicas.Guard), publish.go (discovery through
+// replicas.Publishing, the drain after leaving discovery), gang.go and gang_report.go
 // (gang groups: ranks, their ports and peers, a group's end and its
 // journal entry);
 // the decision: guard.go (the decision and the daemon-wide host guard),
