@@ -13,7 +13,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
@@ -26,12 +25,7 @@ import (
 
 // ReadinessProber is what a service pool needs of a probe.Prober; tests
 // inject one that they drive.
-type ReadinessProber interface {
-	Add(probe.Target) error
-	Remove(id string) bool
-	Transitions() <-chan probe.Transition
-	Close()
-}
+type ReadinessProber = replicas.Prober
 
 // readiness is a replica's (replicas.Readiness), under the names the
 // workers use.
@@ -45,12 +39,9 @@ const (
 
 // service is a service pool's side of the workers.
 type service struct {
-	prober  ReadinessProber // nil unless the readiness is a probe
-	byProbe map[string]*worker
-	client  *http.Client
-	run     source.CommandRunner
-	runAs   func(user, group string) source.CommandRunner // Options.ProbeCommands
-	pubs    *replicas.Publishing                          // publish.go
+	probes *replicas.Probes[*worker]
+	run    source.CommandRunner
+	pubs   *replicas.Publishing // publish.go
 	// listed are the units the discovery file listed when the pool began:
 	// adopted ones among them start ready, so that a restart of the
 	// daemon takes none out of discovery.
@@ -64,18 +55,16 @@ type service struct {
 
 // newService prepares the service side of a pool whose cfg.Service is set.
 func newService(cfg *config.Pool, clock Clock, opts Options, log *eventlog.Logger, fields replicas.Fields) (*service, error) {
-	s := &service{byProbe: map[string]*worker{}, run: opts.Commands, runAs: opts.ProbeCommands, relist: make(chan struct{}, 1)}
+	s := &service{run: opts.Commands, relist: make(chan struct{}, 1)}
 	if s.run == nil {
 		s.run = source.ProcessGroupRunner{}
 	}
-	if replicas.IsProbe(cfg.Service) {
+	s.probes = replicas.NewProbes[*worker](cfg.Service, func() replicas.Prober {
 		if opts.NewProber != nil {
-			s.prober = opts.NewProber(probe.SystemClock(clock))
-		} else {
-			s.prober = probe.New(probe.SystemClock(clock), 256)
+			return opts.NewProber(probe.SystemClock(clock))
 		}
-		s.client = probe.NewHTTPClient()
-	}
+		return probe.New(probe.SystemClock(clock), 256)
+	}, s.run, opts.ProbeCommands)
 	pub, err := replicas.NewPublisher(cfg)
 	if err != nil {
 		return nil, err
@@ -91,18 +80,16 @@ func (s *service) close() {
 	if s == nil {
 		return
 	}
-	if s.prober != nil {
-		s.prober.Close()
-	}
+	s.probes.Close()
 	s.guard.Stop()
 }
 
 // transitions is the prober's channel, nil without one.
 func (s *service) transitions() <-chan probe.Transition {
-	if s == nil || s.prober == nil {
+	if s == nil {
 		return nil
 	}
-	return s.prober.Transitions()
+	return s.probes.C()
 }
 
 // probeID names one run of a replica: a restarted unit is a new target.
@@ -123,54 +110,20 @@ func (ws *workers) replicaStarted(now time.Time, w *worker) {
 
 // track makes the prober probe w, from initial.
 func (ws *workers) track(w *worker, initial probe.State) {
-	s := ws.svc
-	if s.prober == nil {
+	ps := ws.svc.probes
+	if !ps.On() {
 		return
 	}
-	spec := ws.cfg.Service.Readiness.Probe.WithDefaults()
-	if spec.Kind == "" {
-		// The readiness kind names the probe; config may leave it there.
-		spec.Kind = probe.Kind(ws.cfg.Service.Readiness.Kind)
-	}
-	env := make([]string, 0, len(w.ports))
-	for k, v := range replicas.Env(ws.cfg.Service, w.ports) {
-		env = append(env, k+"="+v)
-	}
-	run, err := s.probeRunner(ws.cfg)
-	exec := func(ctx context.Context, argv []string) error {
-		return run.RunCommand(ctx, argv, env, replicas.Discard{}, replicas.Discard{})
-	}
-	var check probe.Check
+	check, spec, err := ps.Target(ws.cfg, w.ports)
 	if err == nil {
-		check, err = spec.Check(replicas.Address(ws.cfg.Service), w.ports, s.client, exec)
+		ws.untrack(w)
+		w.probeID = probeID(w)
+		err = ps.Add(w, w.probeID, check, spec, initial)
 	}
 	if err != nil {
 		ws.log.Event(eventlog.ReplicaReadiness, eventlog.Err, ws.workerFields(w.slot, w.unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
 			"cannot probe %s: %v", w.unit, err)
-		return
 	}
-	ws.untrack(w)
-	w.probeID = probeID(w)
-	if err := s.prober.Add(probe.Target{ID: w.probeID, Check: check, Spec: spec, Initial: initial}); err != nil {
-		ws.log.Event(eventlog.ReplicaReadiness, eventlog.Err, ws.workerFields(w.slot, w.unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
-			"cannot probe %s: %v", w.unit, err)
-		return
-	}
-	s.byProbe[w.probeID] = w
-}
-
-// probeRunner runs cfg's command probes: as the pool's probe user and
-// group (config.Pool.ProbeAccount, the workers' unless readiness.user
-// says otherwise), or as the daemon when that is none.
-func (s *service) probeRunner(cfg *config.Pool) (source.CommandRunner, error) {
-	user, group := cfg.ProbeAccount()
-	switch {
-	case user == "" && group == "":
-		return s.run, nil
-	case s.runAs == nil:
-		return nil, fmt.Errorf("no runner can run the command probe as user %q", user)
-	}
-	return s.runAs(user, group), nil
 }
 
 // untrack stops probing w.
@@ -178,10 +131,7 @@ func (ws *workers) untrack(w *worker) {
 	if ws.svc == nil || w.probeID == "" {
 		return
 	}
-	if ws.svc.prober != nil {
-		ws.svc.prober.Remove(w.probeID)
-	}
-	delete(ws.svc.byProbe, w.probeID)
+	ws.svc.probes.Remove(w.probeID)
 	w.probeID = ""
 }
 
@@ -256,7 +206,7 @@ func (ws *workers) onTransition(t probe.Transition) {
 	if ws.svc == nil {
 		return
 	}
-	w, ok := ws.svc.byProbe[t.ID]
+	w, ok := ws.svc.probes.Get(t.ID)
 	if !ok || ws.fleet.live[w.slot] != w {
 		return // a target since removed
 	}
