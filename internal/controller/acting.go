@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/controller/acting"
+	"github.com/flexiq/flexiq-scaled/internal/controller/admit"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
@@ -89,8 +90,8 @@ func (ws *workers) startDone(now time.Time, w *worker, why string, sent bool, er
 		ws.slots.Take(w.slot)
 		ws.kick()
 		return true
-	case isConditionSkip(err):
-		ws.conditionSkipped(now, w.slot, w.unit, err)
+	case admit.IsConditionSkip(err):
+		ws.ready.ConditionSkipped(now, ws.cfg, w.slot, w.unit, err)
 		return false
 	case err != nil:
 		delay := ws.slots.ArmBackoff(w.slot, now)
@@ -107,7 +108,7 @@ func (ws *workers) startDone(now time.Time, w *worker, why string, sent bool, er
 		ranks = fmt.Sprintf(" with its %d ranks", w.size)
 	}
 	ws.log.Event(eventlog.WorkerStarted, eventlog.Info, ws.workerFields(w.slot, w.unit, nil), "started %s%s (%s)", w.unit, ranks, why)
-	ws.conditionPassed([]*worker{w})
+	ws.ready.ConditionPassed(w.slot, w.unit)
 	if then != nil {
 		then(w)
 	}

@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/replicas"
 	"github.com/flexiq/flexiq-scaled/internal/cpuset"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
@@ -197,7 +198,7 @@ func rankPortsOf(svc *config.Service, ranks []units.RankSpec) []map[string]int {
 	}
 	out := make([]map[string]int, 0, len(ranks)-1)
 	for _, r := range ranks[1:] {
-		out = append(out, portsFromEnvironment(svc, envList(r.Environment)))
+		out = append(out, replicas.PortsFromEnvironment(svc, replicas.EnvList(r.Environment)))
 	}
 	return out
 }
@@ -210,7 +211,7 @@ func listedRankPorts(svc *config.Service, ranks []units.Worker) []map[string]int
 	}
 	out := make([]map[string]int, 0, len(ranks))
 	for _, r := range ranks {
-		out = append(out, portsFromEnvironment(svc, r.Environment))
+		out = append(out, replicas.PortsFromEnvironment(svc, r.Environment))
 	}
 	return out
 }

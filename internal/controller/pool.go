@@ -31,11 +31,13 @@
 // readers see), drain.go (draining the whole pool); the workers: workers.go
 // (their type and what the tick calls), worker.go (the slot table of internal/slots, victims;
 // no I/O), act.go (starting and stopping), quiet.go (the quiet phase),
-// readiness.go (requires, start conditions, the host's budget), rollout.go;
+// readiness.go (requires, start conditions, the host's budget: the
+// admit package), rollout.go;
 // a service pool's replicas (issue 19): service.go (readiness, the prober,
-// replacing unready replicas, scale-down victims), ports.go (ports and the
-// WorkerSpec), publish.go (discovery, its after-change commands off the
-// loop, the drain after leaving discovery), gang.go and gang_report.go
+// replacing unready replicas, scale-down victims), ports.go (the
+// WorkerSpec; the ports themselves are the replicas package's),
+// portguard.go (replicas.Guard), publish.go (discovery through
+// replicas.Publishing, the drain after leaving discovery), gang.go and gang_report.go
 // (gang groups: ranks, their ports and peers, a group's end and its
 // journal entry);
 // the decision: package decide (the local pipeline with the daemon-wide
@@ -219,8 +221,9 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 	p.override = override.New(cfg.Name, opts.OverrideDir, log, opts.WallClock, overrideChanged(p))
 	p.workers = newWorkers(p)
 	p.watch = newWatch(log, p.clock, fleetWake(p.kick, &p.flWake))
+	p.workers.ready = newGate(p.workers)
 	if cfg.Service != nil {
-		if p.workers.svc, err = newService(cfg, p.clock, opts); err != nil {
+		if p.workers.svc, err = newService(cfg, p.clock, opts, p.workers.log, p.workers.workerFields); err != nil {
 			src.Close()
 			return nil, err
 		}

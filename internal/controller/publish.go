@@ -1,81 +1,28 @@
 package controller
 
-// Discovery of a service pool's ready replicas (issue 19, items 3 and 4).
-// The loop publishes the ready set whenever it may have changed; the
-// Publisher writes only what changed. The after-change commands (an nginx
-// reload) run off the loop, one batch at a time per pool, and their end
-// comes back to the loop as a message, as a source read does: the loop
-// answers the operator meanwhile. A ready replica that leaves is first
-// taken out of the set; only once a publish without it has succeeded and
-// its commands have finished does its drain period begin (quiet.go holds
-// it meanwhile, persisted, so that a restart neither re-adds nor stops it
-// early).
+// The workers' side of discovery (replicas.Publishing): which replicas
+// are ready, and the drain of one that leaves. A ready replica that
+// leaves is first taken out of the set; only once a publish without it has
+// succeeded and its commands have finished does its drain period begin
+// (quiet.go holds it meanwhile, persisted, so that a restart neither
+// re-adds nor stops it early).
 
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/controller/acting"
+	"github.com/flexiq/flexiq-scaled/internal/controller/replicas"
 	"github.com/flexiq/flexiq-scaled/internal/discovery"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
-	"github.com/flexiq/flexiq-scaled/internal/source"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
-// publishing is the loop's record of what it published and of the
-// after-change commands in flight.
-type publishing struct {
-	pub *discovery.Publisher
-	// key names the last set published without error; a set with the
-	// same key is not published again unless dirty.
-	key   string
-	dirty bool // publish at the next chance, even the same set
-	// pubGen counts the publishes without error; doneGen is the last of
-	// them whose commands have finished. A leaving replica waits for the
-	// publish after its retirement (quietUnit.awaitGen).
-	pubGen, doneGen uint64
-	busy            bool             // commands in flight
-	inflight        discovery.Result // what they follow
-	done            chan commandsDone
-	errLog          *eventlog.Throttle
-}
-
-func newPublishing(pub *discovery.Publisher) publishing {
-	return publishing{pub: pub, done: make(chan commandsDone, 1), errLog: eventlog.NewThrottle(time.Minute)}
-}
-
-func newPublisher(cfg *config.Pool) (*discovery.Publisher, error) {
-	pub, err := discovery.NewPublisher(discovery.Options{
-		Pool: cfg.Name, Dir: cfg.Service.DiscoveryDir, MetricsPort: cfg.Service.MetricsPort, Templates: cfg.Service.Templates,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("pool %s: discovery: %w", cfg.Name, err)
-	}
-	return pub, nil
-}
-
-// commandRun is one after-change command's run.
-type commandRun struct {
-	argv []string
-	out  string
-	err  error
-	took time.Duration
-}
-
-// commandsDone is the end of one batch of after-change commands.
-type commandsDone struct {
-	gen  uint64
-	runs []commandRun
-}
-
 // readySet is the pool's ready replicas as discovery shows them.
 func (ws *workers) readySet() (discovery.Set, string) {
-	addr := serviceAddress(ws.cfg.Service)
+	addr := replicas.Address(ws.cfg.Service)
 	var reps []discovery.Replica
 	var key strings.Builder
 	for _, w := range ws.slots.LiveWorkers() {
@@ -96,112 +43,27 @@ func (ws *workers) readySet() (discovery.Set, string) {
 	return discovery.NewSet(ws.name, reps), addr + "|" + key.String()
 }
 
-// publishReady publishes the ready set if it changed, and starts the
-// after-change commands of what it rewrote. While commands run, it only
-// notes that a publish is due: their end publishes again.
+// publishReady publishes the ready set if it changed (and starts the
+// after-change commands of what it rewrote), and begins the drain periods
+// it allows.
 func (ws *workers) publishReady(ctx context.Context, now time.Time) {
 	if ws.svc == nil || ws.dryRun() {
 		return
 	}
 	ws.armNotify()
-	ps := &ws.svc.pubs
 	set, key := ws.readySet()
-	if ps.busy {
-		// Only a set other than the one whose commands run is due
-		// again: marking every call would rerun a failing command
-		// (retried at the next change) as fast as it fails, one
-		// transient unit after another, while nothing changed.
-		if key != ps.key {
-			ps.dirty = true
-		}
-		return
-	}
-	if !ps.dirty && key == ps.key && ps.pubGen > 0 {
-		// The files are as published and their commands done: a replica
-		// that left meanwhile (one that had already left as unready) is in
-		// none of them. That counts as a publish without it.
-		ps.pubGen++
-		ps.doneGen = ps.pubGen
+	if ws.svc.pubs.Publish(now, set, key) {
 		ws.releaseDrains(ctx, now)
-		return
 	}
-	res, err := ps.pub.Publish(set)
-	if err != nil {
-		// Kept running, a leaving replica waits for a publish that works.
-		ps.dirty, ps.key = true, ""
-		if log, _ := ps.errLog.Fail(now); log {
-			ws.log.Event(eventlog.Lifecycle, eventlog.Warning, eventlog.Fields{"FLEXIQ_ERROR": err.Error()},
-				"cannot publish its ready replicas (retried at every tick; leaving replicas wait): %v", err)
-		}
-	} else {
-		ps.errLog.OK()
-		ps.dirty, ps.key = false, key
-		ps.pubGen++
-	}
-	cmds := res.Commands()
-	if len(cmds) == 0 {
-		if err == nil {
-			ps.doneGen = ps.pubGen
-		}
-		ws.releaseDrains(ctx, now)
-		return
-	}
-	gen := ps.doneGen
-	if err == nil {
-		gen = ps.pubGen
-	}
-	ps.busy, ps.inflight = true, res
-	go runCommands(ws.svc.run, ws.name, cmds, gen, ps.done)
-}
-
-// runCommands runs a batch of after-change commands in order, each within
-// its timeout, off the loop; it touches nothing of the pool and hands its
-// end to the loop through done (buffered: one batch at a time).
-func runCommands(run source.CommandRunner, pool string, cmds []discovery.Command, gen uint64, done chan<- commandsDone) {
-	d := commandsDone{gen: gen}
-	for _, c := range cmds {
-		ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
-		out := &cappedBuffer{max: 4 << 10}
-		start := time.Now()
-		err := run.RunCommand(ctx, c.Argv(), []string{"FLEXIQ_POOL=" + pool}, out, out)
-		if err != nil && ctx.Err() != nil {
-			err = fmt.Errorf("timed out after %s: %w", c.Timeout, err)
-		}
-		cancel()
-		d.runs = append(d.runs, commandRun{argv: c.Argv(), out: out.String(), err: err, took: time.Since(start)})
-	}
-	done <- d
 }
 
 // commandsFinished takes the end of a batch of commands, on the loop: the
-// journal has their output, a failed one is retried at the next change,
-// the replicas waiting for them begin their drain periods, and a publish
-// that came due meanwhile is made.
-func (ws *workers) commandsFinished(ctx context.Context, now time.Time, d commandsDone) {
-	ps := &ws.svc.pubs
-	ps.busy = false
-	for _, r := range d.runs {
-		cmd := strings.Join(r.argv, " ")
-		f := eventlog.Fields{"FLEXIQ_COMMAND": cmd}
-		if out := strings.TrimSpace(r.out); out != "" {
-			f["FLEXIQ_OUTPUT"] = out
-		}
-		if r.err == nil {
-			ws.log.Event(eventlog.DiscoveryCommand, eventlog.Info, f, "after-change command %s done in %s", cmd, r.took.Round(time.Millisecond))
-			continue
-		}
-		f["FLEXIQ_ERROR"] = r.err.Error()
-		ws.log.Event(eventlog.DiscoveryCommand, eventlog.Warning, f, "after-change command %s failed (retried at the next change): %v", cmd, r.err)
-		for _, ch := range ps.inflight.Changed {
-			if ch.After != nil && slices.Equal(ch.After.Argv(), r.argv) {
-				ps.pub.Retry(ch.Path)
-			}
-		}
-	}
-	ps.inflight = discovery.Result{}
-	ps.doneGen = max(ps.doneGen, d.gen)
+// replicas waiting for them begin their drain periods, and a publish that
+// came due meanwhile is made.
+func (ws *workers) commandsFinished(ctx context.Context, now time.Time, d replicas.CommandsDone) {
+	ws.svc.pubs.Finished(d)
 	ws.releaseDrains(ctx, now)
-	if ps.dirty {
+	if ws.svc.pubs.Dirty {
 		ws.publishReady(ctx, now)
 	}
 }
@@ -219,7 +81,7 @@ func (ws *workers) pumpService(ctx context.Context, now time.Time) {
 				return
 			}
 			ws.onTransition(t)
-		case d := <-ws.svc.pubs.done:
+		case d := <-ws.svc.pubs.Done():
 			ws.commandsFinished(ctx, now, d)
 		case <-ws.svc.relist:
 			ws.checkNotify(ctx)
@@ -247,23 +109,12 @@ func (ws *workers) retireReplica(ctx context.Context, now time.Time, w *worker, 
 	svc := ws.cfg.Service
 	// Until its commands are done the deadline is an upper bound, what a
 	// restart of the daemon meanwhile goes by.
-	q := &quietUnit{slot: w.slot, invocation: w.invocation, deadline: now.Add(svc.DrainPeriod + ws.commandBound()),
-		awaitGen: ws.svc.pubs.pubGen + 1}
+	q := &quietUnit{slot: w.slot, invocation: w.invocation, deadline: now.Add(svc.DrainPeriod + replicas.CommandBound(svc)),
+		awaitGen: ws.svc.pubs.PubGen() + 1}
 	ws.addQuiet(now, w.unit, q)
 	ws.saveQuiet()
 	ws.report.draining(w.slot, w.unit, fmt.Sprintf("%s: leaves discovery, then serves out a drain period of %s", why, svc.DrainPeriod))
 	return true
-}
-
-// commandBound is the longest a batch of after-change commands may take.
-func (ws *workers) commandBound() time.Duration {
-	var d time.Duration
-	for _, t := range ws.cfg.Service.Templates {
-		if a := t.Spec.After; a != nil {
-			d += a.Timeout
-		}
-	}
-	return d
 }
 
 // releaseDrains begins the drain period of every leaving replica whose
@@ -272,7 +123,7 @@ func (ws *workers) releaseDrains(ctx context.Context, now time.Time) {
 	released := false
 	for _, unit := range sortedKeys(ws.quiet) {
 		q := ws.quiet[unit]
-		if q.awaitGen == 0 || q.awaitGen > ws.svc.pubs.doneGen {
+		if q.awaitGen == 0 || q.awaitGen > ws.svc.pubs.DoneGen() {
 			continue
 		}
 		q.awaitGen = 0
@@ -304,34 +155,11 @@ func (ws *workers) drainSignal(ctx context.Context, slot int, unit string, sig i
 	})
 }
 
-// cappedBuffer keeps the first max bytes written to it, from the
-// command's two pipes at once.
-type cappedBuffer struct {
-	mu  sync.Mutex
-	b   []byte
-	max int
-}
-
-func (c *cappedBuffer) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if room := c.max - len(c.b); room > 0 {
-		c.b = append(c.b, p[:min(len(p), room)]...)
-	}
-	return len(p), nil
-}
-
-func (c *cappedBuffer) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return string(c.b)
-}
-
 // svcDone is the channel of the after-change commands' ends, nil for a
 // queue pool.
-func (ws *workers) svcDone() <-chan commandsDone {
+func (ws *workers) svcDone() <-chan replicas.CommandsDone {
 	if ws.svc == nil {
 		return nil
 	}
-	return ws.svc.pubs.done
+	return ws.svc.pubs.Done()
 }

@@ -92,7 +92,7 @@ func (ws *workers) rolloutStep(ctx context.Context, now time.Time) {
 		ws.serviceRolloutStep(ctx, now, old, rev)
 		return
 	}
-	ws.startWorkers(ctx, now, ws.admitSurge(ctx, now, min(maxSurge(ws.cfg), len(old))), "rollout", func(nw *worker) {
+	ws.startWorkers(ctx, now, ws.ready.Surge(ctx, now, ws.cfg, min(maxSurge(ws.cfg), len(old))), "rollout", func(nw *worker) {
 		ws.replaceOutdated(ctx, nw, rev)
 	})
 }
@@ -142,5 +142,5 @@ func (ws *workers) serviceRolloutStep(ctx context.Context, now time.Time, old []
 	if pending > 0 || surplus == len(old) {
 		return
 	}
-	ws.startWorkers(ctx, now, ws.admitSurge(ctx, now, min(maxSurge(ws.cfg), len(old)-surplus)), "rollout", nil)
+	ws.startWorkers(ctx, now, ws.ready.Surge(ctx, now, ws.cfg, min(maxSurge(ws.cfg), len(old)-surplus)), "rollout", nil)
 }

@@ -13,12 +13,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"net/http"
-	"slices"
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
-	"github.com/flexiq/flexiq-scaled/internal/discovery"
+	"github.com/flexiq/flexiq-scaled/internal/controller/replicas"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/probe"
 	"github.com/flexiq/flexiq-scaled/internal/source"
@@ -27,40 +25,23 @@ import (
 
 // ReadinessProber is what a service pool needs of a probe.Prober; tests
 // inject one that they drive.
-type ReadinessProber interface {
-	Add(probe.Target) error
-	Remove(id string) bool
-	Transitions() <-chan probe.Transition
-	Close()
-}
+type ReadinessProber = replicas.Prober
 
-// readiness is a replica's, as the pool tracks it.
-type readiness int
+// readiness is a replica's (replicas.Readiness), under the names the
+// workers use.
+type readiness = replicas.Readiness
 
 const (
-	repStarting readiness = iota // not ready yet since it started
-	repReady                     // serves: in discovery
-	repUnready                   // was ready, is not: out of discovery
+	repStarting = replicas.Starting
+	repReady    = replicas.Ready
+	repUnready  = replicas.Unready
 )
-
-func (r readiness) String() string {
-	switch r {
-	case repReady:
-		return "ready"
-	case repUnready:
-		return "not-ready"
-	}
-	return "starting"
-}
 
 // service is a service pool's side of the workers.
 type service struct {
-	prober  ReadinessProber // nil unless the readiness is a probe
-	byProbe map[string]*worker
-	client  *http.Client
-	run     source.CommandRunner
-	runAs   func(user, group string) source.CommandRunner // Options.ProbeCommands
-	pubs    publishing                                    // publish.go
+	probes *replicas.Probes[*worker]
+	run    source.CommandRunner
+	pubs   *replicas.Publishing // publish.go
 	// listed are the units the discovery file listed when the pool began:
 	// adopted ones among them start ready, so that a restart of the
 	// daemon takes none out of discovery.
@@ -69,47 +50,29 @@ type service struct {
 	// due.
 	relist      chan struct{}
 	relistArmed bool
-	guard       *portGuard // portguard.go; nil for a pool without ports
+	guard       *replicas.Guard // portguard.go; nil for a pool without ports
 }
 
 // newService prepares the service side of a pool whose cfg.Service is set.
-func newService(cfg *config.Pool, clock Clock, opts Options) (*service, error) {
-	s := &service{byProbe: map[string]*worker{}, run: opts.Commands, runAs: opts.ProbeCommands, relist: make(chan struct{}, 1)}
+func newService(cfg *config.Pool, clock Clock, opts Options, log *eventlog.Logger, fields replicas.Fields) (*service, error) {
+	s := &service{run: opts.Commands, relist: make(chan struct{}, 1)}
 	if s.run == nil {
 		s.run = source.ProcessGroupRunner{}
 	}
-	if isProbe(cfg.Service) {
+	s.probes = replicas.NewProbes[*worker](cfg.Service, func() replicas.Prober {
 		if opts.NewProber != nil {
-			s.prober = opts.NewProber(probe.SystemClock(clock))
-		} else {
-			s.prober = probe.New(probe.SystemClock(clock), 256)
+			return opts.NewProber(probe.SystemClock(clock))
 		}
-		s.client = probe.NewHTTPClient()
-	}
-	pub, err := newPublisher(cfg)
+		return probe.New(probe.SystemClock(clock), 256)
+	}, s.run, opts.ProbeCommands)
+	pub, err := replicas.NewPublisher(cfg)
 	if err != nil {
 		return nil, err
 	}
-	s.pubs = newPublishing(pub)
-	s.listed = readDiscoveryUnits(cfg)
-	s.guardPorts(cfg, clock, opts.PortOwners)
+	s.pubs = replicas.NewPublishing(cfg.Name, pub, s.run, log)
+	s.listed = replicas.ListedUnits(cfg)
+	s.guardPorts(cfg, clock, opts.PortOwners, log, fields)
 	return s, nil
-}
-
-func isProbe(svc *config.Service) bool {
-	switch svc.Readiness.Kind {
-	case config.ReadyHTTP, config.ReadyTCP, config.ReadyCommand:
-		return true
-	}
-	return false
-}
-
-// readDiscoveryUnits reads the units that DIR/POOL.json lists, as the last
-// daemon wrote it; none when it cannot be read (discovery.ListedUnits: a
-// FIFO or a link there is no list).
-func readDiscoveryUnits(cfg *config.Pool) map[string]bool {
-	listed, _ := discovery.ListedUnits(cfg.Service.DiscoveryDir, cfg.Name)
-	return listed
 }
 
 // close stops the prober; the pool's loop has ended.
@@ -117,18 +80,16 @@ func (s *service) close() {
 	if s == nil {
 		return
 	}
-	if s.prober != nil {
-		s.prober.Close()
-	}
-	s.guard.stop()
+	s.probes.Close()
+	s.guard.Stop()
 }
 
 // transitions is the prober's channel, nil without one.
 func (s *service) transitions() <-chan probe.Transition {
-	if s == nil || s.prober == nil {
+	if s == nil {
 		return nil
 	}
-	return s.prober.Transitions()
+	return s.probes.C()
 }
 
 // probeID names one run of a replica: a restarted unit is a new target.
@@ -149,54 +110,20 @@ func (ws *workers) replicaStarted(now time.Time, w *worker) {
 
 // track makes the prober probe w, from initial.
 func (ws *workers) track(w *worker, initial probe.State) {
-	s := ws.svc
-	if s.prober == nil {
+	ps := ws.svc.probes
+	if !ps.On() {
 		return
 	}
-	spec := ws.cfg.Service.Readiness.Probe.WithDefaults()
-	if spec.Kind == "" {
-		// The readiness kind names the probe; config may leave it there.
-		spec.Kind = probe.Kind(ws.cfg.Service.Readiness.Kind)
-	}
-	env := make([]string, 0, len(w.ports))
-	for k, v := range portEnv(ws.cfg.Service, w.ports) {
-		env = append(env, k+"="+v)
-	}
-	run, err := s.probeRunner(ws.cfg)
-	exec := func(ctx context.Context, argv []string) error {
-		return run.RunCommand(ctx, argv, env, discard{}, discard{})
-	}
-	var check probe.Check
+	check, spec, err := ps.Target(ws.cfg, w.ports)
 	if err == nil {
-		check, err = spec.Check(serviceAddress(ws.cfg.Service), w.ports, s.client, exec)
+		ws.untrack(w)
+		w.probeID = probeID(w)
+		err = ps.Add(w, w.probeID, check, spec, initial)
 	}
 	if err != nil {
 		ws.log.Event(eventlog.ReplicaReadiness, eventlog.Err, ws.workerFields(w.slot, w.unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
 			"cannot probe %s: %v", w.unit, err)
-		return
 	}
-	ws.untrack(w)
-	w.probeID = probeID(w)
-	if err := s.prober.Add(probe.Target{ID: w.probeID, Check: check, Spec: spec, Initial: initial}); err != nil {
-		ws.log.Event(eventlog.ReplicaReadiness, eventlog.Err, ws.workerFields(w.slot, w.unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
-			"cannot probe %s: %v", w.unit, err)
-		return
-	}
-	s.byProbe[w.probeID] = w
-}
-
-// probeRunner runs cfg's command probes: as the pool's probe user and
-// group (config.Pool.ProbeAccount, the workers' unless readiness.user
-// says otherwise), or as the daemon when that is none.
-func (s *service) probeRunner(cfg *config.Pool) (source.CommandRunner, error) {
-	user, group := cfg.ProbeAccount()
-	switch {
-	case user == "" && group == "":
-		return s.run, nil
-	case s.runAs == nil:
-		return nil, fmt.Errorf("no runner can run the command probe as user %q", user)
-	}
-	return s.runAs(user, group), nil
 }
 
 // untrack stops probing w.
@@ -204,18 +131,8 @@ func (ws *workers) untrack(w *worker) {
 	if ws.svc == nil || w.probeID == "" {
 		return
 	}
-	if ws.svc.prober != nil {
-		ws.svc.prober.Remove(w.probeID)
-	}
-	delete(ws.svc.byProbe, w.probeID)
+	ws.svc.probes.Remove(w.probeID)
 	w.probeID = ""
-}
-
-func serviceAddress(svc *config.Service) string {
-	if svc.Address == "" {
-		return config.DefaultServiceAddress
-	}
-	return svc.Address
 }
 
 // replicasReconciled follows a reconcile: adopted replicas get their ports
@@ -228,13 +145,13 @@ func (ws *workers) replicasReconciled(now time.Time, listed []units.Worker, r re
 	byUnit := indexByUnit(listed)
 	for _, w := range r.Adopted {
 		lw, _ := byUnit.Get(w.unit)
-		w.ports = portsFromEnvironment(ws.cfg.Service, lw.Environment)
+		w.ports = replicas.PortsFromEnvironment(ws.cfg.Service, lw.Environment)
 		w.rankPorts = listedRankPorts(ws.cfg.Service, lw.Ranks)
 		// Its ready timeout counts from now: the daemon was not there to
 		// see it start.
 		w.readyFrom = now
 		initial := probe.Unknown
-		if ws.svc.listed[w.unit] || (!isProbe(ws.cfg.Service) && lw.ActiveState == "active") {
+		if ws.svc.listed[w.unit] || (!replicas.IsProbe(ws.cfg.Service) && lw.ActiveState == "active") {
 			// Ready as it was: no journal entry, no probe's "not ready"
 			// for a replica that served all along.
 			initial = probe.Ready
@@ -264,7 +181,7 @@ func (ws *workers) replicasReconciled(now time.Time, listed []units.Worker, r re
 	}
 	// Only the first listing may vouch for what the last daemon published.
 	ws.svc.listed = nil
-	if isProbe(ws.cfg.Service) {
+	if replicas.IsProbe(ws.cfg.Service) {
 		return
 	}
 	for _, w := range ws.slots.LiveWorkers() {
@@ -289,7 +206,7 @@ func (ws *workers) onTransition(t probe.Transition) {
 	if ws.svc == nil {
 		return
 	}
-	w, ok := ws.svc.byProbe[t.ID]
+	w, ok := ws.svc.probes.Get(t.ID)
 	if !ok || ws.slots.Live[w.slot] != w {
 		return // a target since removed
 	}
@@ -412,11 +329,6 @@ func (ws *workers) serviceVictims(n int) []*worker {
 	return append(out, pickVictims(ready, min(n-len(out), spare), rev)...)
 }
 
-// discard is an io.Writer that drops a probe command's output.
-type discard struct{}
-
-func (discard) Write(b []byte) (int, error) { return len(b), nil }
-
 // reconfigure brings the service side to a reloaded configuration: a new
 // Publisher when what it writes changed (it reads the files in place, so
 // an unchanged set rewrites none), the service side made or dropped when
@@ -429,8 +341,8 @@ func (ws *workers) reconfigure(clock Clock, opts Options, cfg *config.Pool) erro
 		ws.svc.close()
 		ws.svc = nil
 		return nil
-	case ws.svc == nil || old == nil || isProbe(old) != isProbe(cfg.Service):
-		svc, err := newService(cfg, clock, opts)
+	case ws.svc == nil || old == nil || replicas.IsProbe(old) != replicas.IsProbe(cfg.Service):
+		svc, err := newService(cfg, clock, opts, ws.log, ws.workerFields)
 		if err != nil {
 			return err
 		}
@@ -444,26 +356,13 @@ func (ws *workers) reconfigure(clock Clock, opts Options, cfg *config.Pool) erro
 		}
 		return nil
 	case old.DiscoveryDir != cfg.Service.DiscoveryDir || old.MetricsPort != cfg.Service.MetricsPort ||
-		!sameTemplates(old.Templates, cfg.Service.Templates):
-		pub, err := newPublisher(cfg)
+		!replicas.SameTemplates(old.Templates, cfg.Service.Templates):
+		pub, err := replicas.NewPublisher(cfg)
 		if err != nil {
 			return err
 		}
-		ws.svc.pubs.pub, ws.svc.pubs.dirty = pub, true
+		ws.svc.pubs.Replace(pub)
 	}
-	ws.svc.guardPorts(cfg, clock, opts.PortOwners)
+	ws.svc.guardPorts(cfg, clock, opts.PortOwners, ws.log, ws.workerFields)
 	return nil
-}
-
-// sameTemplates says whether a reload left the templates as they were:
-// the same files, destinations, modes and commands, and the same text
-// (the file may have been edited). Each load parses them afresh, so
-// pointers always differ.
-func sameTemplates(a, b []*discovery.Template) bool {
-	return slices.EqualFunc(a, b, func(x, y *discovery.Template) bool {
-		xs, ys := x.Spec, y.Spec
-		sameAfter := (xs.After == nil) == (ys.After == nil) &&
-			(xs.After == nil || xs.After.Path == ys.After.Path && xs.After.Timeout == ys.After.Timeout && slices.Equal(xs.After.Args, ys.After.Args))
-		return xs.Source == ys.Source && xs.Destination == ys.Destination && xs.Mode == ys.Mode && sameAfter && x.Text() == y.Text()
-	})
 }

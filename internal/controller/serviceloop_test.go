@@ -62,7 +62,7 @@ func TestServiceCommandFailureRetried(t *testing.T) {
 	}
 	sr.runner.fail = nil
 	sr.pool.do(func() {
-		sr.pool.workers.svc.pubs.dirty = true
+		sr.pool.workers.svc.pubs.Dirty = true
 		sr.pool.workers.publishReady(context.Background(), sr.clock.now)
 	})
 	sr.settle()

@@ -99,7 +99,7 @@ func (p *Pool) tickListed(ctx context.Context, run *tickRun, l listing) bool {
 		return false
 	}
 	run.listed = l.workers
-	p.workers.requiredRead(l)
+	p.workers.ready.RequiredRead(p.workers.cfg, l.required, l.reqErr)
 	p.override.Expire(p.wallNow())
 	p.workers.pumpService(ctx, now)
 	p.workers.slots.AsOf = l.seq
@@ -146,7 +146,7 @@ func (p *Pool) endTickAct(ctx context.Context, run tickRun, t decide.Tick) (poli
 	}
 	p.act(ctx, now, d)
 	p.settleOutside()
-	addReadiness(e, p.workers.ready)
+	addReadiness(e, readyStateOf(p.workers.ready))
 	if !p.dryRun() {
 		p.workers.rolloutStep(ctx, now)
 		p.settleOutside()

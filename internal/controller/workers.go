@@ -7,6 +7,7 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/capacity"
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/controller/acting"
+	"github.com/flexiq/flexiq-scaled/internal/controller/admit"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 	"github.com/flexiq/flexiq-scaled/internal/units"
@@ -48,7 +49,7 @@ type workers struct {
 	roll   rollout
 	// stopping is set by Drain: the pool no longer scales or replaces.
 	stopping bool
-	ready    readyState            // readiness.go
+	ready    *admit.Gate           // readiness.go
 	quiet    map[string]*quietUnit // quiet.go: workers in their quiet phase
 	restarts map[int]int           // crashes by slot, for status
 	svc      *service              // a service pool's (service.go); nil for queue workers
@@ -140,7 +141,7 @@ func (ws *workers) dryRun() bool { return ws.cfg.Mode == config.ModeDryRun }
 func (ws *workers) list(ctx context.Context) ([]units.Worker, error) {
 	l := ws.listPlan().list(ctx)
 	if l.err == nil {
-		ws.requiredRead(l)
+		ws.ready.RequiredRead(ws.cfg, l.required, l.reqErr)
 	}
 	return l.workers, l.err
 }
