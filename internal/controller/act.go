@@ -73,7 +73,7 @@ func (ws *workers) startIn(ctx context.Context, now time.Time, n int, why string
 	}
 	slots := ws.slots.FreeSlots(now, n, nil)
 	taken := map[int]bool{}
-	for held := ws.heldSlots(now, slots); len(held) > 0; held = ws.heldSlots(now, slots) {
+	for held := ws.svc.heldSlots(now, slots); len(held) > 0; held = ws.svc.heldSlots(now, slots) {
 		maps.Copy(taken, held)
 		slots = ws.slots.FreeSlots(now, n, taken)
 	}
@@ -98,7 +98,7 @@ func (ws *workers) drainDownTo(ctx context.Context, now time.Time, want int) {
 	excess := min(ws.live()-want, len(ws.slots.Live))
 	victims := pickVictims(ws.slots.LiveWorkers(), excess, ws.revision())
 	if ws.svc != nil {
-		victims = ws.serviceVictims(excess)
+		victims = ws.svc.serviceVictims(excess)
 	}
 	for _, w := range victims {
 		ws.retire(ctx, now, w, "scale-down")
@@ -114,7 +114,7 @@ func (ws *workers) stopWorker(ctx context.Context, w *worker, why string) bool {
 	if ws.dryRun() {
 		return false // a dry-run pool stops nothing
 	}
-	ws.untrack(w)
+	ws.svc.untrack(w)
 	ws.slots.Stop(w, w.ports)
 	ws.report.draining(w.slot, w.unit, why)
 	ws.stopJob(ctx, w, why)

@@ -102,7 +102,7 @@ func (ws *workers) startDone(now time.Time, w *worker, why string, sent bool, er
 	// (slots.Table.Reconcile).
 	w.listedFrom = ws.slots.Listings + 1
 	ws.slots.Live[w.slot] = w
-	ws.replicaStarted(now, w)
+	ws.svc.replicaStarted(now, w)
 	ranks := ""
 	if w.size > 1 {
 		ranks = fmt.Sprintf(" with its %d ranks", w.size)
@@ -125,7 +125,7 @@ func (ws *workers) stopJob(ctx context.Context, w *worker, why string) {
 		}
 		ws.log.Event(eventlog.WorkerDraining, eventlog.Err, ws.workerFields(w.slot, w.unit, nil), "cannot stop %s (%s): %v", w.unit, why, err)
 		ws.slots.Unstop(w)
-		ws.replicaStarted(w.since, w)
+		ws.svc.replicaStarted(w.since, w)
 	})
 }
 

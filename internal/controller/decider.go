@@ -35,7 +35,7 @@ func (h deciderHooks) Starting() int {
 	if h.p.workers.svc == nil {
 		return 0
 	}
-	_, starting := h.p.workers.readyCount()
+	_, starting := h.p.workers.svc.readyCount()
 	return starting
 }
 

@@ -80,7 +80,7 @@ func (p *Pool) do(f func()) {
 // status shows.
 func (p *Pool) serviceChanged(ctx context.Context) {
 	now := p.clock()
-	p.workers.publishReady(ctx, now)
+	p.workers.svc.publishReady(ctx, now)
 	changed := p.pub.Publish(p.facts(now), nil, nil, p.pub.Listed(), nil)
 	p.pub.Store()
 	p.tell.changed(changed)
@@ -143,21 +143,21 @@ func (p *Pool) Run(ctx context.Context) {
 			continue
 		case t, ok := <-p.workers.svc.transitions():
 			if ok {
-				p.workers.onTransition(t)
+				p.workers.svc.onTransition(t)
 				p.serviceChanged(ctx)
 			}
 			continue
-		case d := <-p.workers.svcDone():
-			p.workers.commandsFinished(ctx, p.clock(), d)
+		case d := <-p.workers.svc.svcDone():
+			p.workers.svc.commandsFinished(ctx, p.clock(), d)
 			p.serviceChanged(ctx)
 			continue
 		case <-p.workers.svc.guardC():
-			if p.workers.guardRound(p.clock()) {
+			if p.workers.svc.guardRound(p.clock()) {
 				p.serviceChanged(ctx)
 			}
 			continue
 		case <-p.workers.svc.relistC():
-			p.workers.checkNotify(ctx)
+			p.workers.svc.checkNotify(ctx)
 			p.serviceChanged(ctx)
 			continue
 		case <-p.acting.Ready():

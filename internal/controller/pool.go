@@ -223,7 +223,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 	p.watch = newWatch(log, p.clock, fleetWake(p.kick, &p.flWake))
 	p.workers.ready = newGate(p.workers)
 	if cfg.Service != nil {
-		if p.workers.svc, err = newService(cfg, p.clock, opts, p.workers.log, p.workers.workerFields); err != nil {
+		if p.workers.svc, err = newService(cfg, p.clock, opts, p.workers); err != nil {
 			src.Close()
 			return nil, err
 		}
@@ -295,7 +295,7 @@ func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 	}
 	p.workers.startUpTo(ctx, now, p.workers.target, "min_workers")
 	p.settleOutside()
-	p.workers.publishReady(ctx, now)
+	p.workers.svc.publishReady(ctx, now)
 	p.saveState(now)
 	changed := p.pub.Publish(p.facts(now), nil, nil, existing, nil)
 	return changed

@@ -39,8 +39,9 @@ func (s *service) guardC() <-chan time.Time {
 // checkPorts judges w's listeners against its units (rank 0, and a gang
 // group's other ranks for their ports): nil when all are theirs, or none
 // listens yet.
-func (ws *workers) checkPorts(w *worker, notBefore time.Time) *replicas.Verdict {
-	g := ws.svc.guard
+func (s *service) checkPorts(w *worker, notBefore time.Time) *replicas.Verdict {
+	ws := s.ws
+	g := s.guard
 	if g == nil || (len(w.ports) == 0 && len(w.rankPorts) == 0) {
 		return nil
 	}
@@ -60,36 +61,38 @@ func (ws *workers) checkPorts(w *worker, notBefore time.Time) *replicas.Verdict 
 }
 
 // noteHeld keeps the guard's journal episodes of w.
-func (ws *workers) noteHeld(w *worker, v *replicas.Verdict) {
-	ws.svc.guard.Note(w.slot, v, func(port int) bool { return replicas.IsAutoPort(ws.cfg.Service, w.ports, port) })
+func (s *service) noteHeld(w *worker, v *replicas.Verdict) {
+	ws := s.ws
+	s.guard.Note(w.slot, v, func(port int) bool { return replicas.IsAutoPort(ws.cfg.Service, w.ports, port) })
 }
 
 // guardRound checks every replica that says it is ready: one whose port is
 // held by another leaves discovery (or never enters), one whose ports are
 // its own again enters. It runs every guardPeriod on the loop, and at
 // every reconcile. It reports whether a replica's readiness changed.
-func (ws *workers) guardRound(now time.Time) bool {
-	if ws.svc == nil || ws.svc.guard == nil {
+func (s *service) guardRound(now time.Time) bool {
+	if s == nil || s.guard == nil {
 		return false
 	}
+	ws := s.ws
 	changed := false
 	for _, w := range ws.slots.LiveWorkers() {
 		if w.claim != repReady {
 			continue
 		}
-		v := ws.checkPorts(w, now)
-		ws.noteHeld(w, v)
+		v := s.checkPorts(w, now)
+		s.noteHeld(w, v)
 		switch {
 		case v != nil && w.rd == repReady:
 			w.notReadySince = now
-			ws.applyReadiness(w, repUnready, v)
+			s.applyReadiness(w, repUnready, v)
 			changed = true
 		case v == nil && w.rd != repReady:
-			ws.applyReadiness(w, repReady, nil)
+			s.applyReadiness(w, repReady, nil)
 			changed = true
 		}
 	}
-	ws.svc.guard.EndHeld(now, func(slot int) string {
+	s.guard.EndHeld(now, func(slot int) string {
 		if w := ws.slots.Live[slot]; w != nil {
 			return w.unit
 		}
@@ -100,11 +103,12 @@ func (ws *workers) guardRound(now time.Time) bool {
 
 // heldSlots are those of slots whose fixed port another listens on: they
 // get no start (replicas.Guard.HeldSlots).
-func (ws *workers) heldSlots(now time.Time, slots []int) map[int]bool {
-	if ws.svc == nil {
+func (s *service) heldSlots(now time.Time, slots []int) map[int]bool {
+	if s == nil {
 		return nil
 	}
-	return ws.svc.guard.HeldSlots(now, ws.cfg, slots, func(port int) bool {
+	ws := s.ws
+	return s.guard.HeldSlots(now, ws.cfg, slots, func(port int) bool {
 		// A replica of the pool still stopping holds its own port.
 		for _, d := range ws.slots.Draining {
 			for _, p := range d.Ports {

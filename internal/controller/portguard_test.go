@@ -26,7 +26,7 @@ func TestPortGuardSquattedAutoPort(t *testing.T) {
 	sr.pump()
 	sr.settle()
 	for range 3 {
-		sr.pool.do(func() { sr.pool.workers.guardRound(sr.clock.now) })
+		sr.pool.do(func() { sr.pool.workers.svc.guardRound(sr.clock.now) })
 	}
 	if got := sr.published(); len(got) != 0 {
 		t.Fatalf("published %v with a squatter on %d:\n%s", got, port, sr.log)
@@ -73,7 +73,7 @@ func TestPortGuardActiveReadiness(t *testing.T) {
 	w := sr.pool.workers.slots.Live[1]
 	port := w.ports["http"]
 	sr.owners.replica(w.unit, port)
-	sr.pool.do(func() { sr.pool.workers.guardRound(sr.clock.now) })
+	sr.pool.do(func() { sr.pool.workers.svc.guardRound(sr.clock.now) })
 	sr.pump()
 	sr.settle()
 	if got := sr.published(); !slices.Equal(got, []string{w.unit}) {
@@ -81,7 +81,7 @@ func TestPortGuardActiveReadiness(t *testing.T) {
 	}
 	sr.owners.listen("/user.slice/user-1000.slice/session-1.scope", port, 1000, 777)
 	sr.clock.advance(time.Second)
-	sr.pool.do(func() { sr.pool.workers.guardRound(sr.clock.now) })
+	sr.pool.do(func() { sr.pool.workers.svc.guardRound(sr.clock.now) })
 	sr.pump()
 	sr.settle()
 	if got := sr.published(); len(got) != 0 {
@@ -90,7 +90,7 @@ func TestPortGuardActiveReadiness(t *testing.T) {
 	sr.owners.closePort(port)
 	sr.owners.replica(w.unit, port)
 	sr.clock.advance(time.Second)
-	sr.pool.do(func() { sr.pool.workers.guardRound(sr.clock.now) })
+	sr.pool.do(func() { sr.pool.workers.svc.guardRound(sr.clock.now) })
 	sr.pump()
 	sr.settle()
 	if got := sr.published(); !slices.Equal(got, []string{w.unit}) {

@@ -21,7 +21,8 @@ import (
 )
 
 // readySet is the pool's ready replicas as discovery shows them.
-func (ws *workers) readySet() (discovery.Set, string) {
+func (s *service) readySet() (discovery.Set, string) {
+	ws := s.ws
 	addr := replicas.Address(ws.cfg.Service)
 	var reps []discovery.Replica
 	var key strings.Builder
@@ -46,45 +47,45 @@ func (ws *workers) readySet() (discovery.Set, string) {
 // publishReady publishes the ready set if it changed (and starts the
 // after-change commands of what it rewrote), and begins the drain periods
 // it allows.
-func (ws *workers) publishReady(ctx context.Context, now time.Time) {
-	if ws.svc == nil || ws.dryRun() {
+func (s *service) publishReady(ctx context.Context, now time.Time) {
+	if s == nil || s.ws.dryRun() {
 		return
 	}
-	ws.armNotify()
-	set, key := ws.readySet()
-	if ws.svc.pubs.Publish(now, set, key) {
-		ws.releaseDrains(ctx, now)
+	s.armNotify()
+	set, key := s.readySet()
+	if s.pubs.Publish(now, set, key) {
+		s.releaseDrains(ctx, now)
 	}
 }
 
 // commandsFinished takes the end of a batch of commands, on the loop: the
 // replicas waiting for them begin their drain periods, and a publish that
 // came due meanwhile is made.
-func (ws *workers) commandsFinished(ctx context.Context, now time.Time, d replicas.CommandsDone) {
-	ws.svc.pubs.Finished(d)
-	ws.releaseDrains(ctx, now)
-	if ws.svc.pubs.Dirty {
-		ws.publishReady(ctx, now)
+func (s *service) commandsFinished(ctx context.Context, now time.Time, d replicas.CommandsDone) {
+	s.pubs.Finished(d)
+	s.releaseDrains(ctx, now)
+	if s.pubs.Dirty {
+		s.publishReady(ctx, now)
 	}
 }
 
 // pumpService takes the service's messages that are waiting, without
 // blocking: for the owner when no loop runs (Tick, Drain).
-func (ws *workers) pumpService(ctx context.Context, now time.Time) {
-	if ws.svc == nil {
+func (s *service) pumpService(ctx context.Context, now time.Time) {
+	if s == nil {
 		return
 	}
 	for {
 		select {
-		case t, ok := <-ws.svc.transitions():
+		case t, ok := <-s.transitions():
 			if !ok {
 				return
 			}
-			ws.onTransition(t)
-		case d := <-ws.svc.pubs.Done():
-			ws.commandsFinished(ctx, now, d)
-		case <-ws.svc.relist:
-			ws.checkNotify(ctx)
+			s.onTransition(t)
+		case d := <-s.pubs.Done():
+			s.commandsFinished(ctx, now, d)
+		case <-s.relist:
+			s.checkNotify(ctx)
 		default:
 			return
 		}
@@ -97,20 +98,21 @@ func (ws *workers) pumpService(ctx context.Context, now time.Time) {
 // a quiet worker is, until the publish without it and its commands are
 // done, and then its drain period: a proxy may still send it a request it
 // took before its reload.
-func (ws *workers) retireReplica(ctx context.Context, now time.Time, w *worker, why string) bool {
+func (s *service) retireReplica(ctx context.Context, now time.Time, w *worker, why string) bool {
+	ws := s.ws
 	if ws.dryRun() {
 		return false
 	}
 	if !w.everReady {
 		return ws.stopWorker(ctx, w, why)
 	}
-	ws.untrack(w)
+	s.untrack(w)
 	ws.slots.Stop(w, w.ports)
 	svc := ws.cfg.Service
 	// Until its commands are done the deadline is an upper bound, what a
 	// restart of the daemon meanwhile goes by.
 	q := &quietUnit{slot: w.slot, invocation: w.invocation, deadline: now.Add(svc.DrainPeriod + replicas.CommandBound(svc)),
-		awaitGen: ws.svc.pubs.PubGen() + 1}
+		awaitGen: s.pubs.PubGen() + 1}
 	ws.addQuiet(now, w.unit, q)
 	ws.saveQuiet()
 	ws.report.draining(w.slot, w.unit, fmt.Sprintf("%s: leaves discovery, then serves out a drain period of %s", why, svc.DrainPeriod))
@@ -119,11 +121,12 @@ func (ws *workers) retireReplica(ctx context.Context, now time.Time, w *worker, 
 
 // releaseDrains begins the drain period of every leaving replica whose
 // publish and commands are done.
-func (ws *workers) releaseDrains(ctx context.Context, now time.Time) {
+func (s *service) releaseDrains(ctx context.Context, now time.Time) {
+	ws := s.ws
 	released := false
 	for _, unit := range sortedKeys(ws.quiet) {
 		q := ws.quiet[unit]
-		if q.awaitGen == 0 || q.awaitGen > ws.svc.pubs.DoneGen() {
+		if q.awaitGen == 0 || q.awaitGen > s.pubs.DoneGen() {
 			continue
 		}
 		q.awaitGen = 0
@@ -134,7 +137,7 @@ func (ws *workers) releaseDrains(ctx context.Context, now time.Time) {
 		ws.log.Event(eventlog.WorkerDraining, eventlog.Info, ws.workerFields(q.slot, unit, nil),
 			"%s is out of discovery: its drain period of %s begins", unit, ws.cfg.Service.DrainPeriod)
 		if sig := ws.cfg.QuietSignalNumber; sig != 0 {
-			ws.drainSignal(ctx, q.slot, unit, sig)
+			s.drainSignal(ctx, q.slot, unit, sig)
 		}
 	}
 	if released {
@@ -145,7 +148,8 @@ func (ws *workers) releaseDrains(ctx context.Context, now time.Time) {
 
 // drainSignal sends a leaving replica's quiet_signal as its drain period
 // begins, off the loop (acting.go); a failure is only logged.
-func (ws *workers) drainSignal(ctx context.Context, slot int, unit string, sig int) {
+func (s *service) drainSignal(ctx context.Context, slot int, unit string, sig int) {
+	ws := s.ws
 	name := ws.cfg.QuietSignal
 	ws.callJob(ctx, acting.Other, killMain(unit, sig), func(err error) {
 		if err != nil {
@@ -157,9 +161,9 @@ func (ws *workers) drainSignal(ctx context.Context, slot int, unit string, sig i
 
 // svcDone is the channel of the after-change commands' ends, nil for a
 // queue pool.
-func (ws *workers) svcDone() <-chan replicas.CommandsDone {
-	if ws.svc == nil {
+func (s *service) svcDone() <-chan replicas.CommandsDone {
+	if s == nil {
 		return nil
 	}
-	return ws.svc.pubs.Done()
+	return s.pubs.Done()
 }

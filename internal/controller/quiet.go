@@ -59,7 +59,7 @@ type savedQuietEntry struct {
 // pool has a quiet_signal, else the stop at once.
 func (ws *workers) retire(ctx context.Context, now time.Time, w *worker, why string) bool {
 	if ws.svc != nil {
-		return ws.retireReplica(ctx, now, w, why)
+		return ws.svc.retireReplica(ctx, now, w, why)
 	}
 	if ws.cfg.QuietSignalNumber == 0 || ws.cfg.QuietPeriod <= 0 {
 		return ws.stopWorker(ctx, w, why)

@@ -7,7 +7,8 @@ package controller
 // pool's loop as messages. The ready replicas are published to discovery
 // files (publish.go), and a ready replica that leaves first leaves those
 // files, then waits its drain period, then is stopped (quiet.go's
-// machinery). All of it is the workers', owned by the pool's loop.
+// machinery). All of it is the workers' service side (service, whose
+// methods do nothing for a queue pool), owned by the pool's loop.
 
 import (
 	"cmp"
@@ -37,8 +38,12 @@ const (
 	repUnready  = replicas.Unready
 )
 
-// service is a service pool's side of the workers.
+// service is a service pool's side of the workers: what a replica needs
+// beyond a queue worker (probes, the port guard, discovery, the drain
+// after leaving it). A queue pool has none (workers.svc is nil), and the
+// methods that the loop and the workers call on it do nothing on nil.
 type service struct {
+	ws     *workers // the workers it is the side of
 	probes *replicas.Probes[*worker]
 	run    source.CommandRunner
 	pubs   *replicas.Publishing // publish.go
@@ -54,8 +59,8 @@ type service struct {
 }
 
 // newService prepares the service side of a pool whose cfg.Service is set.
-func newService(cfg *config.Pool, clock Clock, opts Options, log *eventlog.Logger, fields replicas.Fields) (*service, error) {
-	s := &service{run: opts.Commands, relist: make(chan struct{}, 1)}
+func newService(cfg *config.Pool, clock Clock, opts Options, ws *workers) (*service, error) {
+	s := &service{ws: ws, run: opts.Commands, relist: make(chan struct{}, 1)}
 	if s.run == nil {
 		s.run = source.ProcessGroupRunner{}
 	}
@@ -69,9 +74,9 @@ func newService(cfg *config.Pool, clock Clock, opts Options, log *eventlog.Logge
 	if err != nil {
 		return nil, err
 	}
-	s.pubs = replicas.NewPublishing(cfg.Name, pub, s.run, log)
+	s.pubs = replicas.NewPublishing(cfg.Name, pub, s.run, ws.log)
 	s.listed = replicas.ListedUnits(cfg)
-	s.guardPorts(cfg, clock, opts.PortOwners, log, fields)
+	s.guardPorts(cfg, clock, opts.PortOwners, ws.log, ws.workerFields)
 	return s, nil
 }
 
@@ -96,27 +101,29 @@ func (s *service) transitions() <-chan probe.Transition {
 func probeID(w *worker) string { return w.unit + "/" + w.invocation }
 
 // started takes in a replica just started by the pool.
-func (ws *workers) replicaStarted(now time.Time, w *worker) {
-	if ws.svc == nil {
+func (s *service) replicaStarted(now time.Time, w *worker) {
+	if s == nil {
 		return
 	}
+	ws := s.ws
 	w.rd, w.readyFrom = repStarting, now
 	if ws.cfg.Service.Readiness.Kind == config.ReadyActive || ws.cfg.Service.Readiness.Kind == "" {
 		// Type=exec: the start job is done once the command runs.
-		ws.setReadiness(w, repReady, nil, now)
+		s.setReadiness(w, repReady, nil, now)
 	}
-	ws.track(w, probe.Unknown)
+	s.track(w, probe.Unknown)
 }
 
 // track makes the prober probe w, from initial.
-func (ws *workers) track(w *worker, initial probe.State) {
-	ps := ws.svc.probes
+func (s *service) track(w *worker, initial probe.State) {
+	ws := s.ws
+	ps := s.probes
 	if !ps.On() {
 		return
 	}
 	check, spec, err := ps.Target(ws.cfg, w.ports)
 	if err == nil {
-		ws.untrack(w)
+		s.untrack(w)
 		w.probeID = probeID(w)
 		err = ps.Add(w, w.probeID, check, spec, initial)
 	}
@@ -127,21 +134,22 @@ func (ws *workers) track(w *worker, initial probe.State) {
 }
 
 // untrack stops probing w.
-func (ws *workers) untrack(w *worker) {
-	if ws.svc == nil || w.probeID == "" {
+func (s *service) untrack(w *worker) {
+	if s == nil || w.probeID == "" {
 		return
 	}
-	ws.svc.probes.Remove(w.probeID)
+	s.probes.Remove(w.probeID)
 	w.probeID = ""
 }
 
 // replicasReconciled follows a reconcile: adopted replicas get their ports
 // back and their readiness, restarted ones start over, gone ones are no
 // longer probed; systemd's own readiness is read from the listing.
-func (ws *workers) replicasReconciled(now time.Time, listed []units.Worker, r reconciled) {
-	if ws.svc == nil {
+func (s *service) replicasReconciled(now time.Time, listed []units.Worker, r reconciled) {
+	if s == nil {
 		return
 	}
+	ws := s.ws
 	byUnit := indexByUnit(listed)
 	for _, w := range r.Adopted {
 		lw, _ := byUnit.Get(w.unit)
@@ -151,23 +159,23 @@ func (ws *workers) replicasReconciled(now time.Time, listed []units.Worker, r re
 		// see it start.
 		w.readyFrom = now
 		initial := probe.Unknown
-		if ws.svc.listed[w.unit] || (!replicas.IsProbe(ws.cfg.Service) && lw.ActiveState == "active") {
+		if s.listed[w.unit] || (!replicas.IsProbe(ws.cfg.Service) && lw.ActiveState == "active") {
 			// Ready as it was: no journal entry, no probe's "not ready"
 			// for a replica that served all along.
 			initial = probe.Ready
 			w.rd, w.claim, w.everReady = repReady, repReady, true
 		}
-		ws.track(w, initial)
+		s.track(w, initial)
 	}
 	for _, rs := range r.Restarted {
 		rs.Worker.rd, rs.Worker.claim, rs.Worker.readyFrom = repStarting, repStarting, now
-		ws.track(rs.Worker, probe.Unknown)
+		s.track(rs.Worker, probe.Unknown)
 	}
 	for _, c := range r.Crashed {
-		ws.untrack(c.Worker)
+		s.untrack(c.Worker)
 	}
-	for _, s := range r.Stopping {
-		ws.untrack(s.Worker)
+	for _, st := range r.Stopping {
+		s.untrack(st.Worker)
 	}
 	for _, w := range ws.slots.LiveWorkers() {
 		if lw, ok := byUnit.Get(w.unit); ok {
@@ -180,7 +188,7 @@ func (ws *workers) replicasReconciled(now time.Time, listed []units.Worker, r re
 		}
 	}
 	// Only the first listing may vouch for what the last daemon published.
-	ws.svc.listed = nil
+	s.listed = nil
 	if replicas.IsProbe(ws.cfg.Service) {
 		return
 	}
@@ -191,9 +199,9 @@ func (ws *workers) replicasReconciled(now time.Time, listed []units.Worker, r re
 		}
 		switch {
 		case lw.ActiveState == "active" || lw.ActiveState == "reloading":
-			ws.setReadiness(w, repReady, nil, now)
+			s.setReadiness(w, repReady, nil, now)
 		case w.rd == repReady:
-			ws.setReadiness(w, repUnready, nil, now)
+			s.setReadiness(w, repUnready, nil, now)
 			w.notReadySince = now
 		default:
 			w.claim = w.rd // not active: no longer says it is ready
@@ -202,20 +210,21 @@ func (ws *workers) replicasReconciled(now time.Time, listed []units.Worker, r re
 }
 
 // onTransition takes a prober's transition, on the pool's loop.
-func (ws *workers) onTransition(t probe.Transition) {
-	if ws.svc == nil {
+func (s *service) onTransition(t probe.Transition) {
+	if s == nil {
 		return
 	}
-	w, ok := ws.svc.probes.Get(t.ID)
+	ws := s.ws
+	w, ok := s.probes.Get(t.ID)
 	if !ok || ws.slots.Live[w.slot] != w {
 		return // a target since removed
 	}
 	switch t.To {
 	case probe.Ready:
-		ws.setReadiness(w, repReady, nil, t.At)
+		s.setReadiness(w, repReady, nil, t.At)
 	case probe.NotReady:
 		w.notReadySince = t.NotReadySince
-		ws.setReadiness(w, repUnready, t.Err, t.At)
+		s.setReadiness(w, repUnready, t.Err, t.At)
 	default:
 		w.rd, w.claim = repStarting, repStarting
 	}
@@ -225,11 +234,11 @@ func (ws *workers) onTransition(t probe.Transition) {
 // at: a replica that says it is ready is ready only if the listeners on
 // its ports are its own (portguard.go), read at or after at; else it
 // stays out of discovery, or leaves it.
-func (ws *workers) setReadiness(w *worker, rd readiness, why error, at time.Time) {
+func (s *service) setReadiness(w *worker, rd readiness, why error, at time.Time) {
 	w.claim = rd
-	if rd == repReady && ws.svc.guard != nil {
-		v := ws.checkPorts(w, at)
-		ws.noteHeld(w, v)
+	if rd == repReady && s.guard != nil {
+		v := s.checkPorts(w, at)
+		s.noteHeld(w, v)
 		if v != nil {
 			rd, why = w.rd, v
 			if w.rd == repReady {
@@ -237,11 +246,12 @@ func (ws *workers) setReadiness(w *worker, rd readiness, why error, at time.Time
 			}
 		}
 	}
-	ws.applyReadiness(w, rd, why)
+	s.applyReadiness(w, rd, why)
 }
 
 // applyReadiness records w's readiness and says a change in the journal.
-func (ws *workers) applyReadiness(w *worker, rd readiness, why error) {
+func (s *service) applyReadiness(w *worker, rd readiness, why error) {
+	ws := s.ws
 	if w.rd == rd {
 		return
 	}
@@ -262,10 +272,11 @@ func (ws *workers) applyReadiness(w *worker, rd readiness, why error) {
 
 // replaceUnready stops and replaces the replicas that never became ready
 // within ready_timeout_sec, or stayed unready for unready_timeout_sec.
-func (ws *workers) replaceUnready(ctx context.Context, now time.Time) {
-	if ws.svc == nil || ws.stopping || ws.dryRun() {
+func (s *service) replaceUnready(ctx context.Context, now time.Time) {
+	if s == nil || s.ws.stopping || s.ws.dryRun() {
 		return
 	}
+	ws := s.ws
 	svc := ws.cfg.Service
 	replaced := 0
 	for _, w := range ws.slots.LiveWorkers() {
@@ -293,7 +304,8 @@ func (ws *workers) replaceUnready(ctx context.Context, now time.Time) {
 }
 
 // readyCount is the replicas that are ready, and those that are not.
-func (ws *workers) readyCount() (ready, notReady int) {
+func (s *service) readyCount() (ready, notReady int) {
+	ws := s.ws
 	for _, w := range ws.slots.Live {
 		if w.rd == repReady {
 			ready++
@@ -309,7 +321,8 @@ func (ws *workers) readyCount() (ready, notReady int) {
 // min_workers. While a rollout runs, its new replicas that are not ready
 // yet are kept: each is to replace an old one once it is ready, and taking
 // it would only start another.
-func (ws *workers) serviceVictims(n int) []*worker {
+func (s *service) serviceVictims(n int) []*worker {
+	ws := s.ws
 	rev := ws.revision()
 	rolling := false
 	for _, w := range ws.slots.Live {
@@ -342,7 +355,7 @@ func (ws *workers) reconfigure(clock Clock, opts Options, cfg *config.Pool) erro
 		ws.svc = nil
 		return nil
 	case ws.svc == nil || old == nil || replicas.IsProbe(old) != replicas.IsProbe(cfg.Service):
-		svc, err := newService(cfg, clock, opts, ws.log, ws.workerFields)
+		svc, err := newService(cfg, clock, opts, ws)
 		if err != nil {
 			return err
 		}

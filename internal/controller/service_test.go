@@ -149,7 +149,7 @@ func TestServiceReadinessInAndOutOfDiscovery(t *testing.T) {
 		if got := sr.published(); !slices.Equal(got, st.want) {
 			t.Fatalf("step %d (%s %s): discovery lists %v, want %v", i, st.unit, st.to, got, st.want)
 		}
-		ready, notReady := sr.pool.workers.readyCount()
+		ready, notReady := sr.pool.workers.svc.readyCount()
 		if ready+notReady != 2 || ready != len(st.want) {
 			t.Fatalf("step %d: %d ready, %d not ready", i, ready, notReady)
 		}
@@ -357,7 +357,7 @@ func TestServiceVictims(t *testing.T) {
 				sr.pool.workers.slots.Live[i+1] = w
 			}
 			var got []int
-			for _, w := range sr.pool.workers.serviceVictims(tc.n) {
+			for _, w := range sr.pool.workers.svc.serviceVictims(tc.n) {
 				got = append(got, w.slot)
 			}
 			if !slices.Equal(got, tc.want) {

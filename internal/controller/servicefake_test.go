@@ -250,7 +250,7 @@ func (sr *serviceRig) finishCommands() {
 	sr.pool.do(func() {
 		select {
 		case d := <-sr.pool.workers.svc.pubs.Done():
-			sr.pool.workers.commandsFinished(context.Background(), sr.clock.now, d)
+			sr.pool.workers.svc.commandsFinished(context.Background(), sr.clock.now, d)
 			ok = true
 		case <-time.After(5 * time.Second):
 		}
@@ -263,8 +263,8 @@ func (sr *serviceRig) finishCommands() {
 // pump takes the prober's transitions and publishes, as the loop does.
 func (sr *serviceRig) pump() {
 	sr.pool.do(func() {
-		sr.pool.workers.pumpService(context.Background(), sr.clock.now)
-		sr.pool.workers.publishReady(context.Background(), sr.clock.now)
+		sr.pool.workers.svc.pumpService(context.Background(), sr.clock.now)
+		sr.pool.workers.svc.publishReady(context.Background(), sr.clock.now)
 	})
 }
 

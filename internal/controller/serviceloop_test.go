@@ -63,7 +63,7 @@ func TestServiceCommandFailureRetried(t *testing.T) {
 	sr.runner.fail = nil
 	sr.pool.do(func() {
 		sr.pool.workers.svc.pubs.Dirty = true
-		sr.pool.workers.publishReady(context.Background(), sr.clock.now)
+		sr.pool.workers.svc.publishReady(context.Background(), sr.clock.now)
 	})
 	sr.settle()
 	if sr.runner.runs() != 2 || !strings.Contains(sr.log.String(), "done in") {
@@ -87,7 +87,7 @@ func TestServiceFailingCommandWaitsForAChange(t *testing.T) {
 	}
 	publishTimes := func(n int) {
 		for range n {
-			sr.pool.do(func() { sr.pool.workers.publishReady(context.Background(), sr.clock.now) })
+			sr.pool.do(func() { sr.pool.workers.svc.publishReady(context.Background(), sr.clock.now) })
 		}
 	}
 	publishTimes(5) // the same set, while the command runs

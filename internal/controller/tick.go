@@ -101,15 +101,15 @@ func (p *Pool) tickListed(ctx context.Context, run *tickRun, l listing) bool {
 	run.listed = l.workers
 	p.workers.ready.RequiredRead(p.workers.cfg, l.required, l.reqErr)
 	p.override.Expire(p.wallNow())
-	p.workers.pumpService(ctx, now)
+	p.workers.svc.pumpService(ctx, now)
 	p.workers.slots.AsOf = l.seq
 	r := p.workers.reconcile(ctx, now, l.workers)
 	p.workers.slots.AsOf = 0
 	p.workers.quietStep(ctx, now)
 	// Crashed workers come back first, before the decision.
 	p.workers.replaceCrashed(ctx, now, r)
-	p.workers.replaceUnready(ctx, now)
-	p.workers.publishReady(ctx, now)
+	p.workers.svc.replaceUnready(ctx, now)
+	p.workers.svc.publishReady(ctx, now)
 	p.degraded.check(p, now)
 	sampleCPU(p.units, p.cfg, p.workers.slots, now, l.workers)
 	return true
@@ -151,7 +151,7 @@ func (p *Pool) endTickAct(ctx context.Context, run tickRun, t decide.Tick) (poli
 		p.workers.rolloutStep(ctx, now)
 		p.settleOutside()
 	}
-	p.workers.publishReady(ctx, now)
+	p.workers.svc.publishReady(ctx, now)
 	p.workers.recount()
 	p.saveState(now)
 	var c *source.Counts

@@ -77,7 +77,7 @@ func (p *Pool) facts(now time.Time) snapshot.Facts {
 	}
 	f.Workers.Starting, f.Workers.Stopping = p.workers.actingCounts()
 	if p.workers.svc != nil {
-		ready, notReady := p.workers.readyCount()
+		ready, notReady := p.workers.svc.readyCount()
 		f.Workers.Ready, f.Workers.NotReady = &ready, &notReady
 	}
 	return f

@@ -78,8 +78,8 @@ func newWorkers(p *Pool) *workers {
 func (ws *workers) reconcile(ctx context.Context, now time.Time, listed []units.Worker) reconciled {
 	r := ws.slots.Reconcile(now, listed)
 	ws.apply(ctx, now, r)
-	ws.replicasReconciled(now, listed, r)
-	ws.guardRound(now)
+	ws.svc.replicasReconciled(now, listed, r)
+	ws.svc.guardRound(now)
 	return r
 }
 
@@ -115,11 +115,11 @@ func (ws *workers) stopAll(ctx context.Context, now time.Time, listed []units.Wo
 	if ws.svc != nil {
 		// Replicas leave discovery and serve out their drain periods,
 		// as on a scale-down.
-		ws.pumpService(ctx, now)
+		ws.svc.pumpService(ctx, now)
 		for _, w := range ws.slots.LiveWorkers() {
 			ws.retire(ctx, now, w, why)
 		}
-		ws.publishReady(ctx, now)
+		ws.svc.publishReady(ctx, now)
 		ws.quietStep(ctx, now)
 		return
 	}
