@@ -114,7 +114,7 @@ func (s *service) retireReplica(ctx context.Context, now time.Time, w *worker, w
 	q := &quietUnit{slot: w.slot, invocation: w.invocation, deadline: now.Add(svc.DrainPeriod + replicas.CommandBound(svc)),
 		awaitGen: s.pubs.PubGen() + 1}
 	ws.addQuiet(now, w.unit, q)
-	ws.saveQuiet()
+	ws.quietFile.save(ws.quiet, ws.log)
 	ws.report.draining(w.slot, w.unit, fmt.Sprintf("%s: leaves discovery, then serves out a drain period of %s", why, svc.DrainPeriod))
 	return true
 }
@@ -141,7 +141,7 @@ func (s *service) releaseDrains(ctx context.Context, now time.Time) {
 		}
 	}
 	if released {
-		ws.saveQuiet()
+		ws.quietFile.save(ws.quiet, ws.log)
 		ws.quietStep(ctx, now)
 	}
 }

@@ -67,7 +67,7 @@ func (ws *workers) retire(ctx context.Context, now time.Time, w *worker, why str
 	ws.slots.Stop(w, w.ports)
 	q := &quietUnit{slot: w.slot, invocation: w.invocation, deadline: now.Add(ws.cfg.QuietPeriod)}
 	ws.addQuiet(now, w.unit, q)
-	ws.saveQuiet()
+	ws.quietFile.save(ws.quiet, ws.log)
 	ws.report.draining(w.slot, w.unit, fmt.Sprintf("%s: quiet phase, %s sent to its main process; stop in %s",
 		why, ws.cfg.QuietSignal, ws.cfg.QuietPeriod))
 	// The signal is a job (acting.go): should it fail, the worker is
@@ -115,7 +115,7 @@ func (ws *workers) quietStep(ctx context.Context, now time.Time) {
 		ws.quietStop(ctx, now, unit, q)
 	}
 	if changed {
-		ws.saveQuiet()
+		ws.quietFile.save(ws.quiet, ws.log)
 	}
 }
 
@@ -137,7 +137,7 @@ func (ws *workers) quietStop(ctx context.Context, now time.Time, unit string, q 
 		if ws.quiet[unit] == q {
 			q.timer.Stop()
 			delete(ws.quiet, unit)
-			ws.saveQuiet()
+			ws.quietFile.save(ws.quiet, ws.log)
 		}
 	})
 }
@@ -151,33 +151,48 @@ func (ws *workers) endQuiet(ctx context.Context, now time.Time) {
 	ws.quietStep(ctx, now)
 }
 
-// quietStore is where the quiet workers are kept: quiet-POOL.json in the
+// quietFile is where the quiet workers are kept: quiet-POOL.json in the
 // runtime directory, beside the state file.
-func (ws *workers) quietStore() poolstore.Store[savedQuiet] {
-	return poolstore.Store[savedQuiet]{Dir: ws.stateDir, Prefix: "quiet-"}
+type quietFile struct {
+	store poolstore.Store[savedQuiet]
+	pool  string
 }
 
-func (ws *workers) quietPath() string { return ws.quietStore().Path(ws.name) }
+func newQuietFile(pool, dir string) quietFile {
+	return quietFile{store: poolstore.Store[savedQuiet]{Dir: dir, Prefix: "quiet-"}, pool: pool}
+}
 
-// saveQuiet writes the quiet workers, atomically; with none, it removes
-// the file. A failure is logged: a restart would then adopt the quiet
-// workers as live, and a later scale-down would drain them again.
-func (ws *workers) saveQuiet() {
+func (f quietFile) path() string { return f.store.Path(f.pool) }
+
+// save writes the quiet workers, atomically; with none, it removes the
+// file. A failure is logged: a restart would then adopt the quiet workers
+// as live, and a later scale-down would drain them again.
+func (f quietFile) save(quiet map[string]*quietUnit, log *eventlog.Logger) {
 	var err error
-	if len(ws.quiet) == 0 {
-		err = ws.quietStore().Remove(ws.name)
+	if len(quiet) == 0 {
+		err = f.store.Remove(f.pool)
 	} else {
-		st := savedQuiet{Version: quietVersion, Pool: ws.name}
-		for _, unit := range sortedKeys(ws.quiet) {
-			q := ws.quiet[unit]
+		st := savedQuiet{Version: quietVersion, Pool: f.pool}
+		for _, unit := range sortedKeys(quiet) {
+			q := quiet[unit]
 			st.Units = append(st.Units, savedQuietEntry{Unit: unit, Slot: q.slot, Invocation: q.invocation, Deadline: int64(monoSince(q.deadline))})
 		}
-		err = ws.quietStore().Save(ws.name, st)
+		err = f.store.Save(f.pool, st)
 	}
 	if err != nil {
-		ws.log.Event(eventlog.Lifecycle, eventlog.Warning, nil,
+		log.Event(eventlog.Lifecycle, eventlog.Warning, nil,
 			"cannot save its quiet workers (a restart would take them for live ones): %v", err)
 	}
+}
+
+// load reads the quiet workers a previous daemon left; ok is false when
+// there is no file, err says why one is of no use.
+func (f quietFile) load() (st savedQuiet, ok bool, err error) {
+	st, ok, err = f.store.Load(f.pool)
+	if ok && err == nil && (st.Version != quietVersion || st.Pool != f.pool) {
+		err = fmt.Errorf("version %d of pool %q, want version %d of %q", st.Version, st.Pool, quietVersion, f.pool)
+	}
+	return st, ok, err
 }
 
 // restoreQuiet reads the quiet workers a previous daemon left, before the
@@ -185,15 +200,12 @@ func (ws *workers) saveQuiet() {
 // with their deadlines. A worker whose stop is already under way, that is
 // gone, or that was restarted since, is not quiet any more.
 func (ws *workers) restoreQuiet(now time.Time, existing []units.Worker) {
-	st, ok, err := ws.quietStore().Load(ws.name)
+	st, ok, err := ws.quietFile.load()
 	if !ok {
 		return
 	}
-	if err == nil && (st.Version != quietVersion || st.Pool != ws.name) {
-		err = fmt.Errorf("version %d of pool %q, want version %d of %q", st.Version, st.Pool, quietVersion, ws.name)
-	}
 	if err != nil {
-		ws.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "ignoring its quiet workers file %s: %v", ws.quietPath(), err)
+		ws.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "ignoring its quiet workers file %s: %v", ws.quietFile.path(), err)
 		return
 	}
 	byUnit := indexByUnit(existing)
@@ -211,7 +223,7 @@ func (ws *workers) restoreQuiet(now time.Time, existing []units.Worker) {
 		ws.log.Event(eventlog.Lifecycle, eventlog.Info, ws.workerFields(e.Slot, e.Unit, nil),
 			"resumed the quiet phase of %s: its stop is due in %s", e.Unit, max(0, deadline.Sub(now)).Round(time.Millisecond))
 	}
-	ws.saveQuiet()
+	ws.quietFile.save(ws.quiet, ws.log)
 }
 
 // quietName is what the journal calls the phase: a service replica's is

@@ -219,7 +219,7 @@ func TestQuietPhase(t *testing.T) {
 	if got := r.lines("quiet phase, SIGTSTP sent"); len(got) != 2 {
 		t.Errorf("%d draining events for the quiet phase, want 2:\n%s", len(got), r.log)
 	}
-	if _, err := os.Stat(r.pool.workers.quietPath()); err != nil {
+	if _, err := os.Stat(r.pool.workers.quietFile.path()); err != nil {
 		t.Errorf("no quiet file: %v", err)
 	}
 	r.tick(9 * time.Second)
@@ -240,7 +240,7 @@ func TestQuietPhase(t *testing.T) {
 	if got := r.lines("stopped, Result=success"); len(got) != 2 {
 		t.Errorf("%d stopped events, want 2:\n%s", len(got), r.log)
 	}
-	if _, err := os.Stat(r.pool.workers.quietPath()); !os.IsNotExist(err) {
+	if _, err := os.Stat(r.pool.workers.quietFile.path()); !os.IsNotExist(err) {
 		t.Errorf("quiet file left behind: %v", err)
 	}
 }

@@ -90,7 +90,7 @@ func TestFilesOfTheOldDaemonStillLoad(t *testing.T) {
 		t.Errorf("status %+v: want the quiet worker draining", st)
 	}
 	// The new daemon writes the quiet file back as the old one did.
-	if b, _ := os.ReadFile(r.pool.workers.quietPath()); string(b) != files["quiet-work.json"] {
+	if b, _ := os.ReadFile(r.pool.workers.quietFile.path()); string(b) != files["quiet-work.json"] {
 		t.Errorf("quiet file rewritten as\n%s\nwant\n%s", b, files["quiet-work.json"])
 	}
 }

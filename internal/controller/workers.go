@@ -37,8 +37,8 @@ type workers struct {
 	log        *eventlog.Logger
 	report     *reporter // the pool's, shared with the decision's entries
 	ledger     *capacity.Ledger
-	stateDir   string // where quiet-POOL.json is kept
-	kick       func() // wakes the pool's loop when a quiet phase ends
+	quietFile  quietFile // quiet-POOL.json, where the quiet phase survives a restart
+	kick       func()    // wakes the pool's loop when a quiet phase ends
 
 	// cfg is the pool's configuration; a reload replaces it (Pool.update).
 	cfg   *config.Pool
@@ -58,18 +58,18 @@ type workers struct {
 
 func newWorkers(p *Pool) *workers {
 	return &workers{
-		name:     p.name,
-		units:    p.units,
-		jobs:     p.acting,
-		log:      p.log,
-		report:   &p.report,
-		ledger:   p.opts.Ledger,
-		stateDir: p.opts.StateDir,
-		kick:     p.kick,
-		cfg:      p.cfg,
-		slots:    newSlotTable(),
-		restarts: map[int]int{},
-		gang:     defaultGangDeps(),
+		name:      p.name,
+		units:     p.units,
+		jobs:      p.acting,
+		log:       p.log,
+		report:    &p.report,
+		ledger:    p.opts.Ledger,
+		quietFile: newQuietFile(p.name, p.opts.StateDir),
+		kick:      p.kick,
+		cfg:       p.cfg,
+		slots:     newSlotTable(),
+		restarts:  map[int]int{},
+		gang:      defaultGangDeps(),
 	}
 }
 
