@@ -27,7 +27,7 @@ func (ws *workers) apply(ctx context.Context, now time.Time, r reconciled) {
 	for _, s := range r.Stopped {
 		ws.report.stopped(s)
 	}
-	if ws.dryRun() {
+	if dryRun(ws.cfg) {
 		return // a dry-run pool touches no unit
 	}
 	for _, unit := range r.Stops {
@@ -68,7 +68,7 @@ func (ws *workers) startWorkers(ctx context.Context, now time.Time, n int, why s
 // startIn is startWorkers, for its first attempt or its second (a slot
 // found taken is tried once more elsewhere).
 func (ws *workers) startIn(ctx context.Context, now time.Time, n int, why string, then func(*worker), attempt int) {
-	if ws.dryRun() || n <= 0 {
+	if dryRun(ws.cfg) || n <= 0 {
 		return // a dry-run pool starts nothing
 	}
 	slots := ws.slots.FreeSlots(now, n, nil)
@@ -111,7 +111,7 @@ func (ws *workers) drainDownTo(ctx context.Context, now time.Time, want int) {
 // a bus restart can lose), says when. The stop itself is a job (acting.go):
 // should systemd refuse it, the worker is live again.
 func (ws *workers) stopWorker(ctx context.Context, w *worker, why string) bool {
-	if ws.dryRun() {
+	if dryRun(ws.cfg) {
 		return false // a dry-run pool stops nothing
 	}
 	ws.svc.untrack(w)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/controller/decide"
+	"github.com/flexiq/flexiq-scaled/internal/controller/snapshot"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/source"
 )
@@ -42,20 +43,29 @@ func (h deciderHooks) Starting() int {
 // Holds: a pool the operator holds (pause, pin) or that only logs
 // (dry-run) does not act on its decision.
 func (h deciderHooks) Holds() bool {
-	return h.p.dryRun() || h.p.override.Active(h.p.wallNow())
+	return dryRun(h.p.cfg) || h.p.override.Active(h.p.wall())
 }
 
-func (h deciderHooks) Wall() time.Time { return h.p.wallNow() }
+func (h deciderHooks) Wall() time.Time { return h.p.wall() }
 
-func (h deciderHooks) Observed(now time.Time, o decide.Observed) (source.Counts, error) {
-	return h.p.observed(now, o)
+// Observed takes the source's reading of this tick: kept for the tick's
+// report, its failures logged without flooding.
+func (h deciderHooks) Observed(now time.Time, read decide.Observed) (source.Counts, error) {
+	p := h.p
+	p.lastObs = snapshot.Observation{Counts: read.Counts, Valid: read.Err == nil, Err: read.Err}
+	if read.Err != nil {
+		p.report.sourceFailed(now, read.Err, p.workers.live())
+		return read.Counts, read.Err
+	}
+	p.report.sourceOK(read.Counts)
+	return read.Counts, nil
 }
 
 func (h deciderHooks) Threads(r decide.ThreadsRead) int {
 	return h.p.threads.perWorker(h.p.cfg, h.p.log, r)
 }
 func (h deciderHooks) MeanUtil() (float64, bool) { return meanUtil(h.p.workers.slots) }
-func (h deciderHooks) Kick()                     { h.p.kick() }
+func (h deciderHooks) Kick()                     { h.p.wake.kick() }
 
 // Resign hands a fleet pool's lease to another host at once (a restart,
 // which keeps the workers); the pool coordinates no more, and decides on

@@ -52,7 +52,7 @@ type degradedState struct {
 // replacements; the owner calls it.
 func (dg *degradedState) check(p *Pool, now time.Time) {
 	ws := p.workers
-	if ws.stopping || p.dryRun() {
+	if ws.stopping || dryRun(p.cfg) {
 		return
 	}
 	baseline := min(p.cfg.MinWorkers, ws.target)
@@ -67,7 +67,7 @@ func (dg *degradedState) check(p *Pool, now time.Time) {
 		if now.Sub(dg.okSince) >= degradedClear {
 			p.log.Event(eventlog.PoolRecovered, eventlog.Notice,
 				eventlog.Fields{"FLEXIQ_LIVE": strconv.Itoa(live), "FLEXIQ_MIN": strconv.Itoa(baseline),
-					"FLEXIQ_DEGRADED_SEC": strconv.FormatFloat(p.wallNow().Sub(dg.since).Seconds(), 'f', 0, 64)},
+					"FLEXIQ_DEGRADED_SEC": strconv.FormatFloat(p.wall().Sub(dg.since).Seconds(), 'f', 0, 64)},
 				"no longer degraded: %d live workers, its baseline of %d, for %s", live, baseline, degradedClear)
 			*dg = degradedState{}
 		}
@@ -85,7 +85,7 @@ func (dg *degradedState) check(p *Pool, now time.Time) {
 	for i, s := range slots {
 		names[i] = strconv.Itoa(s)
 	}
-	dg.on, dg.since = true, p.wallNow()
+	dg.on, dg.since = true, p.wall()
 	dg.reason = fmt.Sprintf("%d of %d baseline workers live; slot %s failed %d times in a row", live, baseline, strings.Join(names, ", "), failures)
 	p.log.Event(eventlog.PoolDegraded, eventlog.Warning,
 		eventlog.Fields{"FLEXIQ_LIVE": strconv.Itoa(live), "FLEXIQ_MIN": strconv.Itoa(baseline),

@@ -16,7 +16,7 @@ func (p *Pool) Drain(ctx context.Context, why string) {
 	dry := false
 	var dec decide.Decider
 	p.do(func() {
-		dry, dec = p.dryRun(), p.dec
+		dry, dec = dryRun(p.cfg), p.dec
 		p.stopWhy = why
 		// A dry-run pool's workers were never the daemon's to stop.
 		p.workers.stopping = true

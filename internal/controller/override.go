@@ -6,8 +6,6 @@ package controller
 // shows what it holds.
 
 import (
-	"time"
-
 	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/config"
 )
@@ -24,7 +22,7 @@ func (p *Pool) SetOverride(o api.Override) (got api.Override, err error) {
 		// Starts not yet sent follow the old ask: the next tick decides on
 		// this one.
 		p.acting.Supersede()
-		p.kick()
+		p.wake.kick()
 	})
 	p.tell.changed(err == nil) // STATUS= shows the mode at once
 	return got, err
@@ -35,11 +33,9 @@ func (p *Pool) SetOverride(o api.Override) (got api.Override, err error) {
 // caller notifies (SetOverride), or the tick's publish does.
 func overrideChanged(p *Pool) func() {
 	return func() {
-		p.pub.SetMode(p.override.Mode(p.wallNow(), p.dryRun()), p.override.Current())
+		p.pub.SetMode(p.override.Mode(p.wall(), dryRun(p.cfg)), p.override.Current())
 	}
 }
 
-func (p *Pool) wallNow() time.Time { return p.override.Now() }
-
 // dryRun says whether the pool decides without acting (mode = "dry-run").
-func (p *Pool) dryRun() bool { return p.cfg.Mode == config.ModeDryRun }
+func dryRun(cfg *config.Pool) bool { return cfg.Mode == config.ModeDryRun }

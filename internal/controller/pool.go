@@ -148,7 +148,10 @@ type Pool struct {
 	log   *eventlog.Logger
 	opts  Options
 	clock Clock
-	own   owner
+	// wall is the operator's time (Options.WallClock), which override
+	// deadlines and status are on.
+	wall func() time.Time
+	own  owner
 
 	// cfg is the pool as this host runs it: for a fleet pool, with the
 	// bounds 0..capacity (decide.LocalBounds).
@@ -181,7 +184,7 @@ type Pool struct {
 	// set while the loop (Run) owns the pool.
 	acting  *acting.Runner
 	inLoop  bool
-	wake    chan struct{}
+	wake    wakeup
 	watch   watchState           // the source's wake-up (wake.go)
 	reading *pendingRead         // the tick waiting for its calls (loop.go)
 	parked  *parkedTick          // the tick waiting for its replacements (loop.go)
@@ -216,11 +219,12 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		state:  newStateFile(cfg.Name, opts.StateDir),
 		tell:   &tells{onChange: opts.OnChange, onTick: opts.OnTick},
 		acting: acting.NewRunner(),
-		wake:   make(chan struct{}, 1),
+		wake:   make(wakeup, 1),
 	}
 	p.override = override.New(cfg.Name, opts.OverrideDir, log, opts.WallClock, overrideChanged(p))
+	p.wall = p.override.Now
 	p.workers = newWorkers(p)
-	p.watch = newWatch(log, p.clock, fleetWake(p.kick, &p.flWake))
+	p.watch = newWatch(log, p.clock, fleetWake(p.wake.kick, &p.flWake))
 	p.workers.ready = newGate(p.workers)
 	if cfg.Service != nil {
 		if p.workers.svc, err = newService(cfg, p.clock, opts, p.workers); err != nil {
@@ -235,7 +239,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		return nil, err
 	}
 	p.flWake.Store(decide.FleetOf(p.dec))
-	p.pub = snapshot.New(Status{Name: cfg.Name, Max: cfg.MaxWorkers, Mode: p.override.Mode(p.wallNow(), p.dryRun()), GroupSize: cfg.GroupSize()}, p.cfg.PollInterval)
+	p.pub = snapshot.New(Status{Name: cfg.Name, Max: cfg.MaxWorkers, Mode: p.override.Mode(p.wall(), dryRun(p.cfg)), GroupSize: cfg.GroupSize()}, p.cfg.PollInterval)
 	p.tell.progressed()
 	return p, nil
 }
@@ -289,7 +293,7 @@ func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 	if adopted > 0 {
 		p.log.Event(eventlog.Lifecycle, eventlog.Info, nil, "adopted %d running workers", adopted)
 	}
-	if o := p.override.InForce(p.wallNow()); o.Kind == api.OverridePinned {
+	if o := p.override.InForce(p.wall()); o.Kind == api.OverridePinned {
 		p.workers.target = min(o.Workers, p.cfg.MaxWorkers)
 		p.workers.drainDownTo(ctx, now, p.workers.target)
 	}
@@ -339,10 +343,10 @@ func (p *Pool) update(cfg *config.Pool) error {
 	p.dec.Configure(full)
 	p.cfg = cfg
 	p.workers.cfg = cfg
-	p.pub.Reconfigured(cfg.PollInterval, cfg.MaxWorkers, p.override.Mode(p.wallNow(), p.dryRun()))
+	p.pub.Reconfigured(cfg.PollInterval, cfg.MaxWorkers, p.override.Mode(p.wall(), dryRun(p.cfg)))
 	// Starts not yet sent were decided under the old configuration.
 	p.acting.Supersede()
-	p.kick()
+	p.wake.kick()
 	return nil
 }
 
@@ -354,14 +358,17 @@ func (p *Pool) Roll(reason string) {
 		p.workers.roll.reason = reason
 		p.saveState(p.clock())
 		p.acting.Supersede()
-		p.kick()
+		p.wake.kick()
 	})
 }
 
+// wakeup wakes the pool's loop.
+type wakeup chan struct{}
+
 // kick wakes the loop for a tick now; a wake already pending is enough.
-func (p *Pool) kick() {
+func (w wakeup) kick() {
 	select {
-	case p.wake <- struct{}{}:
+	case w <- struct{}{}:
 	default:
 	}
 }

@@ -48,7 +48,7 @@ func (s *service) readySet() (discovery.Set, string) {
 // after-change commands of what it rewrote), and begins the drain periods
 // it allows.
 func (s *service) publishReady(ctx context.Context, now time.Time) {
-	if s == nil || s.ws.dryRun() {
+	if s == nil || dryRun(s.ws.cfg) {
 		return
 	}
 	s.armNotify()
@@ -100,7 +100,7 @@ func (s *service) pumpService(ctx context.Context, now time.Time) {
 // took before its reload.
 func (s *service) retireReplica(ctx context.Context, now time.Time, w *worker, why string) bool {
 	ws := s.ws
-	if ws.dryRun() {
+	if dryRun(ws.cfg) {
 		return false
 	}
 	if !w.everReady {

@@ -273,7 +273,7 @@ func (s *service) applyReadiness(w *worker, rd readiness, why error) {
 // replaceUnready stops and replaces the replicas that never became ready
 // within ready_timeout_sec, or stayed unready for unready_timeout_sec.
 func (s *service) replaceUnready(ctx context.Context, now time.Time) {
-	if s == nil || s.ws.stopping || s.ws.dryRun() {
+	if s == nil || s.ws.stopping || dryRun(s.ws.cfg) {
 		return
 	}
 	ws := s.ws

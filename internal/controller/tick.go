@@ -100,7 +100,7 @@ func (p *Pool) tickListed(ctx context.Context, run *tickRun, l listing) bool {
 	}
 	run.listed = l.workers
 	p.workers.ready.RequiredRead(p.workers.cfg, l.required, l.reqErr)
-	p.override.Expire(p.wallNow())
+	p.override.Expire(p.wall())
 	p.workers.svc.pumpService(ctx, now)
 	p.workers.slots.AsOf = l.seq
 	r := p.workers.reconcile(ctx, now, l.workers)
@@ -122,32 +122,26 @@ func (p *Pool) tickListed(ctx context.Context, run *tickRun, l listing) bool {
 // crashed workers) have come back, so that the decision counts what they
 // did, as it counts what the listing found.
 func (p *Pool) endTick(ctx context.Context, run *tickRun, read decide.Observed) (policy.Decision, bool) {
-	t := p.dec.Decide(run.now, run.start, read)
-	d, changed := p.endTickAct(ctx, *run, t)
-	p.dec.Ticked(p.src)
-	return d, changed
-}
-
-// endTickAct is the rest of endTick.
-func (p *Pool) endTickAct(ctx context.Context, run tickRun, t decide.Tick) (policy.Decision, bool) {
 	now := run.now
+	t := p.dec.Decide(now, run.start, read)
 	d, e, obs, counts, srcErr := t.D, t.E, t.Obs, t.Counts, t.SrcErr
-	wall := p.wallNow()
+	wall := p.wall()
 	d = p.override.Apply(wall, d, e, p.workers.target, p.cfg.MaxWorkers)
-	if p.dryRun() {
+	if dryRun(p.cfg) {
 		p.override.WouldScale(d, e)
 	}
-	decide.Finish(e, d, p.override.Mode(wall, p.dryRun()))
-	if p.dryRun() {
+	decide.Finish(e, d, p.override.Mode(wall, dryRun(p.cfg)))
+	if dryRun(p.cfg) {
 		p.workers.target = d.Desired
 		d.Action = policy.Hold // nothing below acts
 	} else {
 		p.report.decision(d, obs, counts, srcErr == nil && !t.Unread, p.workers.draining())
 	}
-	p.act(ctx, now, d)
+	p.workers.scaleTo(ctx, now, d)
+	p.dec.Acted(now, d)
 	p.settleOutside()
 	addReadiness(e, readyStateOf(p.workers.ready))
-	if !p.dryRun() {
+	if !dryRun(p.cfg) {
 		p.workers.rolloutStep(ctx, now)
 		p.settleOutside()
 	}
@@ -160,23 +154,6 @@ func (p *Pool) endTickAct(ctx context.Context, run tickRun, t decide.Tick) (poli
 	}
 	p.health.record(wall, c, srcErr)
 	changed := p.pub.Publish(p.facts(now), c, srcErr, run.listed, e)
+	p.dec.Ticked(p.src)
 	return d, changed
-}
-
-// act follows the decision d.
-func (p *Pool) act(ctx context.Context, now time.Time, d policy.Decision) {
-	p.workers.scaleTo(ctx, now, d)
-	p.dec.Acted(now, d)
-}
-
-// observed takes the source's reading of this tick: kept for the tick's
-// report, its failures logged without flooding.
-func (p *Pool) observed(now time.Time, read decide.Observed) (source.Counts, error) {
-	p.lastObs = snapshot.Observation{Counts: read.Counts, Valid: read.Err == nil, Err: read.Err}
-	if read.Err != nil {
-		p.report.sourceFailed(now, read.Err, p.workers.live())
-		return read.Counts, read.Err
-	}
-	p.report.sourceOK(read.Counts)
-	return read.Counts, nil
 }

@@ -22,7 +22,7 @@ type Status = snapshot.Status
 // View returns a copy of the pool's snapshot.
 func (p *Pool) View() api.View {
 	mem, _ := p.units.(snapshot.MemoryReader)
-	return p.pub.View(p.wallNow(), mem)
+	return p.pub.View(p.wall(), mem)
 }
 
 // Explain returns the pool's last n decisions, oldest first (all of those
@@ -51,12 +51,12 @@ func (h *sourceHealth) record(now time.Time, c *source.Counts, err error) {
 
 // facts are what the pool shows at now (the pool's clock), as its owner.
 func (p *Pool) facts(now time.Time) snapshot.Facts {
-	wall := p.wallNow()
+	wall := p.wall()
 	f := snapshot.Facts{
 		Pool:     p.name,
 		Wall:     wall,
-		DryRun:   p.dryRun(),
-		Mode:     p.override.Mode(wall, p.dryRun()),
+		DryRun:   dryRun(p.cfg),
+		Mode:     p.override.Mode(wall, dryRun(p.cfg)),
 		Override: p.override.InForce(wall),
 		Current:  p.workers.live(),
 		Workers: api.WorkerCounts{

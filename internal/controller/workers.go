@@ -65,7 +65,7 @@ func newWorkers(p *Pool) *workers {
 		report:    &p.report,
 		ledger:    p.opts.Ledger,
 		quietFile: newQuietFile(p.name, p.opts.StateDir),
-		kick:      p.kick,
+		kick:      p.wake.kick,
 		cfg:       p.cfg,
 		slots:     newSlotTable(),
 		restarts:  map[int]int{},
@@ -134,8 +134,6 @@ func (ws *workers) stopAll(ctx context.Context, now time.Time, listed []units.Wo
 // what the pool has asked for, never to be decided again.
 func (ws *workers) live() int     { return len(ws.slots.Live) + len(ws.slots.Starting) }
 func (ws *workers) draining() int { return ws.slots.DrainingSlots() }
-
-func (ws *workers) dryRun() bool { return ws.cfg.Mode == config.ModeDryRun }
 
 // list lists the pool's units, for an owner outside the loop (Drain).
 func (ws *workers) list(ctx context.Context) ([]units.Worker, error) {
