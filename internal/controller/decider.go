@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
@@ -89,4 +90,16 @@ func (p *Pool) WithFleetMembers(ctx context.Context, v api.View) api.View {
 		return v
 	}
 	return fl.Members(ctx, v)
+}
+
+// fleetWake is a source's wake-up: a tick now (kick) and, when this host
+// leads its fleet, the fleet's decision now (a follower's coordinator has
+// nothing to decide: it is not woken, which would cost store calls).
+func fleetWake(kick func(), fl *atomic.Pointer[decide.Fleet]) func() {
+	return func() {
+		kick()
+		if l := fl.Load(); l != nil {
+			l.WakeLeader()
+		}
+	}
 }

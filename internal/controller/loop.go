@@ -107,7 +107,7 @@ type pendingRead struct {
 
 // Run ticks until ctx ends. A reload that changes the interval wakes it, so
 // that the new interval holds from then on rather than after the old one. A
-// source that can tell when work arrives wakes it early (see wake.go).
+// source that can tell when work arrives wakes it early (package watch).
 // Meanwhile it runs the operator's operations (do) as they come, also while
 // a tick waits for its source.
 func (p *Pool) Run(ctx context.Context) {
@@ -119,10 +119,10 @@ func (p *Pool) Run(ctx context.Context) {
 	}()
 	timer := time.NewTimer(p.cfg.PollInterval)
 	defer timer.Stop()
-	defer p.watch.stop()
+	defer p.watch.Stop()
 	defer p.abandonRead()
 	for {
-		p.watch.rewatch(ctx, p.src, p.cfg.PollInterval)
+		p.watch.Rewatch(ctx, p.src, p.cfg.PollInterval)
 		// While a tick waits for its source, neither the timer nor a
 		// wake-up starts another: they wait, as they did for a tick.
 		// Nor while the last tick's jobs are in flight: the next

@@ -47,7 +47,7 @@
 // and package override (pause and pin), explain.go; view.go (the facts
 // status and explain show, published on package snapshot), report.go (the
 // journal, what the daemon hears), state.go (what survives a restart),
-// wake.go (the source's wake-ups), srcguard.go (opening the source),
+// package watch (the source's wake-ups), srcguard.go (opening the source),
 // deps.go (what the
 // pool needs from systemd, its clock).
 package controller
@@ -66,6 +66,7 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/controller/decide"
 	"github.com/flexiq/flexiq-scaled/internal/controller/override"
 	"github.com/flexiq/flexiq-scaled/internal/controller/snapshot"
+	"github.com/flexiq/flexiq-scaled/internal/controller/watch"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	fleetmode "github.com/flexiq/flexiq-scaled/internal/fleet"
 	"github.com/flexiq/flexiq-scaled/internal/portowner"
@@ -185,7 +186,7 @@ type Pool struct {
 	acting  *acting.Runner
 	inLoop  bool
 	wake    wakeup
-	watch   watchState           // the source's wake-up (wake.go)
+	watch   watch.Watch          // the source's wake-up (package watch)
 	reading *pendingRead         // the tick waiting for its calls (loop.go)
 	parked  *parkedTick          // the tick waiting for its replacements (loop.go)
 	lastObs snapshot.Observation // the tick's reading, for its report
@@ -224,7 +225,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 	p.override = override.New(cfg.Name, opts.OverrideDir, log, opts.WallClock, overrideChanged(p))
 	p.wall = p.override.Now
 	p.workers = newWorkers(p)
-	p.watch = newWatch(log, p.clock, fleetWake(p.wake.kick, &p.flWake))
+	p.watch = watch.New(log, p.clock, fleetWake(p.wake.kick, &p.flWake))
 	p.workers.ready = newGate(p.workers)
 	if cfg.Service != nil {
 		if p.workers.svc, err = newService(cfg, p.clock, opts, p.workers); err != nil {
@@ -335,7 +336,7 @@ func (p *Pool) update(cfg *config.Pool) error {
 		// The old source is closed by the loop once its wake-up has ended
 		// (rewatch): closed first, a reconnecting watcher could open a
 		// connection that nobody closes.
-		p.watch.retire(p.src)
+		p.watch.Retire(p.src)
 		p.src = src
 		p.srcGen++
 		p.abandonRead()
@@ -388,7 +389,7 @@ func (p *Pool) Close() error {
 		dec = p.dec
 		p.dec = dec.Memory()
 		p.flWake.Store(nil)
-		srcs = append(p.watch.takeRetired(), p.src)
+		srcs = append(p.watch.TakeRetired(), p.src)
 		p.workers.svc.close()
 		dec.Memory().Close()
 	})

@@ -1,17 +1,21 @@
-package controller
+// Package watch is a pool's wake-up: the watch of its source (a source
+// that can tell when work arrives wakes the pool's loop early, at most
+// once per Gap), and the sources a reload replaced, closed once their
+// watch has ended. The pool's owner alone uses a Watch; it kicks the loop
+// through the function it is given.
+package watch
 
 import (
 	"context"
+	"fmt"
 	"os"
-	"sync/atomic"
 	"time"
 
-	"github.com/flexiq/flexiq-scaled/internal/controller/decide"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/source"
 )
 
-// wakeGap is the least time between two early ticks that a source's
+// Gap is the least time between two early ticks that a source's
 // wake-ups cause: at most one extra tick per 250 ms. A busy queue writes its
 // store many times a second (every insert, claim and completion), and each
 // tick lists the pool's units over D-Bus; 250 ms keeps a burst's first worker
@@ -19,19 +23,19 @@ import (
 // The first wake-up after a quiet spell ticks at once; later ones within the
 // gap are folded into one tick at its end, so no wake-up is lost, only
 // merged.
-const wakeGap = 250 * time.Millisecond
+const Gap = 250 * time.Millisecond
 
-// noWakeEnv, when set to anything but "", turns event-driven wake-up off for
+// NoWakeEnv, when set to anything but "", turns event-driven wake-up off for
 // every pool: the pools poll only. It exists to measure what wake-up buys
 // (bench/burst-latency.sh); there is no reason to set it otherwise.
-const noWakeEnv = "FLEXIQ_SCALED_NO_WAKE"
+const NoWakeEnv = "FLEXIQ_SCALED_NO_WAKE"
 
-// watchState is the wake-up of the source the pool is watching, and the
+// Watch is the wake-up of the source the pool is watching, and the
 // sources a reload replaced, which it closes once their wake-up has ended.
 // Only the pool's owner touches it.
-type watchState struct {
+type Watch struct {
 	log   *eventlog.Logger
-	clock Clock
+	clock func() time.Time
 	wake  func()        // a source's wake-up: fleetWake's
 	src   source.Source // the source being watched; nil before the first
 	// retired are sources replaced by a reload, closed once their wake-up
@@ -40,29 +44,30 @@ type watchState struct {
 	cancel  context.CancelFunc
 }
 
-func newWatch(log *eventlog.Logger, clock Clock, wake func()) watchState {
-	return watchState{log: log, clock: clock, wake: wake}
+// New is the wake-up of a pool whose loop wake kicks; clock is the pool's.
+func New(log *eventlog.Logger, clock func() time.Time, wake func()) Watch {
+	return Watch{log: log, clock: clock, wake: wake}
 }
 
-// retire keeps a source a reload replaced, for rewatch to close.
-func (w *watchState) retire(src source.Source) { w.retired = append(w.retired, src) }
+// Retire keeps a source a reload replaced, for rewatch to close.
+func (w *Watch) Retire(src source.Source) { w.retired = append(w.retired, src) }
 
-// takeRetired hands over the sources not yet closed, for the pool's Close.
-func (w *watchState) takeRetired() []source.Source {
+// TakeRetired hands over the sources not yet closed, for the pool's Close.
+func (w *Watch) TakeRetired() []source.Source {
 	r := w.retired
 	w.retired = nil
 	return r
 }
 
-// rewatch starts the wake-up of src, polled every poll, if it is not the
+// Rewatch starts the wake-up of src, polled every poll, if it is not the
 // one being watched: when Run starts, and after a reload that replaced it
 // (Update swaps the pool's source and kicks the loop, which comes back
 // here). The old source's watch ends with its context.
-func (w *watchState) rewatch(ctx context.Context, src source.Source, poll time.Duration) {
+func (w *Watch) Rewatch(ctx context.Context, src source.Source, poll time.Duration) {
 	if src == w.src {
 		return
 	}
-	w.stop()
+	w.Stop()
 	// A read of a retired source still running was given up (its context
 	// ended) by the reload: closing the source ends it too, should the
 	// source not honour its context.
@@ -77,9 +82,9 @@ func (w *watchState) rewatch(ctx context.Context, src source.Source, poll time.D
 			"wake-up is off: its source has no way to tell when work arrives; polling every %s", poll)
 		return
 	}
-	if os.Getenv(noWakeEnv) != "" {
+	if os.Getenv(NoWakeEnv) != "" {
 		w.log.Event(eventlog.Lifecycle, eventlog.Info, nil,
-			"wake-up is off: %s is set; polling every %s", noWakeEnv, poll)
+			"wake-up is off: %s is set; polling every %s", NoWakeEnv, poll)
 		return
 	}
 	wctx, cancel := context.WithCancel(ctx)
@@ -105,25 +110,13 @@ func (w *watchState) rewatch(ctx context.Context, src source.Source, poll time.D
 			return
 		}
 		log.Event(eventlog.Lifecycle, eventlog.Info, nil,
-			"wake-up is active: %s; at most one extra tick per %s, polling every %s as the fallback", how, wakeGap, poll)
+			"wake-up is active: %s; at most one extra tick per %s, polling every %s as the fallback", how, Gap, poll)
 		relayWakes(wctx, events, clock, kick)
 	}()
 }
 
-// fleetWake is a source's wake-up: a tick now (kick) and, when this host
-// leads its fleet, the fleet's decision now (a follower's coordinator has
-// nothing to decide: it is not woken, which would cost store calls).
-func fleetWake(kick func(), fl *atomic.Pointer[decide.Fleet]) func() {
-	return func() {
-		kick()
-		if l := fl.Load(); l != nil {
-			l.WakeLeader()
-		}
-	}
-}
-
-// stop ends the current source's wake-up, if any.
-func (w *watchState) stop() {
+// Stop ends the current source's wake-up, if any.
+func (w *Watch) Stop() {
 	if w.cancel != nil {
 		w.cancel()
 		w.cancel = nil
@@ -131,9 +124,9 @@ func (w *watchState) stop() {
 }
 
 // relayWakes turns the source's wake-ups into kicks of the pool's loop, at
-// most one per wakeGap, until ctx ends.
-func relayWakes(ctx context.Context, events <-chan struct{}, clock Clock, kick func()) {
-	lim := wakeLimiter{gap: wakeGap}
+// most one per Gap, until ctx ends.
+func relayWakes(ctx context.Context, events <-chan struct{}, clock func() time.Time, kick func()) {
+	lim := wakeLimiter{gap: Gap}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -187,4 +180,19 @@ func (l *wakeLimiter) wake(now time.Time) time.Time {
 // fire notes that the pending kick was made at now.
 func (l *wakeLimiter) fire(now time.Time) {
 	l.last, l.due = now, time.Time{}
+}
+
+// watchEvents reports, to the journal, what the source's watcher learns
+// after Watch returned: its connection lost, and wake-up active again.
+func watchEvents(log *eventlog.Logger, poll fmt.Stringer) source.WatchEvents {
+	return source.WatchEvents{
+		Lost: func(err error) {
+			log.Event(eventlog.Lifecycle, eventlog.Warning, nil,
+				"wake-up is lost, polling every %s until it is back: %v", poll, err)
+		},
+		Restored: func(how string) {
+			log.Event(eventlog.Lifecycle, eventlog.Info, nil,
+				"wake-up is active again: %s", how)
+		},
+	}
 }
