@@ -15,16 +15,18 @@ const module = "github.com/flexiq/flexiq-scaled/"
 // sources (which they once reached up into for their connections: the
 // layering's only back-up arrows); and this package takes nothing of the
 // project's but the configuration, so that both sides can import it. The
-// controller opens a store through fleet/stores, the one switch on the
-// kinds. Tests may import what they check.
+// controller (its fleet decider, controller/decide) opens a store
+// through fleet/stores, the one switch on the kinds. Tests may import what
+// they check.
 func TestImportBoundary(t *testing.T) {
 	forbidden := map[string][]string{
-		".":                   {module + "internal/source", module + "internal/fleet", module + "internal/controller"},
-		"../fleet/redisstore": {module + "internal/source", module + "internal/controller"},
-		"../fleet/pgstore":    {module + "internal/source", module + "internal/controller"},
-		"../fleet":            {module + "internal/source", module + "internal/controller"},
-		"../fleet/coord":      {module + "internal/source", module + "internal/controller"},
-		"../controller":       {module + "internal/fleet/redisstore", module + "internal/fleet/pgstore"},
+		".":                    {module + "internal/source", module + "internal/fleet", module + "internal/controller"},
+		"../fleet/redisstore":  {module + "internal/source", module + "internal/controller"},
+		"../fleet/pgstore":     {module + "internal/source", module + "internal/controller"},
+		"../fleet":             {module + "internal/source", module + "internal/controller"},
+		"../fleet/coord":       {module + "internal/source", module + "internal/controller"},
+		"../controller":        {module + "internal/fleet/redisstore", module + "internal/fleet/pgstore"},
+		"../controller/decide": {module + "internal/fleet/redisstore", module + "internal/fleet/pgstore"},
 	}
 	for dir, bad := range forbidden {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))

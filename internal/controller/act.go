@@ -6,36 +6,37 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/acting"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
 // apply reports what a reconcile found and clears failed units.
 func (ws *workers) apply(ctx context.Context, now time.Time, r reconciled) {
-	for _, c := range r.crashed {
+	for _, c := range r.Crashed {
 		ws.report.crashed(c)
-		ws.restarts[c.worker.slot]++
+		ws.restarts[c.Worker.slot]++
 	}
-	for _, s := range r.stopping {
-		ws.report.draining(s.worker.slot, s.worker.unit, "being stopped from outside the daemon; its slot stays taken until it is gone")
+	for _, s := range r.Stopping {
+		ws.report.draining(s.Worker.slot, s.Worker.unit, "being stopped from outside the daemon; its slot stays taken until it is gone")
 	}
-	for _, s := range r.restarted {
-		ws.log.Event(eventlog.WorkerStarted, eventlog.Notice, ws.workerFields(s.worker.slot, s.worker.unit, nil),
-			"worker %s was restarted from outside the daemon; adopted as it is", s.worker.unit)
+	for _, s := range r.Restarted {
+		ws.log.Event(eventlog.WorkerStarted, eventlog.Notice, ws.workerFields(s.Worker.slot, s.Worker.unit, nil),
+			"worker %s was restarted from outside the daemon; adopted as it is", s.Worker.unit)
 	}
-	for _, s := range r.stopped {
+	for _, s := range r.Stopped {
 		ws.report.stopped(s)
 	}
-	if ws.dryRun() {
+	if dryRun(ws.cfg) {
 		return // a dry-run pool touches no unit
 	}
-	for _, unit := range r.stops {
+	for _, unit := range r.Stops {
 		// An error only means the unit is already gone or going.
-		ws.forget(ctx, jobStop, stopUnit(unit))
+		ws.forget(ctx, acting.Stop, stopUnit(unit))
 	}
-	for _, unit := range r.resets {
+	for _, unit := range r.Resets {
 		// An error only means the unit is already gone.
-		ws.forget(ctx, jobOther, func(ctx context.Context, u Units) error { return u.ResetFailed(ctx, unit) })
+		ws.forget(ctx, acting.Other, func(ctx context.Context, u Units) error { return u.ResetFailed(ctx, unit) })
 	}
 }
 
@@ -55,7 +56,7 @@ func (ws *workers) startUpTo(ctx context.Context, now time.Time, want int, why s
 
 // startWorkers emits the starts of n workers of the current definition, in
 // the lowest free slots whose backoff has expired: each slot is reserved
-// for its start (fleet.starting) until its result comes back to the loop
+// for its start (slots.Table.Starting) until its result comes back to the loop
 // (startDone, acting.go). then, when not nil, runs after each start that
 // went through (a rollout stops the worker it replaces). A slot whose unit
 // name turns out to be taken (a unit still stopping that the last listing
@@ -67,14 +68,14 @@ func (ws *workers) startWorkers(ctx context.Context, now time.Time, n int, why s
 // startIn is startWorkers, for its first attempt or its second (a slot
 // found taken is tried once more elsewhere).
 func (ws *workers) startIn(ctx context.Context, now time.Time, n int, why string, then func(*worker), attempt int) {
-	if ws.dryRun() || n <= 0 {
+	if dryRun(ws.cfg) || n <= 0 {
 		return // a dry-run pool starts nothing
 	}
-	slots := ws.fleet.freeSlots(now, n, nil)
+	slots := ws.slots.FreeSlots(now, n, nil)
 	taken := map[int]bool{}
-	for held := ws.heldSlots(now, slots); len(held) > 0; held = ws.heldSlots(now, slots) {
+	for held := ws.svc.heldSlots(now, slots); len(held) > 0; held = ws.svc.heldSlots(now, slots) {
 		maps.Copy(taken, held)
-		slots = ws.fleet.freeSlots(now, n, taken)
+		slots = ws.slots.FreeSlots(now, n, taken)
 	}
 	revision := ws.revision()
 	specs, ports := ws.specsFor(now, slots, revision, why)
@@ -94,10 +95,10 @@ func (ws *workers) startIn(ctx context.Context, now time.Time, n int, why string
 // quiet_signal, a quiet phase comes first (quiet.go).
 func (ws *workers) drainDownTo(ctx context.Context, now time.Time, want int) {
 	// Workers still starting count: the stops come out of the live ones.
-	excess := min(ws.live()-want, len(ws.fleet.live))
-	victims := pickVictims(ws.fleet.liveWorkers(), excess, ws.revision())
+	excess := min(ws.live()-want, len(ws.slots.Live))
+	victims := pickVictims(ws.slots.LiveWorkers(), excess, ws.revision())
 	if ws.svc != nil {
-		victims = ws.serviceVictims(excess)
+		victims = ws.svc.serviceVictims(excess)
 	}
 	for _, w := range victims {
 		ws.retire(ctx, now, w, "scale-down")
@@ -110,11 +111,11 @@ func (ws *workers) drainDownTo(ctx context.Context, now time.Time, want int) {
 // a bus restart can lose), says when. The stop itself is a job (acting.go):
 // should systemd refuse it, the worker is live again.
 func (ws *workers) stopWorker(ctx context.Context, w *worker, why string) bool {
-	if ws.dryRun() {
+	if dryRun(ws.cfg) {
 		return false // a dry-run pool stops nothing
 	}
-	ws.untrack(w)
-	ws.fleet.stop(w)
+	ws.svc.untrack(w)
+	ws.slots.Stop(w, w.ports)
 	ws.report.draining(w.slot, w.unit, why)
 	ws.stopJob(ctx, w, why)
 	return true
@@ -127,16 +128,16 @@ func (ws *workers) portsHeld() map[int]bool {
 	if ws.svc == nil {
 		return held
 	}
-	for _, w := range ws.fleet.live {
+	for _, w := range ws.slots.Live {
 		holdPorts(held, w)
 	}
-	for _, d := range ws.fleet.draining {
-		for _, p := range d.ports {
+	for _, d := range ws.slots.Draining {
+		for _, p := range d.Ports {
 			held[p] = true
 		}
 	}
 	// A start in flight holds its slot's ports as it holds the slot.
-	for _, w := range ws.fleet.starting {
+	for _, w := range ws.slots.Starting {
 		holdPorts(held, w)
 	}
 	return held

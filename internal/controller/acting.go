@@ -1,11 +1,11 @@
 package controller
 
-// The workers' side of the acting jobs (jobs.go): what a start, a stop and
+// The workers' side of the acting jobs (package acting): what a start, a stop and
 // a reset send to systemd off the loop, and what their results change back
 // on it. A start's slot is reserved from the moment it is decided
-// (fleet.starting) until its result: no second start takes the slot, and
+// (slots.Table.Starting) until its result: no second start takes the slot, and
 // the decision counts the worker as current. A stop takes its worker out
-// of the live ones at once (fleet.stop): it is never decided again.
+// of the live ones at once (slots.Table.Stop): it is never decided again.
 
 import (
 	"context"
@@ -13,13 +13,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/controller/acting"
+	"github.com/flexiq/flexiq-scaled/internal/controller/admit"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
 // startJob emits the start of w, in its slot, with spec.
 func (ws *workers) startJob(ctx context.Context, now time.Time, w *worker, spec units.WorkerSpec, why string, then func(*worker), attempt int) {
-	ws.fleet.starting[w.slot] = w
+	ws.slots.Starting[w.slot] = w
 	ws.dropLogged = false
 	u := ws.units
 	// A replica's port guard judges its listeners by its units' cgroups:
@@ -33,10 +35,10 @@ func (ws *workers) startJob(ctx context.Context, now time.Time, w *worker, spec 
 	}
 	var err error
 	var cgroups []string
-	ws.jobs.submit(ctx, &job{
-		kind:         jobStart,
-		supersedable: true,
-		call: func(ctx context.Context) {
+	ws.jobs.Submit(ctx, &acting.Job{
+		Kind:         acting.Start,
+		Supersedable: true,
+		Call: func(ctx context.Context) {
 			sctx, cancel := context.WithTimeout(ctx, startTimeout)
 			defer cancel()
 			if err = u.StartWorker(sctx, spec); err != nil {
@@ -49,7 +51,7 @@ func (ws *workers) startJob(ctx context.Context, now time.Time, w *worker, spec 
 				cgroups = append(cgroups, cg)
 			}
 		},
-		done: func(sent bool) {
+		Done: func(sent bool) {
 			if len(cgroups) > 0 {
 				w.cgroup, w.rankCgroups = cgroups[0], cgroups[1:]
 			}
@@ -64,8 +66,8 @@ func (ws *workers) startJob(ctx context.Context, now time.Time, w *worker, spec 
 // startDone takes in the result of w's start, on the loop. It says
 // whether the slot was found taken: the start may go to another.
 func (ws *workers) startDone(now time.Time, w *worker, why string, sent bool, err error, then func(*worker)) (taken bool) {
-	if ws.fleet.starting[w.slot] == w {
-		delete(ws.fleet.starting, w.slot)
+	if ws.slots.Starting[w.slot] == w {
+		delete(ws.slots.Starting, w.slot)
 	}
 	defer ws.recount()
 	switch {
@@ -85,28 +87,28 @@ func (ws *workers) startDone(now time.Time, w *worker, why string, sent bool, er
 		// The next tick's listing tells what holds the slot: a unit
 		// still stopping becomes a draining one, a running one is
 		// adopted. Until then no start takes it.
-		ws.fleet.taken[w.slot] = true
+		ws.slots.Take(w.slot)
 		ws.kick()
 		return true
-	case isConditionSkip(err):
-		ws.conditionSkipped(now, w.slot, w.unit, err)
+	case admit.IsConditionSkip(err):
+		ws.ready.ConditionSkipped(now, ws.cfg, w.slot, w.unit, err)
 		return false
 	case err != nil:
-		delay := ws.fleet.armBackoff(w.slot, now)
+		delay := ws.slots.ArmBackoff(w.slot, now)
 		ws.report.startFailed(w.slot, w.unit, why, err, delay)
 		return false
 	}
 	// The listing begun before this start ended may not show it yet
-	// (fleet.reconcileLive).
-	w.listedFrom = ws.fleet.listings + 1
-	ws.fleet.live[w.slot] = w
-	ws.replicaStarted(now, w)
+	// (slots.Table.Reconcile).
+	w.listedFrom = ws.slots.Listings + 1
+	ws.slots.Live[w.slot] = w
+	ws.svc.replicaStarted(now, w)
 	ranks := ""
 	if w.size > 1 {
 		ranks = fmt.Sprintf(" with its %d ranks", w.size)
 	}
 	ws.log.Event(eventlog.WorkerStarted, eventlog.Info, ws.workerFields(w.slot, w.unit, nil), "started %s%s (%s)", w.unit, ranks, why)
-	ws.conditionPassed([]*worker{w})
+	ws.ready.ConditionPassed(w.slot, w.unit)
 	if then != nil {
 		then(w)
 	}
@@ -117,13 +119,13 @@ func (ws *workers) startDone(now time.Time, w *worker, why string, sent bool, er
 // refuse it (unreachable for longer than a call's timeout), w is live
 // again, as it was before the stop was decided: the next tick decides anew.
 func (ws *workers) stopJob(ctx context.Context, w *worker, why string) {
-	ws.callJob(ctx, jobStop, stopUnit(w.unit), func(err error) {
+	ws.callJob(ctx, acting.Stop, stopUnit(w.unit), func(err error) {
 		if err == nil {
 			return
 		}
 		ws.log.Event(eventlog.WorkerDraining, eventlog.Err, ws.workerFields(w.slot, w.unit, nil), "cannot stop %s (%s): %v", w.unit, why, err)
-		ws.fleet.unstop(w)
-		ws.replicaStarted(w.since, w)
+		ws.slots.Unstop(w)
+		ws.svc.replicaStarted(w.since, w)
 	})
 }
 
@@ -143,24 +145,24 @@ func killMain(unit string, sig int) func(context.Context, Units) error {
 
 // forget emits a call whose result nothing waits for (a reset, a stop of
 // a group's last ranks): it only must not run on the loop.
-func (ws *workers) forget(ctx context.Context, kind jobKind, call func(context.Context, Units) error) {
+func (ws *workers) forget(ctx context.Context, kind acting.Kind, call func(context.Context, Units) error) {
 	ws.callJob(ctx, kind, call, nil)
 }
 
 // callJob emits one call to systemd, bounded by a call's timeout; done,
 // when not nil, takes its error on the loop.
-func (ws *workers) callJob(ctx context.Context, kind jobKind, call func(context.Context, Units) error, done func(error)) {
+func (ws *workers) callJob(ctx context.Context, kind acting.Kind, call func(context.Context, Units) error, done func(error)) {
 	u := ws.units
 	var err error
-	j := &job{kind: kind, call: func(ctx context.Context) {
+	j := &acting.Job{Kind: kind, Call: func(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
 		err = call(cctx, u)
 	}}
 	if done != nil {
-		j.done = func(bool) { done(err) }
+		j.Done = func(bool) { done(err) }
 	}
-	ws.jobs.submit(ctx, j)
+	ws.jobs.Submit(ctx, j)
 }
 
 // listing is what a tick's first call to systemd found: the pool's units,
@@ -170,7 +172,7 @@ type listing struct {
 	err      error
 	required map[string]string
 	reqErr   error
-	// seq numbers the listing (fleet.listings): workers started after it
+	// seq numbers the listing (slots.Table.Listings): workers started after it
 	// began are not judged by it.
 	seq uint64
 }
@@ -185,8 +187,8 @@ type listPlan struct {
 
 // listPlan numbers a new listing and hands it what it needs; owner only.
 func (ws *workers) listPlan() listPlan {
-	ws.fleet.listings++
-	return listPlan{units: ws.units, pool: ws.name, requires: ws.cfg.Requires, seq: ws.fleet.listings}
+	ws.slots.Listings++
+	return listPlan{units: ws.units, pool: ws.name, requires: ws.cfg.Requires, seq: ws.slots.Listings}
 }
 
 // list lists the pool's units, off the loop.
@@ -205,5 +207,5 @@ func (pl listPlan) list(ctx context.Context) listing {
 
 // actingCounts are the jobs in flight, for the snapshot.
 func (ws *workers) actingCounts() (starting, stopping int) {
-	return len(ws.fleet.starting), ws.jobs.count(jobStop)
+	return len(ws.slots.Starting), ws.jobs.Count(acting.Stop)
 }

@@ -18,9 +18,9 @@ const idleCPUWindow = 30 * time.Second
 // poll interval for a pool whose policy scales on its workers' CPU
 // (target_cpu_utilisation, or rules, which may use worker_cpu), else
 // idleCPUWindow.
-func (p *Pool) cpuWindow() time.Duration {
-	w := p.cfg.PollInterval / 2
-	if p.cfg.TargetCPUUtilisation > 0 || p.cfg.Scaling.Policy == config.PolicyRules {
+func cpuWindow(cfg *config.Pool) time.Duration {
+	w := cfg.PollInterval / 2
+	if cfg.TargetCPUUtilisation > 0 || cfg.Scaling.Policy == config.PolicyRules {
 		return w
 	}
 	return max(w, idleCPUWindow)
@@ -30,10 +30,10 @@ func (p *Pool) cpuWindow() time.Duration {
 // window (cpuWindow): Δusage / Δwall / cpu_per_worker. A worker needs two
 // samples of the same invocation, a window apart, before it counts; between
 // samples its last utilisation stands.
-func (p *Pool) sampleCPU(now time.Time, listed []units.Worker) {
-	window := p.cpuWindow()
+func sampleCPU(u Units, cfg *config.Pool, t *slotTable, now time.Time, listed []units.Worker) {
+	window := cpuWindow(cfg)
 	byUnit := indexByUnit(listed)
-	for _, lw := range p.workers.fleet.live {
+	for _, lw := range t.Live {
 		// A tick brought forward by a wake-up comes a fraction of an
 		// interval after the last: a utilisation over a few hundred
 		// milliseconds is noise, so the last one stands.
@@ -41,18 +41,18 @@ func (p *Pool) sampleCPU(now time.Time, listed []units.Worker) {
 			continue
 		}
 		lw.util, lw.utilKnown = 0, false
-		w, ok := byUnit.get(lw.unit)
+		w, ok := byUnit.Get(lw.unit)
 		if !ok {
 			lw.havePrev = false
 			continue
 		}
-		usage, err := p.units.CPUUsage(w)
+		usage, err := u.CPUUsage(w)
 		if err != nil {
 			lw.havePrev = false
 			continue
 		}
 		if lw.havePrev && lw.invocation == w.InvocationID && now.After(lw.prevAt) {
-			lw.util = float64(usage-lw.prevUsage) / float64(now.Sub(lw.prevAt)) / p.cfg.CPUPerWorker
+			lw.util = float64(usage-lw.prevUsage) / float64(now.Sub(lw.prevAt)) / cfg.CPUPerWorker
 			lw.utilKnown = true
 		}
 		lw.prevUsage, lw.prevAt, lw.havePrev = usage, now, true
@@ -60,10 +60,11 @@ func (p *Pool) sampleCPU(now time.Time, listed []units.Worker) {
 	}
 }
 
-func (p *Pool) meanUtil() (float64, bool) {
+// meanUtil is the mean utilisation of t's live workers that have one.
+func meanUtil(t *slotTable) (float64, bool) {
 	var sum float64
 	n := 0
-	for _, w := range p.workers.fleet.live {
+	for _, w := range t.Live {
 		if w.utilKnown {
 			sum += w.util
 			n++

@@ -22,7 +22,7 @@ func TestCPUWindow(t *testing.T) {
 	} {
 		p := &Pool{cfg: &config.Pool{PollInterval: c.poll, TargetCPUUtilisation: c.targetCPU}}
 		p.cfg.Scaling.Policy = c.policy
-		if got := p.cpuWindow(); got != c.want {
+		if got := cpuWindow(p.cfg); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}

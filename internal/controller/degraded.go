@@ -48,14 +48,13 @@ type degradedState struct {
 	okSince time.Time
 }
 
-// checkDegraded enters or leaves the degraded state after a tick's
-// reconcile and replacements; the owner calls it.
-func (p *Pool) checkDegraded(now time.Time) {
+// check enters or leaves p's degraded state after a tick's reconcile and
+// replacements; the owner calls it.
+func (dg *degradedState) check(p *Pool, now time.Time) {
 	ws := p.workers
-	if ws.stopping || p.dryRun() {
+	if ws.stopping || dryRun(p.cfg) {
 		return
 	}
-	dg := &p.degraded
 	baseline := min(p.cfg.MinWorkers, ws.target)
 	live := ws.live()
 	if live >= baseline {
@@ -68,7 +67,7 @@ func (p *Pool) checkDegraded(now time.Time) {
 		if now.Sub(dg.okSince) >= degradedClear {
 			p.log.Event(eventlog.PoolRecovered, eventlog.Notice,
 				eventlog.Fields{"FLEXIQ_LIVE": strconv.Itoa(live), "FLEXIQ_MIN": strconv.Itoa(baseline),
-					"FLEXIQ_DEGRADED_SEC": strconv.FormatFloat(p.wallNow().Sub(dg.since).Seconds(), 'f', 0, 64)},
+					"FLEXIQ_DEGRADED_SEC": strconv.FormatFloat(p.wall().Sub(dg.since).Seconds(), 'f', 0, 64)},
 				"no longer degraded: %d live workers, its baseline of %d, for %s", live, baseline, degradedClear)
 			*dg = degradedState{}
 		}
@@ -78,7 +77,7 @@ func (p *Pool) checkDegraded(now time.Time) {
 	if dg.on {
 		return
 	}
-	slots, failures := failingSlots(ws.fleet)
+	slots, failures := failingSlots(ws.slots)
 	if len(slots) == 0 {
 		return
 	}
@@ -86,7 +85,7 @@ func (p *Pool) checkDegraded(now time.Time) {
 	for i, s := range slots {
 		names[i] = strconv.Itoa(s)
 	}
-	dg.on, dg.since = true, p.wallNow()
+	dg.on, dg.since = true, p.wall()
 	dg.reason = fmt.Sprintf("%d of %d baseline workers live; slot %s failed %d times in a row", live, baseline, strings.Join(names, ", "), failures)
 	p.log.Event(eventlog.PoolDegraded, eventlog.Warning,
 		eventlog.Fields{"FLEXIQ_LIVE": strconv.Itoa(live), "FLEXIQ_MIN": strconv.Itoa(baseline),
@@ -97,24 +96,24 @@ func (p *Pool) checkDegraded(now time.Time) {
 // failingSlots are the slots without a live worker that have failed at
 // least degradedFailures times in a row, sorted, and the most failures of
 // any of them.
-func failingSlots(f *fleet) ([]int, int) {
+func failingSlots(f *slotTable) ([]int, int) {
 	var slots []int
 	most := 0
-	for slot, b := range f.backoff {
-		if _, live := f.live[slot]; live || b.failures < degradedFailures {
+	for slot, b := range f.Backoff {
+		if _, live := f.Live[slot]; live || b.Failures < degradedFailures {
 			continue
 		}
 		slots = append(slots, slot)
-		most = max(most, b.failures)
+		most = max(most, b.Failures)
 	}
 	slices.Sort(slots)
 	return slots, most
 }
 
-// degradedView is the state as status shows it; nil when not degraded.
-func (p *Pool) degradedView() *api.Degraded {
-	if !p.degraded.on {
+// view is the state as status shows it; nil when not degraded.
+func (dg *degradedState) view() *api.Degraded {
+	if !dg.on {
 		return nil
 	}
-	return &api.Degraded{Since: p.degraded.since, Reason: p.degraded.reason}
+	return &api.Degraded{Since: dg.since, Reason: dg.reason}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/snapshot"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 	"github.com/flexiq/flexiq-scaled/internal/source"
@@ -80,7 +81,9 @@ func (r *rig) crashes(unit string, n int) {
 func (r *rig) degraded() bool {
 	r.t.Helper()
 	var rep bool
-	r.pool.do(func() { rep = r.pool.tickReport(policy.Decision{}, 0).Degraded })
+	r.pool.do(func() {
+		rep = snapshot.TickReport(r.pool.facts(r.pool.clock()), policy.Decision{}, 0, r.pool.lastObs).Degraded
+	})
 	st, v := r.pool.Status(), r.pool.View()
 	if st.Degraded != rep || (v.Degraded != nil) != rep || strings.Contains(st.String(), "[degraded]") != rep {
 		r.t.Fatalf("status %q (degraded %t), view %+v and report %t disagree", st, st.Degraded, v.Degraded, rep)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/controller/decide"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
@@ -13,9 +14,9 @@ import (
 // start was still pending, or that started meanwhile, is stopped too.
 func (p *Pool) Drain(ctx context.Context, why string) {
 	dry := false
-	var fl *fleetLink
+	var dec decide.Decider
 	p.do(func() {
-		dry, fl = p.dryRun(), p.fl
+		dry, dec = dryRun(p.cfg), p.dec
 		p.stopWhy = why
 		// A dry-run pool's workers were never the daemon's to stop.
 		p.workers.stopping = true
@@ -28,17 +29,17 @@ func (p *Pool) Drain(ctx context.Context, why string) {
 		return
 	}
 	// A fleet host hands its share to the others before its workers go.
-	p.leaveFleet(ctx, fl)
+	dec.Leave(ctx)
 	for ctx.Err() == nil {
 		var done, changed bool
 		p.do(func() { done, changed = p.drainStep(ctx, why) })
-		p.notify(changed)
+		p.tell.changed(changed)
 		if done {
 			// A drained pool has nothing left to carry across a restart.
-			p.stateStore().Remove(p.name)
+			p.state.remove()
 			// The fleet's last heartbeat (at Close) says so too: the
 			// store keeps no count of workers that are gone.
-			p.do(p.publishFleet)
+			p.do(func() { p.dec.Ticked(p.src) })
 			return
 		}
 		select {
@@ -60,7 +61,7 @@ func (p *Pool) drainStep(ctx context.Context, why string) (done, changed bool) {
 		p.settleOutside()
 	}
 	done = err == nil && p.workers.live() == 0 && p.workers.draining() == 0 && !anyLoaded(listed)
-	return done, p.publish(nil, nil)
+	return done, p.pub.Summarise(p.facts(p.clock()), nil, nil)
 }
 
 // anyLoaded says whether a listing still holds a unit that is not failed (a

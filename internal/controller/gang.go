@@ -4,15 +4,12 @@ package controller
 // runs each worker (each slot) as N units, ranks 0 … N-1, that systemd
 // starts in one transaction and binds together (units.WorkerSpec.Ranks).
 // The pool counts, scales and backs off groups; rank 0 stands for its
-// group everywhere a worker is named (the listing, the fleet, readiness,
-// discovery). What this file adds:
-//
-//   - each rank's environment: its rank, the group size, its ports and its
-//     peers' ADDRESS:PORT per port, and with cpuset_split its own CPUs;
-//   - reading a group's end out of a listing: the rank that exited, for
-//     the one crash event of the group;
-//   - the units of a group that outlive its rank 0, which keep its slot
-//     taken until systemd is done with them.
+// group everywhere a worker is named (the listing, the slot table,
+// readiness, discovery). What this file adds is each rank's environment:
+// its rank, the group size, its ports and its peers' ADDRESS:PORT per
+// port, and with cpuset_split its own CPUs. Reading a group's end out of a
+// listing, and holding its slot while units outlive its rank 0, are the
+// slot table's (internal/slots/gang.go).
 
 import (
 	"fmt"
@@ -20,9 +17,9 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/replicas"
 	"github.com/flexiq/flexiq-scaled/internal/cpuset"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
@@ -167,191 +164,6 @@ func defaultGangDeps() gangDeps {
 	return gangDeps{newPicker: newFreePorts, allowedCPUs: func() (cpuset.Set, error) { return cpuset.Allowed("/") }}
 }
 
-// listedGroupSize is the group size of a listed worker: its FLEXIQ_GROUP_SIZE
-// when its environment was read, else its ranks as listed. A worker
-// started before its pool had groups is a group of one.
-func listedGroupSize(w units.Worker) int {
-	for _, kv := range w.Environment {
-		if v, ok := strings.CutPrefix(kv, config.GroupSizeEnv+"="); ok {
-			if n, err := strconv.Atoi(v); err == nil && n >= 1 {
-				return n
-			}
-		}
-	}
-	return 1 + len(w.Ranks)
-}
-
-// rankExit is the rank whose end broke a gang group.
-type rankExit struct {
-	rank   int // -1: no rank is left loaded to tell
-	unit   string
-	w      units.Worker // as listed; zero when not listed
-	loaded bool
-}
-
-// groupExit finds, in the listing of the group whose rank 0 is the unit
-// rank0 (w, with its Ranks; zero and listed false when rank 0 is not
-// listed), the rank that ended it: the failed one that went down first
-// (units.FirstFailed), else one that is gone (it exited and was
-// unloaded), else one that is stopping. ok is false while every rank
-// runs. When every rank is gone, there is no telling which exited first:
-// rank is -1.
-func groupExit(rank0 string, w units.Worker, listed bool, size int) (rankExit, bool) {
-	pool, slot, _ := units.ParseUnitName(rank0)
-	byRank := make([]*units.Worker, size)
-	if own, ok := ownRank0(w, listed); ok {
-		byRank[0] = &own
-	}
-	for i := range w.Ranks {
-		if r := w.Ranks[i].Rank; r > 0 && r < size {
-			byRank[r] = &w.Ranks[i]
-		}
-	}
-	state := func(r int) unitState {
-		if byRank[r] == nil {
-			return stateGone
-		}
-		return classify(*byRank[r], true)
-	}
-	var up []units.Worker // the ranks not gone, each with its rank
-	for r, rk := range byRank {
-		if state(r) != stateGone {
-			up = append(up, *rk)
-			up[len(up)-1].Rank = r
-		}
-	}
-	if len(up) == 0 {
-		return rankExit{rank: -1}, true
-	}
-	exit := func(r int) (rankExit, bool) {
-		e := rankExit{rank: r, unit: rankUnit(pool, slot, r)}
-		if byRank[r] != nil {
-			e.w, e.loaded = *byRank[r], state(r) != stateGone
-		}
-		return e, true
-	}
-	if i := units.FirstFailed(up); i >= 0 {
-		return exit(up[i].Rank)
-	}
-	for _, down := range []unitState{stateGone, stateStopping} {
-		for r := range byRank {
-			if state(r) == down {
-				return exit(r)
-			}
-		}
-	}
-	return rankExit{}, false
-}
-
-// ownRank0 is rank 0 of a listed group as its own unit, not as the group
-// it speaks for in a listing (units.Worker.Ranks: there its states are
-// the group's, and its Result and exit those of the rank that failed
-// first, which are not rank 0's and are blanked here). ok is false when
-// rank 0 is not loaded.
-func ownRank0(w units.Worker, listed bool) (units.Worker, bool) {
-	if !listed || w.Missing {
-		return units.Worker{}, false
-	}
-	own := w
-	own.Ranks = nil
-	if len(w.Ranks) > 0 && w.UnitActiveState != "" {
-		own.ActiveState, own.SubState = w.UnitActiveState, w.UnitSubState
-		if w.ActiveState == "failed" && w.FailedRank != 0 {
-			own.Result, own.ExecMainCode, own.ExecMainStatus = "", 0, 0
-		}
-	}
-	return own, true
-}
-
-// rankUnit is the unit of rank r of the group in slot.
-func rankUnit(pool string, slot, r int) string {
-	if r == 0 {
-		return units.UnitName(pool, slot)
-	}
-	return units.RankUnitName(pool, slot, r)
-}
-
-// brokenGroup says whether a live group whose rank 0 still runs or is
-// stopping (st) has lost another rank, and which one.
-func brokenGroup(lw *worker, w units.Worker, st unitState) (rankExit, bool) {
-	if lw.size < 2 || (st != stateRunning && st != stateStopping) {
-		return rankExit{}, false
-	}
-	e, ok := groupExit(lw.unit, w, true, lw.size)
-	if !ok || e.rank == 0 {
-		// Rank 0 alone stopping is a stop from outside, as for a
-		// single unit.
-		return rankExit{}, false
-	}
-	return e, true
-}
-
-// breakGroup ends a live group that has lost rank e.rank while its rank 0
-// (w, as listed) is still up: a crash of the group, whose units hold its
-// slot until they are gone. Its running units are stopped, should
-// systemd's binding of the ranks not have done it already.
-func (f *fleet) breakGroup(now time.Time, lw *worker, w units.Worker, e rankExit, r *reconciled) {
-	delete(f.live, lw.slot)
-	if !lw.since.IsZero() && now.Sub(lw.since) >= backoffReset {
-		delete(f.backoff, lw.slot)
-	}
-	r.crashed = append(r.crashed, crash{worker: lw, unit: w, loaded: true, delay: f.armBackoff(lw.slot, now), exit: &e})
-	f.draining[lw.unit] = drainingUnit{slot: lw.slot, ours: true, rank: true}
-	// st is the group's state; whether rank 0 itself still runs is its own.
-	if own, ok := ownRank0(w, true); ok && classify(own, true) == stateRunning {
-		r.stops = appendNew(r.stops, lw.unit)
-	}
-	for _, rk := range w.Ranks {
-		switch classify(rk, true) {
-		case stateRunning:
-			r.stops = appendNew(r.stops, rk.Unit)
-			f.draining[rk.Unit] = drainingUnit{slot: lw.slot, ours: true, rank: true}
-		case stateStopping:
-			f.draining[rk.Unit] = drainingUnit{slot: lw.slot, ours: true, rank: true}
-		}
-	}
-}
-
-// holdRanks keeps the slot of a group taken while any of its ranks is
-// still loaded and not failed after its rank 0 is gone (a crash, or the
-// end of a drain): such a rank joins the draining units, quietly, as the
-// group's end has been reported. A rank that still runs with no rank 0 is
-// stopped. Failed ranks are reset, so that their names can be used again.
-// While rank 0 is live or draining, it holds the slot for the group.
-func (f *fleet) holdRanks(listed []units.Worker, r *reconciled) {
-	for _, w := range listed {
-		if len(w.Ranks) == 0 {
-			continue
-		}
-		lw, live := f.live[w.Slot]
-		_, draining := f.draining[w.Unit]
-		held := (live && lw.unit == w.Unit) || draining
-		for _, rk := range w.Ranks {
-			switch st := classify(rk, true); {
-			case st == stateFailed:
-				r.resets = appendNew(r.resets, rk.Unit)
-			case held || st == stateGone:
-			default:
-				if _, ok := f.draining[rk.Unit]; !ok {
-					f.draining[rk.Unit] = drainingUnit{slot: w.Slot, ours: true, rank: true}
-				}
-				if st == stateRunning {
-					r.stops = appendNew(r.stops, rk.Unit)
-				}
-			}
-		}
-	}
-}
-
-func appendNew(list []string, s string) []string {
-	for _, x := range list {
-		if x == s {
-			return list
-		}
-	}
-	return append(list, s)
-}
-
 // withGroupShape adds a gang pool's group shape to the spec its revision
 // hashes (revisionSpec): the size, the ports as declared, the CPU split,
 // so that changing any of them replaces the groups. The ranks' actual
@@ -386,7 +198,7 @@ func rankPortsOf(svc *config.Service, ranks []units.RankSpec) []map[string]int {
 	}
 	out := make([]map[string]int, 0, len(ranks)-1)
 	for _, r := range ranks[1:] {
-		out = append(out, portsFromEnvironment(svc, envList(r.Environment)))
+		out = append(out, replicas.PortsFromEnvironment(svc, replicas.EnvList(r.Environment)))
 	}
 	return out
 }
@@ -399,7 +211,7 @@ func listedRankPorts(svc *config.Service, ranks []units.Worker) []map[string]int
 	}
 	out := make([]map[string]int, 0, len(ranks))
 	for _, r := range ranks {
-		out = append(out, portsFromEnvironment(svc, r.Environment))
+		out = append(out, replicas.PortsFromEnvironment(svc, r.Environment))
 	}
 	return out
 }

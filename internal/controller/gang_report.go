@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+	"github.com/flexiq/flexiq-scaled/internal/slots"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
@@ -18,31 +19,31 @@ import (
 // entry for the group, naming the rank that exited and its Result; the
 // slot's backoff is armed, and said once, here.
 func (r *reporter) groupCrashed(c crash) {
-	e := c.exit
+	e := c.Exit
 	f := eventlog.Fields{
-		"FLEXIQ_GROUP_SIZE":  strconv.Itoa(c.worker.size),
-		"FLEXIQ_BACKOFF_SEC": strconv.FormatFloat(c.delay.Seconds(), 'f', -1, 64),
+		"FLEXIQ_GROUP_SIZE":  strconv.Itoa(c.Worker.size),
+		"FLEXIQ_BACKOFF_SEC": strconv.FormatFloat(c.Delay.Seconds(), 'f', -1, 64),
 	}
 	var what string
 	switch {
-	case e.rank < 0:
+	case e.Rank < 0:
 		f["FLEXIQ_RESULT"] = "success"
 		what = "every rank exited and was unloaded, so none is left to tell which exited first"
-	case e.loaded:
-		f["FLEXIQ_RANK"], f["FLEXIQ_RANK_UNIT"] = strconv.Itoa(e.rank), e.unit
-		f["FLEXIQ_RESULT"] = e.w.Result
-		if e.w.ExecMainCode != 0 {
-			f["FLEXIQ_EXIT_STATUS"] = strconv.Itoa(int(e.w.ExecMainStatus))
+	case e.Loaded:
+		f["FLEXIQ_RANK"], f["FLEXIQ_RANK_UNIT"] = strconv.Itoa(e.Rank), e.Unit
+		f["FLEXIQ_RESULT"] = e.W.Result
+		if e.W.ExecMainCode != 0 {
+			f["FLEXIQ_EXIT_STATUS"] = strconv.Itoa(int(e.W.ExecMainStatus))
 		}
-		what = fmt.Sprintf("rank %d (%s) is %s (%s), Result=%s", e.rank, e.unit, e.w.ActiveState, exitText(e.w), e.w.Result)
+		what = fmt.Sprintf("rank %d (%s) is %s (%s), Result=%s", e.Rank, e.Unit, e.W.ActiveState, exitText(e.W), e.W.Result)
 	default:
-		f["FLEXIQ_RANK"], f["FLEXIQ_RANK_UNIT"] = strconv.Itoa(e.rank), e.unit
+		f["FLEXIQ_RANK"], f["FLEXIQ_RANK_UNIT"] = strconv.Itoa(e.Rank), e.Unit
 		f["FLEXIQ_RESULT"] = "success"
-		what = fmt.Sprintf("rank %d (%s) exited and was unloaded, Result=success", e.rank, e.unit)
+		what = fmt.Sprintf("rank %d (%s) exited and was unloaded, Result=success", e.Rank, e.Unit)
 	}
-	r.log.Event(eventlog.WorkerCrashed, eventlog.Err, r.workerFields(c.worker.slot, c.worker.unit, f),
+	r.log.Event(eventlog.WorkerCrashed, eventlog.Err, r.workerFields(c.Worker.slot, c.Worker.unit, f),
 		"gang group %s (%d ranks) stopped without being asked: %s; the group is stopped and re-placed as a unit: slot %d may restart in %s",
-		c.worker.unit, c.worker.size, what, c.worker.slot, c.delay)
+		c.Worker.unit, c.Worker.size, what, c.Worker.slot, c.Delay)
 }
 
 // failedRank names, in a failed start's entry f and in its message, the
@@ -92,19 +93,19 @@ func (ws *workers) endedWhileAway(now time.Time, listed []units.Worker) {
 		if len(w.Ranks) == 0 {
 			continue
 		}
-		if st := classify(w, true); st == stateRunning || st == stateStopping {
+		if st := slots.Classify(w, true); st == slots.Running || st == slots.Stopping {
 			continue // adopted; the first reconcile judges it
 		}
-		size := max(listedGroupSize(w), ws.cfg.GroupSize())
+		size := max(slots.ListedGroupSize(w), ws.cfg.GroupSize())
 		for _, rk := range w.Ranks {
 			size = max(size, rk.Rank+1)
 		}
-		e, ok := groupExit(w.Unit, w, true, size)
-		if !ok || e.rank < 0 {
+		e, ok := slots.GroupExit(w.Unit, w, true, size)
+		if !ok || e.Rank < 0 {
 			continue
 		}
 		lw := &worker{slot: w.Slot, unit: w.Unit, size: size}
-		ws.report.crashed(crash{worker: lw, unit: w, delay: ws.fleet.armBackoff(w.Slot, now), exit: &e})
+		ws.report.crashed(crash{Worker: lw, Unit: w, Delay: ws.slots.ArmBackoff(w.Slot, now), Exit: &e})
 		ws.restarts[w.Slot]++
 	}
 }

@@ -121,7 +121,7 @@ func TestGangStart(t *testing.T) {
 		t.Errorf("listing %+v, want 2 rank-0 units, each with ranks 1 and 2", listed)
 	}
 	// Rank 0 is the worker: the fleet, readiness and discovery see it.
-	if w := g.pool.workers.fleet.live[1]; w == nil || w.unit != "flexiq-web@1.service" || w.size != 3 {
+	if w := g.pool.workers.slots.Live[1]; w == nil || w.unit != "flexiq-web@1.service" || w.size != 3 {
 		t.Errorf("slot 1's worker = %+v, want rank 0's unit, size 3", w)
 	}
 	if v := g.pool.View(); v.Workers.GroupSize != 3 || v.Workers.Live != 2 {
@@ -330,7 +330,7 @@ func TestGangAdoptAfterDaemonDown(t *testing.T) {
 	q := g.newPool()
 	g.wire(q, "")
 	g.start(q)
-	if w := q.workers.fleet.live[1]; w == nil || w.size != 3 || q.workers.live() != 1 {
+	if w := q.workers.slots.Live[1]; w == nil || w.size != 3 || q.workers.live() != 1 {
 		t.Fatalf("adopted %+v, want one group of 3", w)
 	}
 	if len(g.sd.starts) != 2 || len(g.lines("stopped without being asked")) != 1 {
@@ -359,13 +359,13 @@ func TestGangScaleDown(t *testing.T) {
 		}
 		ws.reconcile(ctx, g.clock.now, listed)
 	}
-	victim := ws.fleet.liveWorkers()[0].slot%2 + 1
+	victim := ws.slots.LiveWorkers()[0].slot%2 + 1
 	g.sd.finish(units.UnitName("web", victim), "success")
 	reconcile()
 	if ws.draining() != 1 {
 		t.Fatalf("draining %d with ranks 1 and 2 still stopping, want 1", ws.draining())
 	}
-	if slots := ws.fleet.freeSlots(g.clock.now, 1, nil); len(slots) != 1 || slots[0] == victim {
+	if slots := ws.slots.FreeSlots(g.clock.now, 1, nil); len(slots) != 1 || slots[0] == victim {
 		t.Fatalf("free slots %v: slot %d is free while its ranks stop", slots, victim)
 	}
 	for r := 1; r <= 2; r++ {

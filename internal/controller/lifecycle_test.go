@@ -23,13 +23,13 @@ func TestRestartKeepsTheStabilisationWindow(t *testing.T) {
 	}{
 		{"with the state file", func(r *rig) {}},
 		{"without a state file: the adopted count seeds the window", func(r *rig) {
-			os.Remove(r.pool.statePath())
+			os.Remove(r.pool.state.path())
 		}},
 		{"with a corrupt state file", func(r *rig) {
-			os.WriteFile(r.pool.statePath(), []byte("{not json"), 0o644)
+			os.WriteFile(r.pool.state.path(), []byte("{not json"), 0o644)
 		}},
 		{"with a state file of an unknown version", func(r *rig) {
-			os.WriteFile(r.pool.statePath(), []byte(`{"version": 99, "pool": "work"}`), 0o644)
+			os.WriteFile(r.pool.state.path(), []byte(`{"version": 99, "pool": "work"}`), 0o644)
 		}},
 	}
 	for _, tc := range cases {
@@ -124,8 +124,8 @@ func TestDeactivatingUnitCountsAsDraining(t *testing.T) {
 	if _, ok := r.sd.units["flexiq-work@4.service"]; !ok {
 		t.Errorf("the replacement did not take slot 4; units: %v", r.sd.unitsIn("active"))
 	}
-	if len(r.pool.workers.fleet.backoff) != 0 {
-		t.Errorf("backoff armed: %v", r.pool.workers.fleet.backoff)
+	if len(r.pool.workers.slots.Backoff) != 0 {
+		t.Errorf("backoff armed: %v", r.pool.workers.slots.Backoff)
 	}
 	st := r.pool.Status()
 	if st.Draining != 1 {
@@ -155,8 +155,8 @@ func TestUnitExistsTakesAnotherSlot(t *testing.T) {
 	if n := r.sd.count("active"); n != 4 {
 		t.Errorf("%d active, want 4 (slots 1, 2, then 4 and 5 around the stopping 3)", n)
 	}
-	if len(r.pool.workers.fleet.backoff) != 0 {
-		t.Errorf("backoff armed for UnitExists: %v", r.pool.workers.fleet.backoff)
+	if len(r.pool.workers.slots.Backoff) != 0 {
+		t.Errorf("backoff armed for UnitExists: %v", r.pool.workers.slots.Backoff)
 	}
 	if got := r.lines("failed to start"); len(got) > 0 {
 		t.Errorf("UnitExists logged as a failed start: %v", got)

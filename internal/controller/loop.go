@@ -8,7 +8,7 @@ package controller
 // of a tick, never while the tick waits for systemd or its source: the
 // tick's calls (the listing of the pool's units, the source's reads) run
 // in a goroutine of their own, on values they were handed, and so do the
-// starts and stops the tick decides on (jobs.go). The loop goes on serving
+// starts and stops the tick decides on (package acting). The loop goes on serving
 // messages until their answers come back to it, as messages too.
 //
 // The goroutines of a pool, then:
@@ -16,7 +16,7 @@ package controller
 //	the loop (Run)      the pool's state: ticks' decisions, operations,
 //	                    the answers below, the snapshot
 //	the tick's calls    one per tick: the listing and the source's reads
-//	the acting jobs     one per start, stop or reset, at most maxCalls
+//	the acting jobs     one per start, stop or reset, at most acting.MaxCalls
 //	                    at once; a start not yet sent is dropped when the
 //	                    operator's ask changes meanwhile
 //	the service's       the prober, discovery's after-change commands
@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
+	"github.com/flexiq/flexiq-scaled/internal/controller/decide"
+	"github.com/flexiq/flexiq-scaled/internal/controller/snapshot"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 )
 
@@ -56,17 +58,17 @@ func (p *Pool) do(f func()) {
 	msg := func() {
 		defer close(done)
 		f()
-		p.storeSnapshot()
+		p.pub.Store()
 	}
 	select {
 	case p.own.token <- struct{}{}:
 		defer func() { <-p.own.token }()
 		f()
 		// Outside the loop, the caller's acting is done when it returns.
-		if p.acting.settle() {
+		if p.acting.Settle() {
 			p.serviceChanged(context.Background())
 		}
-		p.storeSnapshot()
+		p.pub.Store()
 	case p.own.inbox <- msg:
 		<-done
 	}
@@ -78,11 +80,10 @@ func (p *Pool) do(f func()) {
 // status shows.
 func (p *Pool) serviceChanged(ctx context.Context) {
 	now := p.clock()
-	p.workers.publishReady(ctx, now)
-	changed := p.publish(nil, nil)
-	p.buildView(now, p.pub.listed, nil)
-	p.storeSnapshot()
-	p.notify(changed)
+	p.workers.svc.publishReady(ctx, now)
+	changed := p.pub.Publish(p.facts(now), nil, nil, p.pub.Listed(), nil)
+	p.pub.Store()
+	p.tell.changed(changed)
 }
 
 // settleOutside waits for the jobs in flight when the owner is not the
@@ -91,7 +92,7 @@ func (p *Pool) serviceChanged(ctx context.Context) {
 // the loop it does nothing: the results come back as messages.
 func (p *Pool) settleOutside() {
 	if !p.inLoop {
-		p.acting.settle()
+		p.acting.Settle()
 	}
 }
 
@@ -106,7 +107,7 @@ type pendingRead struct {
 
 // Run ticks until ctx ends. A reload that changes the interval wakes it, so
 // that the new interval holds from then on rather than after the old one. A
-// source that can tell when work arrives wakes it early (see wake.go).
+// source that can tell when work arrives wakes it early (package watch).
 // Meanwhile it runs the operator's operations (do) as they come, also while
 // a tick waits for its source.
 func (p *Pool) Run(ctx context.Context) {
@@ -118,10 +119,10 @@ func (p *Pool) Run(ctx context.Context) {
 	}()
 	timer := time.NewTimer(p.cfg.PollInterval)
 	defer timer.Stop()
-	defer p.stopWatch()
+	defer p.watch.Stop()
 	defer p.abandonRead()
 	for {
-		p.rewatch(ctx)
+		p.watch.Rewatch(ctx, p.src, p.cfg.PollInterval)
 		// While a tick waits for its source, neither the timer nor a
 		// wake-up starts another: they wait, as they did for a tick.
 		// Nor while the last tick's jobs are in flight: the next
@@ -131,7 +132,7 @@ func (p *Pool) Run(ctx context.Context) {
 		var read <-chan tickCalls
 		if p.reading != nil {
 			read = p.reading.done
-		} else if p.acting.idle() && p.parked == nil {
+		} else if p.acting.Idle() && p.parked == nil {
 			fire, wake = timer.C, p.wake
 		}
 		select {
@@ -142,25 +143,25 @@ func (p *Pool) Run(ctx context.Context) {
 			continue
 		case t, ok := <-p.workers.svc.transitions():
 			if ok {
-				p.workers.onTransition(t)
+				p.workers.svc.onTransition(t)
 				p.serviceChanged(ctx)
 			}
 			continue
-		case d := <-p.workers.svcDone():
-			p.workers.commandsFinished(ctx, p.clock(), d)
+		case d := <-p.workers.svc.svcDone():
+			p.workers.svc.commandsFinished(ctx, p.clock(), d)
 			p.serviceChanged(ctx)
 			continue
 		case <-p.workers.svc.guardC():
-			if p.workers.guardRound(p.clock()) {
+			if p.workers.svc.guardRound(p.clock()) {
 				p.serviceChanged(ctx)
 			}
 			continue
 		case <-p.workers.svc.relistC():
-			p.workers.checkNotify(ctx)
+			p.workers.svc.checkNotify(ctx)
 			p.serviceChanged(ctx)
 			continue
-		case <-p.acting.ready:
-			if p.acting.apply() {
+		case <-p.acting.Ready():
+			if p.acting.Apply() {
 				p.serviceChanged(ctx)
 			}
 			p.unpark(ctx)
@@ -189,7 +190,7 @@ func (p *Pool) Run(ctx context.Context) {
 func (p *Pool) beginRead(ctx context.Context) bool {
 	run := p.beginTick(ctx)
 	if run.done {
-		p.ticked(p.finishTick(run, run.hold, false))
+		p.tell.ticked(p.finishTick(run, run.hold, false))
 		return false
 	}
 	rctx, cancel := context.WithCancel(ctx)
@@ -198,7 +199,7 @@ func (p *Pool) beginRead(ctx context.Context) bool {
 		r.done <- run.calls(rctx)
 	}()
 	p.reading = r
-	p.storeSnapshot()
+	p.pub.Store()
 	return true
 }
 
@@ -213,11 +214,11 @@ func (p *Pool) endRead(ctx context.Context, c tickCalls) {
 		return
 	}
 	if !p.tickListed(ctx, &r.run, c.listing) {
-		p.ticked(p.finishTick(r.run, r.run.hold, false))
+		p.tell.ticked(p.finishTick(r.run, r.run.hold, false))
 		return
 	}
 	p.parked = &parkedTick{run: r.run, gen: r.gen, obs: c.obs}
-	if !p.acting.idle() {
+	if !p.acting.Idle() {
 		p.serviceChanged(ctx) // status shows the replacements starting
 	}
 	p.unpark(ctx)
@@ -228,13 +229,13 @@ func (p *Pool) endRead(ctx context.Context, c tickCalls) {
 type parkedTick struct {
 	run tickRun
 	gen uint64
-	obs observed
+	obs decide.Observed
 }
 
 // unpark ends the parked tick once no job is in flight.
 func (p *Pool) unpark(ctx context.Context) {
 	t := p.parked
-	if t == nil || !p.acting.idle() {
+	if t == nil || !p.acting.Idle() {
 		return
 	}
 	p.parked = nil
@@ -244,7 +245,7 @@ func (p *Pool) unpark(ctx context.Context) {
 		return
 	}
 	d, changed := p.endTick(ctx, &t.run, t.obs)
-	p.ticked(p.finishTick(t.run, d, changed))
+	p.tell.ticked(p.finishTick(t.run, d, changed))
 }
 
 // abandonRead gives up the read in flight, if any, and the tick parked
@@ -268,17 +269,7 @@ type tickDone struct {
 
 // finishTick ends a tick as its owner: the report and the snapshot.
 func (p *Pool) finishTick(run tickRun, d policy.Decision, changed bool) tickDone {
-	rep := p.tickReport(d, time.Since(run.start))
-	p.storeSnapshot()
+	rep := snapshot.TickReport(p.facts(run.now), d, time.Since(run.start), p.lastObs)
+	p.pub.Store()
 	return tickDone{rep, changed}
-}
-
-// ticked tells the daemon of a finished tick; the caller need not own the
-// pool.
-func (p *Pool) ticked(t tickDone) {
-	if p.opts.OnTick != nil {
-		p.opts.OnTick(t.report)
-	}
-	p.progress.Store(time.Now().UnixNano())
-	p.notify(t.changed)
 }

@@ -135,7 +135,7 @@ func TestDoWithAndWithoutLoop(t *testing.T) {
 	if err == nil {
 		t.Error("a pin above max_workers was taken by the loop")
 	}
-	if o := r.pool.Override(); o.Kind != api.OverridePinned || o.Workers != 3 {
+	if o := r.pool.pub.Override(); o.Kind != api.OverridePinned || o.Workers != 3 {
 		t.Errorf("override %+v, want the pin at 3 kept", o)
 	}
 	cancel()
@@ -143,7 +143,7 @@ func TestDoWithAndWithoutLoop(t *testing.T) {
 	if _, err := r.pool.SetOverride(api.Override{}); err != nil {
 		t.Fatal(err)
 	}
-	if o := r.pool.Override(); o.Kind != api.OverrideNone {
+	if o := r.pool.pub.Override(); o.Kind != api.OverrideNone {
 		t.Errorf("override %+v after resume without a loop", o)
 	}
 }

@@ -12,16 +12,18 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/acting"
 )
 
 const notifyPoll = time.Second
 
 // notifyPending says whether a notify replica is waiting for READY=1.
-func (ws *workers) notifyPending() bool {
-	if ws.svc == nil || ws.cfg.Service.Readiness.Kind != config.ReadyNotify {
+func (s *service) notifyPending() bool {
+	if s == nil || s.ws.cfg.Service.Readiness.Kind != config.ReadyNotify {
 		return false
 	}
-	for _, w := range ws.fleet.live {
+	ws := s.ws
+	for _, w := range ws.slots.Live {
 		if w.rd != repReady {
 			return true
 		}
@@ -31,12 +33,12 @@ func (ws *workers) notifyPending() bool {
 
 // armNotify asks for a re-list in notifyPoll while a notify replica is
 // activating; one is asked at a time.
-func (ws *workers) armNotify() {
-	if !ws.notifyPending() || ws.svc.relistArmed {
+func (s *service) armNotify() {
+	if !s.notifyPending() || s.relistArmed {
 		return
 	}
-	ws.svc.relistArmed = true
-	ch := ws.svc.relist
+	s.relistArmed = true
+	ch := s.relist
 	time.AfterFunc(notifyPoll, func() {
 		select {
 		case ch <- struct{}{}:
@@ -55,22 +57,23 @@ func (s *service) relistC() <-chan struct{} {
 
 // checkNotify re-lists the pool off the loop and takes in the replicas
 // that became active, back on it.
-func (ws *workers) checkNotify(ctx context.Context) {
-	ws.svc.relistArmed = false
-	if !ws.notifyPending() {
+func (s *service) checkNotify(ctx context.Context) {
+	ws := s.ws
+	s.relistArmed = false
+	if !s.notifyPending() {
 		return
 	}
 	pl := ws.listPlan()
 	var l listing
-	ws.jobs.submit(ctx, &job{kind: jobOther, call: func(ctx context.Context) { l = pl.list(ctx) }, done: func(bool) {
+	ws.jobs.Submit(ctx, &acting.Job{Kind: acting.Other, Call: func(ctx context.Context) { l = pl.list(ctx) }, Done: func(bool) {
 		if l.err == nil {
 			byUnit := indexByUnit(l.workers)
-			for _, w := range ws.fleet.liveWorkers() {
-				if lw, ok := byUnit.get(w.unit); ok && (w.invocation == "" || w.invocation == lw.InvocationID) && lw.ActiveState == "active" {
-					ws.setReadiness(w, repReady, nil, time.Time{})
+			for _, w := range ws.slots.LiveWorkers() {
+				if lw, ok := byUnit.Get(w.unit); ok && (w.invocation == "" || w.invocation == lw.InvocationID) && lw.ActiveState == "active" {
+					s.setReadiness(w, repReady, nil, time.Time{})
 				}
 			}
 		}
-		ws.armNotify()
+		s.armNotify()
 	}})
 }

@@ -79,8 +79,8 @@ func TestPauseAndPinSurviveRestartAndExpire(t *testing.T) {
 	r.start(r.pool)
 	r.tick(time.Second)
 	r.wantActive(5, "paused, after a restart")
-	if r.pool.Override().Kind != api.OverridePaused {
-		t.Fatalf("override after restart: %+v", r.pool.Override())
+	if r.pool.pub.Override().Kind != api.OverridePaused {
+		t.Fatalf("override after restart: %+v", r.pool.pub.Override())
 	}
 
 	// The deadline passes while the daemon runs: the pool resumes by itself.
@@ -90,7 +90,7 @@ func TestPauseAndPinSurviveRestartAndExpire(t *testing.T) {
 	if len(r.lines("resumed scaling, was paused (its --for deadline")) != 1 {
 		t.Errorf("no journal line for the expiry:\n%s", r.log)
 	}
-	if _, err := os.Stat(r.pool.overridePath()); !os.IsNotExist(err) {
+	if _, err := os.Stat(r.pool.override.Path()); !os.IsNotExist(err) {
 		t.Errorf("override file left after the expiry: %v", err)
 	}
 
@@ -116,7 +116,7 @@ func TestPauseAndPinSurviveRestartAndExpire(t *testing.T) {
 	wall.now = wall.now.Add(2 * time.Minute)
 	r.pool = r.overridePool(wall)
 	r.start(r.pool)
-	if o := r.pool.Override(); o.Kind != api.OverrideNone {
+	if o := r.pool.pub.Override(); o.Kind != api.OverrideNone {
 		t.Errorf("expired pin restored: %+v", o)
 	}
 	r.tick(time.Second)

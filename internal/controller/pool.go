@@ -10,39 +10,45 @@
 // that drive Tick themselves) the caller owns the state for the length of
 // its call instead (loop.go). The source's reads, which may hang for as
 // long as the poll interval, and the calls to systemd (listings, starts,
-// stops: the acting jobs of jobs.go), which may hang while PID 1 does, run
+// stops: the acting jobs of package acting), which may hang while PID 1 does, run
 // off the loop on values handed to them, so that nothing an operator does
 // waits for them. Readers (status, explain,
 // the metrics, STATUS=, the watchdog) read an immutable snapshot that the
-// owner publishes after each tick and each message (snapshot.go): no lock is
+// owner publishes after each tick and each message (package snapshot): no lock is
 // held across a D-Bus call or a source read.
 //
-// The decision and the workers are apart. Pool decides (guard.go,
-// override.go, explain.go) and reports; workers (workers.go) owns the
+// The decision and the workers are apart. Pool decides (package
+// decide, package override) and reports; workers (workers.go) owns the
 // slots, the starts and stops, the backoff, the victims, the quiet phase
 // and the rollout, and the tick drives it after the decision. Both are
 // the loop's alone.
 //
 // The files: pool.go (life cycle, the operator's operations), loop.go (the
 // owner, its messages, the calls in flight), tick.go (one control cycle, in
-// three phases), read.go (the source reads off the loop), jobs.go and
+// three phases), package acting and
 // acting.go (the acting jobs: starts, stops, listings off the loop, their
-// results back on it), snapshot.go (what
+// results back on it), package snapshot (what
 // readers see), drain.go (draining the whole pool); the workers: workers.go
-// (their type and what the tick calls), fleet.go (slots, backoff, victims;
+// (their type and what the tick calls), worker.go (the slot table of internal/slots, victims;
 // no I/O), act.go (starting and stopping), quiet.go (the quiet phase),
-// readiness.go (requires, start conditions, the host's budget), rollout.go;
+// readiness.go (requires, start conditions, the host's budget: the
+// admit package), rollout.go;
 // a service pool's replicas (issue 19): service.go (readiness, the prober,
-// replacing unready replicas, scale-down victims), ports.go (ports and the
-// WorkerSpec), publish.go (discovery, its after-change commands off the
-// loop, the drain after leaving discovery), gang.go and gang_report.go
+// replacing unready replicas, scale-down victims), ports.go (the
+// WorkerSpec; the ports themselves are the replicas package's),
+// portguard.go (replicas.Guard), publish.go (discovery through
+// replicas.Publishing, the drain after leaving discovery), gang.go and gang_report.go
 // (gang groups: ranks, their ports and peers, a group's end and its
 // journal entry);
-// the decision: guard.go (the decision and the daemon-wide host guard),
-// threads.go, demand.go, cpu.go (the signals' bookkeeping), override.go
-// (pause and pin), explain.go; view.go (status and explain), report.go and
-// tickreport.go (the journal, the metrics), state.go (what survives a
-// restart), wake.go (the source's wake-ups), srcguard.go, deps.go (what the
+// the decision: package decide (the local pipeline with the daemon-wide
+// host guard and the source's reads, the fleet decider with its
+// coordinator, explain's steps; decider.go is what it asks of the pool),
+// threads.go, cpu.go (the signals' bookkeeping), degraded.go, override.go
+// and package override (pause and pin), explain.go; view.go (the facts
+// status and explain show, published on package snapshot), report.go (the
+// journal, what the daemon hears), state.go (what survives a restart),
+// package watch (the source's wake-ups), srcguard.go (opening the source),
+// deps.go (what the
 // pool needs from systemd, its clock).
 package controller
 
@@ -56,9 +62,13 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/capacity"
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/acting"
+	"github.com/flexiq/flexiq-scaled/internal/controller/decide"
+	"github.com/flexiq/flexiq-scaled/internal/controller/override"
+	"github.com/flexiq/flexiq-scaled/internal/controller/snapshot"
+	"github.com/flexiq/flexiq-scaled/internal/controller/watch"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	fleetmode "github.com/flexiq/flexiq-scaled/internal/fleet"
-	"github.com/flexiq/flexiq-scaled/internal/policy"
 	"github.com/flexiq/flexiq-scaled/internal/portowner"
 	"github.com/flexiq/flexiq-scaled/internal/probe"
 	"github.com/flexiq/flexiq-scaled/internal/source"
@@ -89,21 +99,21 @@ type Options struct {
 	// NewSource opens the pool's source; nil is source.New.
 	NewSource func(config.Source) (source.Source, error)
 	// NewPromQL opens the daemon's [prometheus] for the rules' promql()
-	// (promql.go); nil is source.NewPromQL.
+	// (decide/promql.go); nil is source.NewPromQL.
 	NewPromQL func(config.Prometheus) source.PromQL
 	// Guard is the daemon's host guard, shared by its pools; nil is none.
 	Guard *HostGuard
 	// Ledger is the host's worker budget, shared by the daemon's pools;
 	// nil grants every start.
 	Ledger *capacity.Ledger
-	// OverrideDir keeps the operator's pause and pin (override.go) across
+	// OverrideDir keeps the operator's pause and pin (package override) across
 	// restarts and reboots; "" keeps them in memory only.
 	OverrideDir string
 	// WallClock is the operator's time, for --for deadlines; nil is
 	// time.Now.
 	WallClock func() time.Time
 	// OnTick, when set, is called after every tick, from the pool's loop
-	// when it runs, with what it saw and decided (tickreport.go); as
+	// when it runs, with what it saw and decided (snapshot.TickReport); as
 	// OnChange, it must not wait for the pool's operations.
 	OnTick func(api.TickReport)
 	// Commands runs a service pool's probe commands and discovery
@@ -139,15 +149,19 @@ type Pool struct {
 	log   *eventlog.Logger
 	opts  Options
 	clock Clock
-	own   owner
+	// wall is the operator's time (Options.WallClock), which override
+	// deadlines and status are on.
+	wall func() time.Time
+	own  owner
 
 	// cfg is the pool as this host runs it: for a fleet pool, with the
-	// bounds 0..capacity (localBounds); fl.pool has them as configured.
+	// bounds 0..capacity (decide.LocalBounds).
 	cfg *config.Pool
-	// fl is a fleet pool's coordination (fleetlink.go); nil otherwise.
-	// flWake is the same, for the source's wake-ups (any goroutine).
-	fl     *fleetLink
-	flWake atomic.Pointer[fleetLink]
+	// dec is the pool's decision (package decide): its local pipeline, or
+	// a fleet's decider. flWake is the fleet's, nil for a local pool, for
+	// the source's wake-ups and status (any goroutine).
+	dec    decide.Decider
+	flWake atomic.Pointer[decide.Fleet]
 	// stopWhy is the last Drain's reason, which Close gives the fleet's
 	// journal entry when it resigns.
 	stopWhy string
@@ -155,39 +169,28 @@ type Pool struct {
 	// srcGen counts the sources: a read of a source that a reload has
 	// since replaced is discarded by its number.
 	srcGen uint64
-	// retired are sources replaced by a reload, closed once their wake-up
-	// has ended.
-	retired []source.Source
-	// prom runs the rules' promql() when the source does not (promql.go).
-	prom source.PromQL
-	// pipe is the pool's decision pipeline, its memory (the recommender's
-	// history, the limiter's events) kept across ticks and reloads.
-	pipe *policy.Pipeline
 	// workers are the pool's slots, starts and stops, backoff, quiet phase
 	// and rollout (workers.go): what follows the decision.
 	workers *workers
 	threads threadState
-	sc      scaling // rules, rate limits, the host guard (guard.go)
-	demand  demandState
+	state   stateFile // what survives a restart (state.go)
 	report  reporter
 	// The operator's surface (override.go, view.go, explain.go).
-	override api.Override
+	override *override.Keeper
 	health   sourceHealth
-	lastDry  decisionKey   // the last "would scale" logged in dry-run
-	degraded degradedState // degraded.go
-	pub      published     // what the next snapshot shows (snapshot.go)
+	degraded degradedState   // degraded.go
+	pub      *snapshot.Board // what readers see (package snapshot)
 
-	// acting runs the starts and stops off the loop (jobs.go); inLoop is
+	// acting runs the starts and stops off the loop (package acting); inLoop is
 	// set while the loop (Run) owns the pool.
-	acting   *runner
-	inLoop   bool
-	wake     chan struct{}
-	watch    watchState   // the source's wake-up (wake.go)
-	reading  *pendingRead // the tick waiting for its calls (loop.go)
-	parked   *parkedTick  // the tick waiting for its replacements (loop.go)
-	lastObs  lastObservation
-	snap     atomic.Pointer[snapshot]
-	progress atomic.Int64 // unix nanos (wall clock) of the last completed tick
+	acting  *acting.Runner
+	inLoop  bool
+	wake    wakeup
+	watch   watch.Watch          // the source's wake-up (package watch)
+	reading *pendingRead         // the tick waiting for its calls (loop.go)
+	parked  *parkedTick          // the tick waiting for its replacements (loop.go)
+	lastObs snapshot.Observation // the tick's reading, for its report
+	tell    *tells               // what the daemon hears (report.go)
 }
 
 // NewPool prepares a pool; it starts nothing until Start.
@@ -211,37 +214,34 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 		opts:   opts,
 		clock:  opts.Clock,
 		own:    newOwner(),
-		cfg:    localBounds(cfg),
+		cfg:    decide.LocalBounds(cfg),
 		src:    src,
-		prom:   openPromQL(opts.NewPromQL, cfg),
 		report: newReporter(log),
-		acting: newRunner(),
-		pipe:   policy.NewPipeline(cfg.Scaling.Policy, cfg.Scaling.Behavior, nil),
-		wake:   make(chan struct{}, 1),
+		state:  newStateFile(cfg.Name, opts.StateDir),
+		tell:   &tells{onChange: opts.OnChange, onTick: opts.OnTick},
+		acting: acting.NewRunner(),
+		wake:   make(wakeup, 1),
 	}
+	p.override = override.New(cfg.Name, opts.OverrideDir, log, opts.WallClock, overrideChanged(p))
+	p.wall = p.override.Now
 	p.workers = newWorkers(p)
+	p.watch = watch.New(log, p.clock, fleetWake(p.wake.kick, &p.flWake))
+	p.workers.ready = newGate(p.workers)
 	if cfg.Service != nil {
-		if p.workers.svc, err = newService(cfg, p.clock, opts); err != nil {
+		if p.workers.svc, err = newService(cfg, p.clock, opts, p.workers); err != nil {
 			src.Close()
 			return nil, err
 		}
 	}
-	err = p.setRules(cfg)
-	if err == nil && cfg.Joins() {
-		p.fl, err = newFleetLink(cfg, p.sc.rules, log, opts.OpenFleetStore)
-		p.flWake.Store(p.fl)
-	}
+	p.dec, err = decide.New(cfg, deciderHooks{p}, deciderOptions(log, opts))
 	if err != nil {
 		p.workers.svc.close()
 		src.Close()
-		if p.prom != nil {
-			p.prom.Close()
-		}
 		return nil, err
 	}
-	p.pub.status = Status{Name: cfg.Name, Max: cfg.MaxWorkers, Mode: p.modeString(p.wallNow()), GroupSize: cfg.GroupSize()}
-	p.storeSnapshot()
-	p.progress.Store(time.Now().UnixNano())
+	p.flWake.Store(decide.FleetOf(p.dec))
+	p.pub = snapshot.New(Status{Name: cfg.Name, Max: cfg.MaxWorkers, Mode: p.override.Mode(p.wall(), dryRun(p.cfg)), GroupSize: cfg.GroupSize()}, p.cfg.PollInterval)
+	p.tell.progressed()
 	return p, nil
 }
 
@@ -249,14 +249,14 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 func (p *Pool) Name() string { return p.name }
 
 // Status is the pool's summary as of its last tick.
-func (p *Pool) Status() Status { return p.snap.Load().status }
+func (p *Pool) Status() Status { return p.pub.Status() }
 
 // PollInterval is the pool's current tick interval.
-func (p *Pool) PollInterval() time.Duration { return p.snap.Load().interval }
+func (p *Pool) PollInterval() time.Duration { return p.pub.Interval() }
 
 // LastProgress is when the pool last completed a tick (or started); the
 // watchdog uses it to tell a slow pool from a wedged one.
-func (p *Pool) LastProgress() time.Time { return time.Unix(0, p.progress.Load()) }
+func (p *Pool) LastProgress() time.Time { return p.tell.last() }
 
 // Start adopts the pool's running workers (from a previous daemon), restores
 // what the previous daemon decided, and brings the pool to its target.
@@ -264,54 +264,45 @@ func (p *Pool) Start(ctx context.Context, existing []units.Worker) {
 	var changed bool
 	p.do(func() {
 		changed = p.start(ctx, existing)
-		p.publishFleet()
+		p.dec.Ticked(p.src)
 	})
-	if p.fl != nil {
-		p.fl.start(p.kick)
-	}
-	p.progress.Store(time.Now().UnixNano())
-	p.notify(changed)
+	p.dec.Start()
+	p.tell.progressed()
+	p.tell.changed(changed)
 }
 
 func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 	now := p.clock()
 	// Workers a previous daemon quieted are draining, not live (quiet.go).
 	p.workers.restoreQuiet(now, existing)
-	p.loadOverride()
+	p.override.Load()
 	p.workers.endedWhileAway(now, existing)
 	p.workers.reconcile(ctx, now, existing)
 	p.workers.quietStep(ctx, now)
 	adopted := p.workers.live()
 	p.workers.target = max(adopted, p.cfg.MinWorkers)
-	if st, why := p.loadState(now); st != nil {
-		p.restore(now, st)
-		p.log.Event(eventlog.Lifecycle, eventlog.Info, nil,
-			"restored its state from %s: target %d, %d recommendations in its windows", p.statePath(), p.workers.target, len(st.History))
-	} else if why != "" {
-		p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "ignoring its state file: %s", why)
-	}
+	p.restoreState(now)
 	// As the HPA does for a target it has no history of, the count found
 	// counts as a recommendation made now, so that the first ticks cannot
 	// drop below it within the scale-down window. With a restored history
 	// too: while the daemon was down nothing was recorded, and the ticks it
 	// missed would have kept the window open for what was running then.
 	if adopted > 0 {
-		p.pipe.Rec.Seed(now, adopted)
+		p.dec.Memory().Recommender().Seed(now, adopted)
 	}
 	p.workers.target = min(max(p.workers.target, p.cfg.MinWorkers), p.cfg.MaxWorkers)
 	if adopted > 0 {
 		p.log.Event(eventlog.Lifecycle, eventlog.Info, nil, "adopted %d running workers", adopted)
 	}
-	if o := p.activeOverride(p.wallNow()); o.Kind == api.OverridePinned {
+	if o := p.override.InForce(p.wall()); o.Kind == api.OverridePinned {
 		p.workers.target = min(o.Workers, p.cfg.MaxWorkers)
 		p.workers.drainDownTo(ctx, now, p.workers.target)
 	}
 	p.workers.startUpTo(ctx, now, p.workers.target, "min_workers")
 	p.settleOutside()
-	p.workers.publishReady(ctx, now)
+	p.workers.svc.publishReady(ctx, now)
 	p.saveState(now)
-	changed := p.publish(nil, nil)
-	p.buildView(now, existing, nil)
+	changed := p.pub.Publish(p.facts(now), nil, nil, existing, nil)
 	return changed
 }
 
@@ -326,14 +317,14 @@ func (p *Pool) Update(cfg *config.Pool) error {
 }
 
 func (p *Pool) update(cfg *config.Pool) error {
-	if err := p.setRules(cfg); err != nil {
+	dec, err := decide.Reload(p.dec, cfg, p.src, deciderOptions(p.log, p.opts))
+	if err != nil {
 		return err
 	}
-	if err := p.refleet(cfg); err != nil {
-		return err
-	}
+	p.dec = dec
+	p.flWake.Store(decide.FleetOf(dec))
 	full := cfg
-	cfg = localBounds(cfg)
+	cfg = decide.LocalBounds(cfg)
 	if err := p.workers.reconfigure(p.clock, p.opts, cfg); err != nil {
 		return err
 	}
@@ -345,19 +336,18 @@ func (p *Pool) update(cfg *config.Pool) error {
 		// The old source is closed by the loop once its wake-up has ended
 		// (rewatch): closed first, a reconnecting watcher could open a
 		// connection that nobody closes.
-		p.retired = append(p.retired, p.src)
+		p.watch.Retire(p.src)
 		p.src = src
 		p.srcGen++
 		p.abandonRead()
 	}
-	p.updatePromQL(full)
+	p.dec.Configure(full)
 	p.cfg = cfg
 	p.workers.cfg = cfg
-	p.pub.status.Max = cfg.MaxWorkers
-	p.pub.status.Mode = p.modeString(p.wallNow())
+	p.pub.Reconfigured(cfg.PollInterval, cfg.MaxWorkers, p.override.Mode(p.wall(), dryRun(p.cfg)))
 	// Starts not yet sent were decided under the old configuration.
-	p.acting.supersede()
-	p.kick()
+	p.acting.Supersede()
+	p.wake.kick()
 	return nil
 }
 
@@ -368,15 +358,18 @@ func (p *Pool) Roll(reason string) {
 		p.workers.roll.nonce = fmt.Sprintf("%d", time.Now().UnixNano())
 		p.workers.roll.reason = reason
 		p.saveState(p.clock())
-		p.acting.supersede()
-		p.kick()
+		p.acting.Supersede()
+		p.wake.kick()
 	})
 }
 
+// wakeup wakes the pool's loop.
+type wakeup chan struct{}
+
 // kick wakes the loop for a tick now; a wake already pending is enough.
-func (p *Pool) kick() {
+func (w wakeup) kick() {
 	select {
-	case p.wake <- struct{}{}:
+	case w <- struct{}{}:
 	default:
 	}
 }
@@ -384,29 +377,25 @@ func (p *Pool) kick() {
 // Close releases the pool's source; its loop has ended.
 func (p *Pool) Close() error {
 	if p.opts.Guard != nil {
-		p.opts.Guard.forget(p.name)
+		p.opts.Guard.Forget(p.name)
 	}
 	var srcs []source.Source
-	var fl *fleetLink
-	why := stopPool
+	var dec decide.Decider
+	why := decide.StopPool
 	p.do(func() {
 		if p.stopWhy != "" {
-			why = stopPool + " (" + p.stopWhy + ")"
+			why = decide.StopPool + " (" + p.stopWhy + ")"
 		}
-		fl, p.fl = p.fl, nil
+		dec = p.dec
+		p.dec = dec.Memory()
 		p.flWake.Store(nil)
-		srcs = append(p.retired, p.src)
-		p.retired = nil
+		srcs = append(p.watch.TakeRetired(), p.src)
 		p.workers.svc.close()
-		if p.prom != nil {
-			p.prom.Close()
-		}
+		dec.Memory().Close()
 	})
-	if fl != nil {
-		// A stop or the pool's removal: a leader hands the lease over at
-		// once rather than after its TTL.
-		fl.stop(why)
-	}
+	// A stop or the pool's removal: a leader hands the lease over at once
+	// rather than after its TTL.
+	dec.Stop(why)
 	var err error
 	for i, s := range srcs {
 		if cerr := s.Close(); i == len(srcs)-1 {
@@ -414,10 +403,4 @@ func (p *Pool) Close() error {
 		}
 	}
 	return err
-}
-
-func (p *Pool) notify(changed bool) {
-	if changed && p.opts.OnChange != nil {
-		p.opts.OnChange()
-	}
 }

@@ -5,29 +5,6 @@ import (
 	"testing"
 )
 
-func TestPickSlots(t *testing.T) {
-	tests := []struct {
-		name             string
-		busy, backingOff []int
-		n                int
-		want             []int
-	}{
-		{"empty pool takes the lowest slots", nil, nil, 3, []int{1, 2, 3}},
-		{"fills the gaps first", []int{1, 3}, nil, 2, []int{2, 4}},
-		{"nothing wanted", []int{1}, nil, 0, nil},
-		{"a backing-off slot keeps its place", nil, []int{1}, 1, nil},
-		{"and does not block the others", nil, []int{1}, 3, []int{2, 3}},
-		{"draining and live slots are skipped", []int{1, 2}, []int{3}, 2, []int{4}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := pickSlots(set(tc.busy), set(tc.backingOff), tc.n); !slices.Equal(got, tc.want) {
-				t.Errorf("pickSlots = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
 func TestPickVictims(t *testing.T) {
 	w := func(slot int, util float64) *worker { return &worker{slot: slot, util: util} }
 	tests := []struct {
@@ -57,33 +34,4 @@ func TestPickVictims(t *testing.T) {
 	}
 }
 
-func TestRunningOnLive(t *testing.T) {
-	tests := []struct {
-		name              string
-		running           int64
-		draining, threads int
-		want              int64
-	}{
-		{"nothing draining", 7, 0, 4, 7},
-		{"a draining worker's jobs are not the live workers'", 7, 1, 4, 3},
-		{"never below zero", 2, 2, 4, 0},
-		{"one thread each", 5, 2, 1, 3},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := runningOnLive(tc.running, tc.draining, tc.threads); got != tc.want {
-				t.Errorf("runningOnLive(%d, %d, %d) = %d, want %d", tc.running, tc.draining, tc.threads, got, tc.want)
-			}
-		})
-	}
-}
-
 func rev(w *worker, r string) *worker { w.revision = r; return w }
-
-func set(xs []int) map[int]bool {
-	m := map[int]bool{}
-	for _, x := range xs {
-		m[x] = true
-	}
-	return m
-}

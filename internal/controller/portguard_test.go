@@ -19,14 +19,14 @@ func TestPortGuardSquattedAutoPort(t *testing.T) {
 	sr := newServiceRig(t, config.ReadyHTTP, 0)
 	sr.start(sr.pool)
 	u := units.UnitName("web", 1)
-	port := sr.pool.workers.fleet.live[1].ports["http"]
+	port := sr.pool.workers.slots.Live[1].ports["http"]
 	sr.owners.running(u)
 	sr.owners.listen("/system.slice/squat.service", port, 65534, 4242)
 	sr.prober.send(t, u, probe.Ready, sr.clock.now)
 	sr.pump()
 	sr.settle()
 	for range 3 {
-		sr.pool.do(func() { sr.pool.workers.guardRound(sr.clock.now) })
+		sr.pool.do(func() { sr.pool.workers.svc.guardRound(sr.clock.now) })
 	}
 	if got := sr.published(); len(got) != 0 {
 		t.Fatalf("published %v with a squatter on %d:\n%s", got, port, sr.log)
@@ -42,7 +42,7 @@ func TestPortGuardSquattedAutoPort(t *testing.T) {
 	var w2 *worker
 	for range 10 {
 		sr.tick(10 * time.Second)
-		for _, w := range sr.pool.workers.fleet.live {
+		for _, w := range sr.pool.workers.slots.Live {
 			w2 = w
 		}
 		if w2 != nil {
@@ -70,10 +70,10 @@ func TestPortGuardActiveReadiness(t *testing.T) {
 	sr := newServiceRig(t, config.ReadyActive, 0)
 	sr.start(sr.pool)
 	sr.settle()
-	w := sr.pool.workers.fleet.live[1]
+	w := sr.pool.workers.slots.Live[1]
 	port := w.ports["http"]
 	sr.owners.replica(w.unit, port)
-	sr.pool.do(func() { sr.pool.workers.guardRound(sr.clock.now) })
+	sr.pool.do(func() { sr.pool.workers.svc.guardRound(sr.clock.now) })
 	sr.pump()
 	sr.settle()
 	if got := sr.published(); !slices.Equal(got, []string{w.unit}) {
@@ -81,7 +81,7 @@ func TestPortGuardActiveReadiness(t *testing.T) {
 	}
 	sr.owners.listen("/user.slice/user-1000.slice/session-1.scope", port, 1000, 777)
 	sr.clock.advance(time.Second)
-	sr.pool.do(func() { sr.pool.workers.guardRound(sr.clock.now) })
+	sr.pool.do(func() { sr.pool.workers.svc.guardRound(sr.clock.now) })
 	sr.pump()
 	sr.settle()
 	if got := sr.published(); len(got) != 0 {
@@ -90,7 +90,7 @@ func TestPortGuardActiveReadiness(t *testing.T) {
 	sr.owners.closePort(port)
 	sr.owners.replica(w.unit, port)
 	sr.clock.advance(time.Second)
-	sr.pool.do(func() { sr.pool.workers.guardRound(sr.clock.now) })
+	sr.pool.do(func() { sr.pool.workers.svc.guardRound(sr.clock.now) })
 	sr.pump()
 	sr.settle()
 	if got := sr.published(); !slices.Equal(got, []string{w.unit}) {
@@ -106,8 +106,8 @@ func TestPortGuardFixedPortSkipsSlot(t *testing.T) {
 	sr.owners.listen("/system.slice/squat.service", base, 65534, 4242)
 	sr.start(sr.pool)
 	sr.tick(time.Second)
-	if sr.pool.workers.fleet.live[1] != nil || sr.pool.workers.fleet.live[2] == nil {
-		t.Fatalf("live slots %v, want slot 2 and not slot 1", sortedKeys(sr.pool.workers.fleet.live))
+	if sr.pool.workers.slots.Live[1] != nil || sr.pool.workers.slots.Live[2] == nil {
+		t.Fatalf("live slots %v, want slot 2 and not slot 1", sortedKeys(sr.pool.workers.slots.Live))
 	}
 	if n := len(sr.lines(fmt.Sprintf("port %d is held", base), "slot 1", `FLEXIQ_HOLDER_PID="4242"`)); n != 1 {
 		t.Fatalf("%d journal entries for the held fixed port, want one:\n%s", n, sr.log)

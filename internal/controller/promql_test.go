@@ -8,6 +8,7 @@ import (
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/snapshot"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 	"github.com/flexiq/flexiq-scaled/internal/source"
@@ -168,7 +169,7 @@ func TestServicePoolWithoutQueue(t *testing.T) {
 	}
 	st, v := r.pool.Status(), r.pool.View()
 	var rep api.TickReport
-	r.pool.do(func() { rep = r.pool.tickReport(policy.Decision{}, 0) })
+	r.pool.do(func() { rep = snapshot.TickReport(r.pool.facts(r.pool.clock()), policy.Decision{}, 0, r.pool.lastObs) })
 	if !strings.Contains(st.String(), "no queue") || v.Queue != nil || rep.Queue != nil || v.Source.Type != "none" {
 		t.Errorf("status %q, view queue %+v, report queue %+v, source %q: want no queue shown", st, v.Queue, rep.Queue, v.Source.Type)
 	}

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/controller/acting"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/poolstore"
+	"github.com/flexiq/flexiq-scaled/internal/slots"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
@@ -57,20 +59,20 @@ type savedQuietEntry struct {
 // pool has a quiet_signal, else the stop at once.
 func (ws *workers) retire(ctx context.Context, now time.Time, w *worker, why string) bool {
 	if ws.svc != nil {
-		return ws.retireReplica(ctx, now, w, why)
+		return ws.svc.retireReplica(ctx, now, w, why)
 	}
 	if ws.cfg.QuietSignalNumber == 0 || ws.cfg.QuietPeriod <= 0 {
 		return ws.stopWorker(ctx, w, why)
 	}
-	ws.fleet.stop(w)
+	ws.slots.Stop(w, w.ports)
 	q := &quietUnit{slot: w.slot, invocation: w.invocation, deadline: now.Add(ws.cfg.QuietPeriod)}
 	ws.addQuiet(now, w.unit, q)
-	ws.saveQuiet()
+	ws.quietFile.save(ws.quiet, ws.log)
 	ws.report.draining(w.slot, w.unit, fmt.Sprintf("%s: quiet phase, %s sent to its main process; stop in %s",
 		why, ws.cfg.QuietSignal, ws.cfg.QuietPeriod))
 	// The signal is a job (acting.go): should it fail, the worker is
 	// stopped at once instead, without a quiet phase.
-	ws.callJob(ctx, jobOther, killMain(w.unit, ws.cfg.QuietSignalNumber), func(err error) {
+	ws.callJob(ctx, acting.Other, killMain(w.unit, ws.cfg.QuietSignalNumber), func(err error) {
 		if err == nil || ws.quiet[w.unit] != q || q.stopping {
 			return
 		}
@@ -100,7 +102,7 @@ func (ws *workers) quietStep(ctx context.Context, now time.Time) {
 	changed := false
 	for _, unit := range sortedKeys(ws.quiet) {
 		q := ws.quiet[unit]
-		if _, ok := ws.fleet.draining[unit]; !ok {
+		if _, ok := ws.slots.Draining[unit]; !ok {
 			// Gone; reconcile has reported its stop.
 			q.timer.Stop()
 			delete(ws.quiet, unit)
@@ -113,7 +115,7 @@ func (ws *workers) quietStep(ctx context.Context, now time.Time) {
 		ws.quietStop(ctx, now, unit, q)
 	}
 	if changed {
-		ws.saveQuiet()
+		ws.quietFile.save(ws.quiet, ws.log)
 	}
 }
 
@@ -122,7 +124,7 @@ func (ws *workers) quietStep(ctx context.Context, now time.Time) {
 // the next tick should systemd refuse it.
 func (ws *workers) quietStop(ctx context.Context, now time.Time, unit string, q *quietUnit) {
 	q.stopping = true
-	ws.callJob(ctx, jobStop, stopUnit(unit), func(err error) {
+	ws.callJob(ctx, acting.Stop, stopUnit(unit), func(err error) {
 		q.stopping = false
 		if err != nil {
 			ws.log.Event(eventlog.WorkerQuiet, eventlog.Err, ws.workerFields(q.slot, unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
@@ -135,7 +137,7 @@ func (ws *workers) quietStop(ctx context.Context, now time.Time, unit string, q 
 		if ws.quiet[unit] == q {
 			q.timer.Stop()
 			delete(ws.quiet, unit)
-			ws.saveQuiet()
+			ws.quietFile.save(ws.quiet, ws.log)
 		}
 	})
 }
@@ -149,33 +151,48 @@ func (ws *workers) endQuiet(ctx context.Context, now time.Time) {
 	ws.quietStep(ctx, now)
 }
 
-// quietStore is where the quiet workers are kept: quiet-POOL.json in the
+// quietFile is where the quiet workers are kept: quiet-POOL.json in the
 // runtime directory, beside the state file.
-func (ws *workers) quietStore() poolstore.Store[savedQuiet] {
-	return poolstore.Store[savedQuiet]{Dir: ws.stateDir, Prefix: "quiet-"}
+type quietFile struct {
+	store poolstore.Store[savedQuiet]
+	pool  string
 }
 
-func (ws *workers) quietPath() string { return ws.quietStore().Path(ws.name) }
+func newQuietFile(pool, dir string) quietFile {
+	return quietFile{store: poolstore.Store[savedQuiet]{Dir: dir, Prefix: "quiet-"}, pool: pool}
+}
 
-// saveQuiet writes the quiet workers, atomically; with none, it removes
-// the file. A failure is logged: a restart would then adopt the quiet
-// workers as live, and a later scale-down would drain them again.
-func (ws *workers) saveQuiet() {
+func (f quietFile) path() string { return f.store.Path(f.pool) }
+
+// save writes the quiet workers, atomically; with none, it removes the
+// file. A failure is logged: a restart would then adopt the quiet workers
+// as live, and a later scale-down would drain them again.
+func (f quietFile) save(quiet map[string]*quietUnit, log *eventlog.Logger) {
 	var err error
-	if len(ws.quiet) == 0 {
-		err = ws.quietStore().Remove(ws.name)
+	if len(quiet) == 0 {
+		err = f.store.Remove(f.pool)
 	} else {
-		st := savedQuiet{Version: quietVersion, Pool: ws.name}
-		for _, unit := range sortedKeys(ws.quiet) {
-			q := ws.quiet[unit]
+		st := savedQuiet{Version: quietVersion, Pool: f.pool}
+		for _, unit := range sortedKeys(quiet) {
+			q := quiet[unit]
 			st.Units = append(st.Units, savedQuietEntry{Unit: unit, Slot: q.slot, Invocation: q.invocation, Deadline: int64(monoSince(q.deadline))})
 		}
-		err = ws.quietStore().Save(ws.name, st)
+		err = f.store.Save(f.pool, st)
 	}
 	if err != nil {
-		ws.log.Event(eventlog.Lifecycle, eventlog.Warning, nil,
+		log.Event(eventlog.Lifecycle, eventlog.Warning, nil,
 			"cannot save its quiet workers (a restart would take them for live ones): %v", err)
 	}
+}
+
+// load reads the quiet workers a previous daemon left; ok is false when
+// there is no file, err says why one is of no use.
+func (f quietFile) load() (st savedQuiet, ok bool, err error) {
+	st, ok, err = f.store.Load(f.pool)
+	if ok && err == nil && (st.Version != quietVersion || st.Pool != f.pool) {
+		err = fmt.Errorf("version %d of pool %q, want version %d of %q", st.Version, st.Pool, quietVersion, f.pool)
+	}
+	return st, ok, err
 }
 
 // restoreQuiet reads the quiet workers a previous daemon left, before the
@@ -183,33 +200,30 @@ func (ws *workers) saveQuiet() {
 // with their deadlines. A worker whose stop is already under way, that is
 // gone, or that was restarted since, is not quiet any more.
 func (ws *workers) restoreQuiet(now time.Time, existing []units.Worker) {
-	st, ok, err := ws.quietStore().Load(ws.name)
+	st, ok, err := ws.quietFile.load()
 	if !ok {
 		return
 	}
-	if err == nil && (st.Version != quietVersion || st.Pool != ws.name) {
-		err = fmt.Errorf("version %d of pool %q, want version %d of %q", st.Version, st.Pool, quietVersion, ws.name)
-	}
 	if err != nil {
-		ws.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "ignoring its quiet workers file %s: %v", ws.quietPath(), err)
+		ws.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "ignoring its quiet workers file %s: %v", ws.quietFile.path(), err)
 		return
 	}
 	byUnit := indexByUnit(existing)
 	for _, e := range st.Units {
-		w, ok := byUnit.get(e.Unit)
+		w, ok := byUnit.Get(e.Unit)
 		switch {
-		case !ok || classify(w, true) != stateRunning || w.Slot != e.Slot:
+		case !ok || slots.Classify(w, true) != slots.Running || w.Slot != e.Slot:
 			continue
 		case e.Invocation != "" && w.InvocationID != "" && e.Invocation != w.InvocationID:
 			continue
 		}
 		deadline := monoTime(time.Duration(e.Deadline))
-		ws.fleet.draining[e.Unit] = drainingUnit{slot: e.Slot, ours: true}
+		ws.slots.Draining[e.Unit] = drainingUnit{Slot: e.Slot, Ours: true}
 		ws.addQuiet(now, e.Unit, &quietUnit{slot: e.Slot, invocation: w.InvocationID, deadline: deadline})
 		ws.log.Event(eventlog.Lifecycle, eventlog.Info, ws.workerFields(e.Slot, e.Unit, nil),
 			"resumed the quiet phase of %s: its stop is due in %s", e.Unit, max(0, deadline.Sub(now)).Round(time.Millisecond))
 	}
-	ws.saveQuiet()
+	ws.quietFile.save(ws.quiet, ws.log)
 }
 
 // quietName is what the journal calls the phase: a service replica's is

@@ -56,31 +56,6 @@ func (f *fakeSystemd) startCount() int {
 	return len(f.starts)
 }
 
-func TestNotActive(t *testing.T) {
-	req := []string{"postgresql.service", "n8n.service", "srv.mount"}
-	cases := []struct {
-		name   string
-		states map[string]string
-		want   []string
-	}{
-		{"all active", map[string]string{"postgresql.service": "active", "n8n.service": "active", "srv.mount": "active"}, nil},
-		{"reloading serves", map[string]string{"postgresql.service": "reloading", "n8n.service": "active", "srv.mount": "active"}, nil},
-		{"one starting", map[string]string{"postgresql.service": "activating", "n8n.service": "active", "srv.mount": "active"},
-			[]string{"postgresql.service (activating)"}},
-		{"failed and missing, in the order required", map[string]string{"n8n.service": "failed", "postgresql.service": "active"},
-			[]string{"n8n.service (failed)", "srv.mount (unknown)"}},
-		{"stopping", map[string]string{"postgresql.service": "deactivating", "n8n.service": "inactive", "srv.mount": "active"},
-			[]string{"postgresql.service (deactivating)", "n8n.service (inactive)"}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := notActive(req, tc.states); !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("notActive = %q, want %q", got, tc.want)
-			}
-		})
-	}
-}
-
 // Scale-ups wait for the required units, with one event per episode, and
 // start once they are active.
 func TestRequiresDefersScaleUps(t *testing.T) {
@@ -151,8 +126,8 @@ func TestConditionSkipIsNotACrash(t *testing.T) {
 	if got := append(r.lines("crashed"), r.lines("failed to start")...); len(got) != 0 {
 		t.Errorf("a skip was reported as a crash or failed start:\n%s", strings.Join(got, "\n"))
 	}
-	if len(r.pool.workers.fleet.backoff) != 0 {
-		t.Errorf("a skip armed a backoff: %v", r.pool.workers.fleet.backoff)
+	if len(r.pool.workers.slots.Backoff) != 0 {
+		t.Errorf("a skip armed a backoff: %v", r.pool.workers.slots.Backoff)
 	}
 	r.sd.condFails = false
 	r.tick(2 * time.Second)
@@ -244,7 +219,7 @@ func TestQuietPhase(t *testing.T) {
 	if got := r.lines("quiet phase, SIGTSTP sent"); len(got) != 2 {
 		t.Errorf("%d draining events for the quiet phase, want 2:\n%s", len(got), r.log)
 	}
-	if _, err := os.Stat(r.pool.workers.quietPath()); err != nil {
+	if _, err := os.Stat(r.pool.workers.quietFile.path()); err != nil {
 		t.Errorf("no quiet file: %v", err)
 	}
 	r.tick(9 * time.Second)
@@ -265,7 +240,7 @@ func TestQuietPhase(t *testing.T) {
 	if got := r.lines("stopped, Result=success"); len(got) != 2 {
 		t.Errorf("%d stopped events, want 2:\n%s", len(got), r.log)
 	}
-	if _, err := os.Stat(r.pool.workers.quietPath()); !os.IsNotExist(err) {
+	if _, err := os.Stat(r.pool.workers.quietFile.path()); !os.IsNotExist(err) {
 		t.Errorf("quiet file left behind: %v", err)
 	}
 }

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"sync/atomic"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/api"
+	"github.com/flexiq/flexiq-scaled/internal/controller/decide"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 	"github.com/flexiq/flexiq-scaled/internal/source"
@@ -17,10 +20,9 @@ import (
 // each thing once: the last decision logged, and whether the source (or the
 // state file) is in a run of failures.
 type reporter struct {
-	log      *eventlog.Logger // the pool's: With("pool", name)
-	last     decisionKey
-	srcLog   *eventlog.Throttle
-	stateLog *eventlog.Throttle
+	log    *eventlog.Logger // the pool's: With("pool", name)
+	last   decisionKey
+	srcLog *eventlog.Throttle
 }
 
 // decisionKey is what makes a decision worth a new entry. The current count
@@ -32,7 +34,7 @@ type decisionKey struct {
 }
 
 func newReporter(log *eventlog.Logger) reporter {
-	return reporter{log: log, srcLog: eventlog.NewThrottle(sourceLogRate), stateLog: eventlog.NewThrottle(sourceLogRate)}
+	return reporter{log: log, srcLog: eventlog.NewThrottle(sourceLogRate)}
 }
 
 // workerFields are a worker's entry's fields; the pool's logger adds
@@ -89,7 +91,7 @@ func (r *reporter) decision(d policy.Decision, o policy.Observation, c source.Co
 			f["FLEXIQ_OLDEST_AGE"] = strconv.FormatFloat(age.Seconds(), 'f', -1, 64)
 			queue += fmt.Sprintf(" oldest=%s", age)
 		}
-		queue += demandFields(f, d, o)
+		queue += decide.DemandFields(f, d, o)
 	}
 	r.log.Event(eventlog.Decision, eventlog.Notice, f, "%s workers=%d -> %d (%s)", queue, d.Current, d.Desired, d.Rationale)
 }
@@ -116,19 +118,19 @@ func (r *reporter) sourceOK(c source.Counts) {
 // crashed reports a worker that went away on its own; its slot's backoff is
 // armed, and said once, here.
 func (r *reporter) crashed(c crash) {
-	if c.exit != nil {
+	if c.Exit != nil {
 		r.groupCrashed(c)
 		return
 	}
 	result, how := "success", "exited and was unloaded"
-	if c.loaded {
-		result = c.unit.Result
-		how = fmt.Sprintf("is %s (%s)", c.unit.ActiveState, exitText(c.unit))
+	if c.Loaded {
+		result = c.Unit.Result
+		how = fmt.Sprintf("is %s (%s)", c.Unit.ActiveState, exitText(c.Unit))
 	}
-	r.log.Event(eventlog.WorkerCrashed, eventlog.Err, r.workerFields(c.worker.slot, c.worker.unit, eventlog.Fields{
-		"FLEXIQ_RESULT": result, "FLEXIQ_EXIT_STATUS": strconv.Itoa(int(c.unit.ExecMainStatus)),
-		"FLEXIQ_BACKOFF_SEC": strconv.FormatFloat(c.delay.Seconds(), 'f', -1, 64),
-	}), "worker %s stopped without being asked: it %s, Result=%s; slot %d may restart in %s", c.worker.unit, how, result, c.worker.slot, c.delay)
+	r.log.Event(eventlog.WorkerCrashed, eventlog.Err, r.workerFields(c.Worker.slot, c.Worker.unit, eventlog.Fields{
+		"FLEXIQ_RESULT": result, "FLEXIQ_EXIT_STATUS": strconv.Itoa(int(c.Unit.ExecMainStatus)),
+		"FLEXIQ_BACKOFF_SEC": strconv.FormatFloat(c.Delay.Seconds(), 'f', -1, 64),
+	}), "worker %s stopped without being asked: it %s, Result=%s; slot %d may restart in %s", c.Worker.unit, how, result, c.Worker.slot, c.Delay)
 }
 
 // startFailed reports a start job that failed, with the unit's own Result
@@ -178,19 +180,19 @@ func (r *reporter) draining(slot int, unit, why string) {
 // stopped reports a drained unit as systemd left it. A drain that ended
 // in SIGKILL (Result=timeout) may have lost work in flight: a warning.
 func (r *reporter) stopped(s stopped) {
-	f := eventlog.Fields{"FLEXIQ_RESULT": s.result}
+	f := eventlog.Fields{"FLEXIQ_RESULT": s.Result}
 	pri, note := eventlog.Info, ""
-	if s.exit.ExecMainCode != 0 {
-		f["FLEXIQ_EXIT_STATUS"] = strconv.Itoa(int(s.exit.ExecMainStatus))
+	if s.Exit.ExecMainCode != 0 {
+		f["FLEXIQ_EXIT_STATUS"] = strconv.Itoa(int(s.Exit.ExecMainStatus))
 	}
-	switch s.result {
+	switch s.Result {
 	case "success":
 	case "timeout":
 		pri, note = eventlog.Warning, ": it did not finish within drain_timeout_sec and was SIGKILLed; work in flight may have been lost"
 	default:
-		pri, note = eventlog.Warning, fmt.Sprintf(" (%s)", exitText(s.exit))
+		pri, note = eventlog.Warning, fmt.Sprintf(" (%s)", exitText(s.Exit))
 	}
-	r.log.Event(eventlog.WorkerStopped, pri, r.workerFields(s.slot, s.unit, f), "%s stopped, Result=%s%s", s.unit, s.result, note)
+	r.log.Event(eventlog.WorkerStopped, pri, r.workerFields(s.Slot, s.Unit, f), "%s stopped, Result=%s%s", s.Unit, s.Result, note)
 }
 
 func exitText(w units.Worker) string {
@@ -203,82 +205,33 @@ func exitText(w units.Worker) string {
 	return "no exit status"
 }
 
-// Status is a pool's one-line summary for STATUS= and for tests.
-type Status struct {
-	Name         string
-	Current, Max int
-	Draining     int
-	Pending      int64
-	Paused       int64
-	PendingKnown bool
-	// SourceError is the short form of the source's error while it fails.
-	SourceError string
-	// Mode is "active", or what an operator or the configuration made of
-	// the pool: paused, pinned at N, dry-run (override.go).
-	Mode string
-	// GroupSize is the ranks of a gang pool's groups (Current and Max
-	// count groups); 0 or 1 for a pool of single units.
-	GroupSize int
-	// NoQueue: the pool reads no queue (a service pool without a source).
-	NoQueue bool
-	// Degraded: its baseline workers keep failing (degraded.go).
-	Degraded bool
-	// Fleet is a fleet pool's role and plan, e.g. "fleet leader, share
-	// 10 of 20"; "" for a pool not in a fleet.
-	Fleet string
+// tells is what the pool tells the daemon: that its summary changed
+// (OnChange, for STATUS=), each tick's report (OnTick, for the metrics),
+// and that it made progress (for the watchdog). Any goroutine may use it.
+type tells struct {
+	onChange func()
+	onTick   func(api.TickReport)
+	progress atomic.Int64 // unix nanos (wall clock) of the last completed tick
 }
 
-func (s Status) String() string {
-	queue := "? pending"
-	switch {
-	case s.NoQueue:
-		queue = "no queue"
-	case s.SourceError != "":
-		queue = "? pending (" + s.SourceError + ")"
-	case s.PendingKnown:
-		queue = fmt.Sprintf("%d pending", s.Pending)
-		if s.Paused > 0 {
-			queue += fmt.Sprintf(", %d paused", s.Paused)
-		}
+// changed tells the daemon that the summary changed, if it did.
+func (t *tells) changed(changed bool) {
+	if changed && t.onChange != nil {
+		t.onChange()
 	}
-	mode := ""
-	if s.Mode != "" && s.Mode != "active" {
-		mode = " [" + s.Mode + "]"
-	}
-	workers := "workers"
-	if s.GroupSize > 1 {
-		workers = fmt.Sprintf("groups of %d", s.GroupSize)
-	}
-	if s.Degraded {
-		mode += " [degraded]"
-	}
-	if s.Fleet != "" {
-		mode += " [" + s.Fleet + "]"
-		if !s.PendingKnown && s.SourceError == "" {
-			queue = "queue read by the leader"
-		}
-	}
-	return fmt.Sprintf("%s %d/%d %s, %s%s", s.Name, s.Current, s.Max, workers, queue, mode)
 }
 
-// publish updates the summary after a tick: c is the source's counts, nil
-// when it was not read (err says why, or nil when it was not asked). It
-// says whether anything changed.
-func (p *Pool) publish(c *source.Counts, err error) bool {
-	st := p.pub.status
-	old := st
-	st.Current, st.Draining, st.Max = p.workers.live(), p.workers.draining(), p.cfg.MaxWorkers
-	st.GroupSize = p.cfg.GroupSize()
-	st.Mode = p.modeString(p.wallNow())
-	st.NoQueue, st.Degraded = p.cfg.NoQueue(), p.degraded.on
-	st.Fleet = p.fleetSummary()
-	switch {
-	case st.NoQueue:
-	case c != nil:
-		st.Pending, st.Paused, st.PendingKnown, st.SourceError = c.Pending, c.Paused, true, ""
-	case err != nil:
-		st.PendingKnown, st.SourceError = false, shortError(err)
+// ticked tells the daemon of a finished tick; the caller need not own the
+// pool.
+func (t *tells) ticked(d tickDone) {
+	if t.onTick != nil {
+		t.onTick(d.report)
 	}
-	p.pub.status = st
-	return st != old
+	t.progressed()
+	t.changed(d.changed)
 }
+
+func (t *tells) progressed() { t.progress.Store(time.Now().UnixNano()) }
+
+// last is when the pool last made progress.
+func (t *tells) last() time.Time { return time.Unix(0, t.progress.Load()) }

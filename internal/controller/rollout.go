@@ -65,7 +65,7 @@ func (ws *workers) rolloutStep(ctx context.Context, now time.Time) {
 	}
 	rev := ws.revision()
 	var old []*worker
-	for _, w := range ws.fleet.liveWorkers() {
+	for _, w := range ws.slots.LiveWorkers() {
 		if outdated(w, rev) {
 			old = append(old, w)
 		}
@@ -74,7 +74,7 @@ func (ws *workers) rolloutStep(ctx context.Context, now time.Time) {
 		if ws.roll.active {
 			ws.roll.active = false
 			ws.log.Event(eventlog.RolloutDone, eventlog.Notice, eventlog.Fields{"FLEXIQ_REVISION": rev},
-				"rollout done: all %d workers run revision %s", len(ws.fleet.live), rev)
+				"rollout done: all %d workers run revision %s", len(ws.slots.Live), rev)
 		}
 		return
 	}
@@ -92,7 +92,7 @@ func (ws *workers) rolloutStep(ctx context.Context, now time.Time) {
 		ws.serviceRolloutStep(ctx, now, old, rev)
 		return
 	}
-	ws.startWorkers(ctx, now, ws.admitSurge(ctx, now, min(maxSurge(ws.cfg), len(old))), "rollout", func(nw *worker) {
+	ws.startWorkers(ctx, now, ws.ready.Surge(ctx, now, ws.cfg, min(maxSurge(ws.cfg), len(old))), "rollout", func(nw *worker) {
 		ws.replaceOutdated(ctx, nw, rev)
 	})
 }
@@ -101,7 +101,7 @@ func (ws *workers) rolloutStep(ctx context.Context, now time.Time) {
 // replaces: the first victim among those still live.
 func (ws *workers) replaceOutdated(ctx context.Context, nw *worker, rev string) {
 	var old []*worker
-	for _, w := range ws.fleet.liveWorkers() {
+	for _, w := range ws.slots.LiveWorkers() {
 		if outdated(w, rev) {
 			old = append(old, w)
 		}
@@ -124,12 +124,12 @@ func (ws *workers) replaceOutdated(ctx context.Context, nw *worker, rev string) 
 // the next surge starts once the last one is ready.
 func (ws *workers) serviceRolloutStep(ctx context.Context, now time.Time, old []*worker, rev string) {
 	pending := 0
-	for _, w := range ws.fleet.liveWorkers() {
+	for _, w := range ws.slots.LiveWorkers() {
 		if !outdated(w, rev) && w.rd != repReady {
 			pending++
 		}
 	}
-	surplus := min(len(old), max(0, len(ws.fleet.live)-max(ws.target, ws.cfg.MinWorkers)-pending))
+	surplus := min(len(old), max(0, len(ws.slots.Live)-max(ws.target, ws.cfg.MinWorkers)-pending))
 	for i, w := range pickVictims(old, surplus, rev) {
 		if !ws.retire(ctx, now, w, "rollout: replaced by a ready replica of revision "+rev) {
 			continue
@@ -142,5 +142,5 @@ func (ws *workers) serviceRolloutStep(ctx context.Context, now time.Time, old []
 	if pending > 0 || surplus == len(old) {
 		return
 	}
-	ws.startWorkers(ctx, now, ws.admitSurge(ctx, now, min(maxSurge(ws.cfg), len(old)-surplus)), "rollout", nil)
+	ws.startWorkers(ctx, now, ws.ready.Surge(ctx, now, ws.cfg, min(maxSurge(ws.cfg), len(old)-surplus)), "rollout", nil)
 }

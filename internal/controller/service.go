@@ -7,18 +7,17 @@ package controller
 // pool's loop as messages. The ready replicas are published to discovery
 // files (publish.go), and a ready replica that leaves first leaves those
 // files, then waits its drain period, then is stopped (quiet.go's
-// machinery). All of it is the workers', owned by the pool's loop.
+// machinery). All of it is the workers' service side (service, whose
+// methods do nothing for a queue pool), owned by the pool's loop.
 
 import (
 	"cmp"
 	"context"
 	"fmt"
-	"net/http"
-	"slices"
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
-	"github.com/flexiq/flexiq-scaled/internal/discovery"
+	"github.com/flexiq/flexiq-scaled/internal/controller/replicas"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/probe"
 	"github.com/flexiq/flexiq-scaled/internal/source"
@@ -27,40 +26,27 @@ import (
 
 // ReadinessProber is what a service pool needs of a probe.Prober; tests
 // inject one that they drive.
-type ReadinessProber interface {
-	Add(probe.Target) error
-	Remove(id string) bool
-	Transitions() <-chan probe.Transition
-	Close()
-}
+type ReadinessProber = replicas.Prober
 
-// readiness is a replica's, as the pool tracks it.
-type readiness int
+// readiness is a replica's (replicas.Readiness), under the names the
+// workers use.
+type readiness = replicas.Readiness
 
 const (
-	repStarting readiness = iota // not ready yet since it started
-	repReady                     // serves: in discovery
-	repUnready                   // was ready, is not: out of discovery
+	repStarting = replicas.Starting
+	repReady    = replicas.Ready
+	repUnready  = replicas.Unready
 )
 
-func (r readiness) String() string {
-	switch r {
-	case repReady:
-		return "ready"
-	case repUnready:
-		return "not-ready"
-	}
-	return "starting"
-}
-
-// service is a service pool's side of the workers.
+// service is a service pool's side of the workers: what a replica needs
+// beyond a queue worker (probes, the port guard, discovery, the drain
+// after leaving it). A queue pool has none (workers.svc is nil), and the
+// methods that the loop and the workers call on it do nothing on nil.
 type service struct {
-	prober  ReadinessProber // nil unless the readiness is a probe
-	byProbe map[string]*worker
-	client  *http.Client
-	run     source.CommandRunner
-	runAs   func(user, group string) source.CommandRunner // Options.ProbeCommands
-	pubs    publishing                                    // publish.go
+	ws     *workers // the workers it is the side of
+	probes *replicas.Probes[*worker]
+	run    source.CommandRunner
+	pubs   *replicas.Publishing // publish.go
 	// listed are the units the discovery file listed when the pool began:
 	// adopted ones among them start ready, so that a restart of the
 	// daemon takes none out of discovery.
@@ -69,47 +55,29 @@ type service struct {
 	// due.
 	relist      chan struct{}
 	relistArmed bool
-	guard       *portGuard // portguard.go; nil for a pool without ports
+	guard       *replicas.Guard // portguard.go; nil for a pool without ports
 }
 
 // newService prepares the service side of a pool whose cfg.Service is set.
-func newService(cfg *config.Pool, clock Clock, opts Options) (*service, error) {
-	s := &service{byProbe: map[string]*worker{}, run: opts.Commands, runAs: opts.ProbeCommands, relist: make(chan struct{}, 1)}
+func newService(cfg *config.Pool, clock Clock, opts Options, ws *workers) (*service, error) {
+	s := &service{ws: ws, run: opts.Commands, relist: make(chan struct{}, 1)}
 	if s.run == nil {
 		s.run = source.ProcessGroupRunner{}
 	}
-	if isProbe(cfg.Service) {
+	s.probes = replicas.NewProbes[*worker](cfg.Service, func() replicas.Prober {
 		if opts.NewProber != nil {
-			s.prober = opts.NewProber(probe.SystemClock(clock))
-		} else {
-			s.prober = probe.New(probe.SystemClock(clock), 256)
+			return opts.NewProber(probe.SystemClock(clock))
 		}
-		s.client = probe.NewHTTPClient()
-	}
-	pub, err := newPublisher(cfg)
+		return probe.New(probe.SystemClock(clock), 256)
+	}, s.run, opts.ProbeCommands)
+	pub, err := replicas.NewPublisher(cfg)
 	if err != nil {
 		return nil, err
 	}
-	s.pubs = newPublishing(pub)
-	s.listed = readDiscoveryUnits(cfg)
-	s.guardPorts(cfg, clock, opts.PortOwners)
+	s.pubs = replicas.NewPublishing(cfg.Name, pub, s.run, ws.log)
+	s.listed = replicas.ListedUnits(cfg)
+	s.guardPorts(cfg, clock, opts.PortOwners, ws.log, ws.workerFields)
 	return s, nil
-}
-
-func isProbe(svc *config.Service) bool {
-	switch svc.Readiness.Kind {
-	case config.ReadyHTTP, config.ReadyTCP, config.ReadyCommand:
-		return true
-	}
-	return false
-}
-
-// readDiscoveryUnits reads the units that DIR/POOL.json lists, as the last
-// daemon wrote it; none when it cannot be read (discovery.ListedUnits: a
-// FIFO or a link there is no list).
-func readDiscoveryUnits(cfg *config.Pool) map[string]bool {
-	listed, _ := discovery.ListedUnits(cfg.Service.DiscoveryDir, cfg.Name)
-	return listed
 }
 
 // close stops the prober; the pool's loop has ended.
@@ -117,143 +85,100 @@ func (s *service) close() {
 	if s == nil {
 		return
 	}
-	if s.prober != nil {
-		s.prober.Close()
-	}
-	s.guard.stop()
+	s.probes.Close()
+	s.guard.Stop()
 }
 
 // transitions is the prober's channel, nil without one.
 func (s *service) transitions() <-chan probe.Transition {
-	if s == nil || s.prober == nil {
+	if s == nil {
 		return nil
 	}
-	return s.prober.Transitions()
+	return s.probes.C()
 }
 
 // probeID names one run of a replica: a restarted unit is a new target.
 func probeID(w *worker) string { return w.unit + "/" + w.invocation }
 
 // started takes in a replica just started by the pool.
-func (ws *workers) replicaStarted(now time.Time, w *worker) {
-	if ws.svc == nil {
+func (s *service) replicaStarted(now time.Time, w *worker) {
+	if s == nil {
 		return
 	}
+	ws := s.ws
 	w.rd, w.readyFrom = repStarting, now
 	if ws.cfg.Service.Readiness.Kind == config.ReadyActive || ws.cfg.Service.Readiness.Kind == "" {
 		// Type=exec: the start job is done once the command runs.
-		ws.setReadiness(w, repReady, nil, now)
+		s.setReadiness(w, repReady, nil, now)
 	}
-	ws.track(w, probe.Unknown)
+	s.track(w, probe.Unknown)
 }
 
 // track makes the prober probe w, from initial.
-func (ws *workers) track(w *worker, initial probe.State) {
-	s := ws.svc
-	if s.prober == nil {
+func (s *service) track(w *worker, initial probe.State) {
+	ws := s.ws
+	ps := s.probes
+	if !ps.On() {
 		return
 	}
-	spec := ws.cfg.Service.Readiness.Probe.WithDefaults()
-	if spec.Kind == "" {
-		// The readiness kind names the probe; config may leave it there.
-		spec.Kind = probe.Kind(ws.cfg.Service.Readiness.Kind)
-	}
-	env := make([]string, 0, len(w.ports))
-	for k, v := range portEnv(ws.cfg.Service, w.ports) {
-		env = append(env, k+"="+v)
-	}
-	run, err := s.probeRunner(ws.cfg)
-	exec := func(ctx context.Context, argv []string) error {
-		return run.RunCommand(ctx, argv, env, discard{}, discard{})
-	}
-	var check probe.Check
+	check, spec, err := ps.Target(ws.cfg, w.ports)
 	if err == nil {
-		check, err = spec.Check(serviceAddress(ws.cfg.Service), w.ports, s.client, exec)
+		s.untrack(w)
+		w.probeID = probeID(w)
+		err = ps.Add(w, w.probeID, check, spec, initial)
 	}
 	if err != nil {
 		ws.log.Event(eventlog.ReplicaReadiness, eventlog.Err, ws.workerFields(w.slot, w.unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
 			"cannot probe %s: %v", w.unit, err)
-		return
 	}
-	ws.untrack(w)
-	w.probeID = probeID(w)
-	if err := s.prober.Add(probe.Target{ID: w.probeID, Check: check, Spec: spec, Initial: initial}); err != nil {
-		ws.log.Event(eventlog.ReplicaReadiness, eventlog.Err, ws.workerFields(w.slot, w.unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
-			"cannot probe %s: %v", w.unit, err)
-		return
-	}
-	s.byProbe[w.probeID] = w
-}
-
-// probeRunner runs cfg's command probes: as the pool's probe user and
-// group (config.Pool.ProbeAccount, the workers' unless readiness.user
-// says otherwise), or as the daemon when that is none.
-func (s *service) probeRunner(cfg *config.Pool) (source.CommandRunner, error) {
-	user, group := cfg.ProbeAccount()
-	switch {
-	case user == "" && group == "":
-		return s.run, nil
-	case s.runAs == nil:
-		return nil, fmt.Errorf("no runner can run the command probe as user %q", user)
-	}
-	return s.runAs(user, group), nil
 }
 
 // untrack stops probing w.
-func (ws *workers) untrack(w *worker) {
-	if ws.svc == nil || w.probeID == "" {
+func (s *service) untrack(w *worker) {
+	if s == nil || w.probeID == "" {
 		return
 	}
-	if ws.svc.prober != nil {
-		ws.svc.prober.Remove(w.probeID)
-	}
-	delete(ws.svc.byProbe, w.probeID)
+	s.probes.Remove(w.probeID)
 	w.probeID = ""
-}
-
-func serviceAddress(svc *config.Service) string {
-	if svc.Address == "" {
-		return config.DefaultServiceAddress
-	}
-	return svc.Address
 }
 
 // replicasReconciled follows a reconcile: adopted replicas get their ports
 // back and their readiness, restarted ones start over, gone ones are no
 // longer probed; systemd's own readiness is read from the listing.
-func (ws *workers) replicasReconciled(now time.Time, listed []units.Worker, r reconciled) {
-	if ws.svc == nil {
+func (s *service) replicasReconciled(now time.Time, listed []units.Worker, r reconciled) {
+	if s == nil {
 		return
 	}
+	ws := s.ws
 	byUnit := indexByUnit(listed)
-	for _, w := range r.adopted {
-		lw, _ := byUnit.get(w.unit)
-		w.ports = portsFromEnvironment(ws.cfg.Service, lw.Environment)
+	for _, w := range r.Adopted {
+		lw, _ := byUnit.Get(w.unit)
+		w.ports = replicas.PortsFromEnvironment(ws.cfg.Service, lw.Environment)
 		w.rankPorts = listedRankPorts(ws.cfg.Service, lw.Ranks)
 		// Its ready timeout counts from now: the daemon was not there to
 		// see it start.
 		w.readyFrom = now
 		initial := probe.Unknown
-		if ws.svc.listed[w.unit] || (!isProbe(ws.cfg.Service) && lw.ActiveState == "active") {
+		if s.listed[w.unit] || (!replicas.IsProbe(ws.cfg.Service) && lw.ActiveState == "active") {
 			// Ready as it was: no journal entry, no probe's "not ready"
 			// for a replica that served all along.
 			initial = probe.Ready
 			w.rd, w.claim, w.everReady = repReady, repReady, true
 		}
-		ws.track(w, initial)
+		s.track(w, initial)
 	}
-	for _, rs := range r.restarted {
-		rs.worker.rd, rs.worker.claim, rs.worker.readyFrom = repStarting, repStarting, now
-		ws.track(rs.worker, probe.Unknown)
+	for _, rs := range r.Restarted {
+		rs.Worker.rd, rs.Worker.claim, rs.Worker.readyFrom = repStarting, repStarting, now
+		s.track(rs.Worker, probe.Unknown)
 	}
-	for _, c := range r.crashed {
-		ws.untrack(c.worker)
+	for _, c := range r.Crashed {
+		s.untrack(c.Worker)
 	}
-	for _, s := range r.stopping {
-		ws.untrack(s.worker)
+	for _, st := range r.Stopping {
+		s.untrack(st.Worker)
 	}
-	for _, w := range ws.fleet.liveWorkers() {
-		if lw, ok := byUnit.get(w.unit); ok {
+	for _, w := range ws.slots.LiveWorkers() {
+		if lw, ok := byUnit.Get(w.unit); ok {
 			w.cgroup = cmp.Or(lw.ControlGroup, w.cgroup)
 			for i, r := range lw.Ranks {
 				if i < len(w.rankCgroups) && r.ControlGroup != "" {
@@ -263,20 +188,20 @@ func (ws *workers) replicasReconciled(now time.Time, listed []units.Worker, r re
 		}
 	}
 	// Only the first listing may vouch for what the last daemon published.
-	ws.svc.listed = nil
-	if isProbe(ws.cfg.Service) {
+	s.listed = nil
+	if replicas.IsProbe(ws.cfg.Service) {
 		return
 	}
-	for _, w := range ws.fleet.liveWorkers() {
-		lw, ok := byUnit.get(w.unit)
+	for _, w := range ws.slots.LiveWorkers() {
+		lw, ok := byUnit.Get(w.unit)
 		if !ok {
 			continue
 		}
 		switch {
 		case lw.ActiveState == "active" || lw.ActiveState == "reloading":
-			ws.setReadiness(w, repReady, nil, now)
+			s.setReadiness(w, repReady, nil, now)
 		case w.rd == repReady:
-			ws.setReadiness(w, repUnready, nil, now)
+			s.setReadiness(w, repUnready, nil, now)
 			w.notReadySince = now
 		default:
 			w.claim = w.rd // not active: no longer says it is ready
@@ -285,20 +210,21 @@ func (ws *workers) replicasReconciled(now time.Time, listed []units.Worker, r re
 }
 
 // onTransition takes a prober's transition, on the pool's loop.
-func (ws *workers) onTransition(t probe.Transition) {
-	if ws.svc == nil {
+func (s *service) onTransition(t probe.Transition) {
+	if s == nil {
 		return
 	}
-	w, ok := ws.svc.byProbe[t.ID]
-	if !ok || ws.fleet.live[w.slot] != w {
+	ws := s.ws
+	w, ok := s.probes.Get(t.ID)
+	if !ok || ws.slots.Live[w.slot] != w {
 		return // a target since removed
 	}
 	switch t.To {
 	case probe.Ready:
-		ws.setReadiness(w, repReady, nil, t.At)
+		s.setReadiness(w, repReady, nil, t.At)
 	case probe.NotReady:
 		w.notReadySince = t.NotReadySince
-		ws.setReadiness(w, repUnready, t.Err, t.At)
+		s.setReadiness(w, repUnready, t.Err, t.At)
 	default:
 		w.rd, w.claim = repStarting, repStarting
 	}
@@ -308,11 +234,11 @@ func (ws *workers) onTransition(t probe.Transition) {
 // at: a replica that says it is ready is ready only if the listeners on
 // its ports are its own (portguard.go), read at or after at; else it
 // stays out of discovery, or leaves it.
-func (ws *workers) setReadiness(w *worker, rd readiness, why error, at time.Time) {
+func (s *service) setReadiness(w *worker, rd readiness, why error, at time.Time) {
 	w.claim = rd
-	if rd == repReady && ws.svc.guard != nil {
-		v := ws.checkPorts(w, at)
-		ws.noteHeld(w, v)
+	if rd == repReady && s.guard != nil {
+		v := s.checkPorts(w, at)
+		s.noteHeld(w, v)
 		if v != nil {
 			rd, why = w.rd, v
 			if w.rd == repReady {
@@ -320,11 +246,12 @@ func (ws *workers) setReadiness(w *worker, rd readiness, why error, at time.Time
 			}
 		}
 	}
-	ws.applyReadiness(w, rd, why)
+	s.applyReadiness(w, rd, why)
 }
 
 // applyReadiness records w's readiness and says a change in the journal.
-func (ws *workers) applyReadiness(w *worker, rd readiness, why error) {
+func (s *service) applyReadiness(w *worker, rd readiness, why error) {
+	ws := s.ws
 	if w.rd == rd {
 		return
 	}
@@ -345,13 +272,14 @@ func (ws *workers) applyReadiness(w *worker, rd readiness, why error) {
 
 // replaceUnready stops and replaces the replicas that never became ready
 // within ready_timeout_sec, or stayed unready for unready_timeout_sec.
-func (ws *workers) replaceUnready(ctx context.Context, now time.Time) {
-	if ws.svc == nil || ws.stopping || ws.dryRun() {
+func (s *service) replaceUnready(ctx context.Context, now time.Time) {
+	if s == nil || s.ws.stopping || dryRun(s.ws.cfg) {
 		return
 	}
+	ws := s.ws
 	svc := ws.cfg.Service
 	replaced := 0
-	for _, w := range ws.fleet.liveWorkers() {
+	for _, w := range ws.slots.LiveWorkers() {
 		var reason, text string
 		switch {
 		case w.rd == repStarting && svc.ReadyTimeout > 0 && now.Sub(w.readyFrom) >= svc.ReadyTimeout:
@@ -366,7 +294,7 @@ func (ws *workers) replaceUnready(ctx context.Context, now time.Time) {
 		if ws.retire(ctx, now, w, "replacing a replica "+reason) {
 			// Its slot waits as after a crash: a replica that cannot get
 			// ready must not be restarted in a tight loop.
-			ws.fleet.armBackoff(w.slot, now)
+			ws.slots.ArmBackoff(w.slot, now)
 			replaced++
 		}
 	}
@@ -376,8 +304,9 @@ func (ws *workers) replaceUnready(ctx context.Context, now time.Time) {
 }
 
 // readyCount is the replicas that are ready, and those that are not.
-func (ws *workers) readyCount() (ready, notReady int) {
-	for _, w := range ws.fleet.live {
+func (s *service) readyCount() (ready, notReady int) {
+	ws := s.ws
+	for _, w := range ws.slots.Live {
 		if w.rd == repReady {
 			ready++
 		} else {
@@ -392,14 +321,15 @@ func (ws *workers) readyCount() (ready, notReady int) {
 // min_workers. While a rollout runs, its new replicas that are not ready
 // yet are kept: each is to replace an old one once it is ready, and taking
 // it would only start another.
-func (ws *workers) serviceVictims(n int) []*worker {
+func (s *service) serviceVictims(n int) []*worker {
+	ws := s.ws
 	rev := ws.revision()
 	rolling := false
-	for _, w := range ws.fleet.live {
+	for _, w := range ws.slots.Live {
 		rolling = rolling || outdated(w, rev)
 	}
 	var notReady, ready []*worker
-	for _, w := range ws.fleet.liveWorkers() {
+	for _, w := range ws.slots.LiveWorkers() {
 		switch {
 		case w.rd == repReady:
 			ready = append(ready, w)
@@ -411,11 +341,6 @@ func (ws *workers) serviceVictims(n int) []*worker {
 	spare := max(0, len(ready)-ws.cfg.MinWorkers)
 	return append(out, pickVictims(ready, min(n-len(out), spare), rev)...)
 }
-
-// discard is an io.Writer that drops a probe command's output.
-type discard struct{}
-
-func (discard) Write(b []byte) (int, error) { return len(b), nil }
 
 // reconfigure brings the service side to a reloaded configuration: a new
 // Publisher when what it writes changed (it reads the files in place, so
@@ -429,8 +354,8 @@ func (ws *workers) reconfigure(clock Clock, opts Options, cfg *config.Pool) erro
 		ws.svc.close()
 		ws.svc = nil
 		return nil
-	case ws.svc == nil || old == nil || isProbe(old) != isProbe(cfg.Service):
-		svc, err := newService(cfg, clock, opts)
+	case ws.svc == nil || old == nil || replicas.IsProbe(old) != replicas.IsProbe(cfg.Service):
+		svc, err := newService(cfg, clock, opts, ws)
 		if err != nil {
 			return err
 		}
@@ -439,31 +364,18 @@ func (ws *workers) reconfigure(clock Clock, opts Options, cfg *config.Pool) erro
 		svc.listed = nil
 		// The running replicas are taken as ready, unprobed: a change of
 		// the readiness kind reaches them through the rollout.
-		for _, w := range ws.fleet.liveWorkers() {
+		for _, w := range ws.slots.LiveWorkers() {
 			w.probeID, w.rd, w.claim, w.everReady = "", repReady, repReady, true
 		}
 		return nil
 	case old.DiscoveryDir != cfg.Service.DiscoveryDir || old.MetricsPort != cfg.Service.MetricsPort ||
-		!sameTemplates(old.Templates, cfg.Service.Templates):
-		pub, err := newPublisher(cfg)
+		!replicas.SameTemplates(old.Templates, cfg.Service.Templates):
+		pub, err := replicas.NewPublisher(cfg)
 		if err != nil {
 			return err
 		}
-		ws.svc.pubs.pub, ws.svc.pubs.dirty = pub, true
+		ws.svc.pubs.Replace(pub)
 	}
-	ws.svc.guardPorts(cfg, clock, opts.PortOwners)
+	ws.svc.guardPorts(cfg, clock, opts.PortOwners, ws.log, ws.workerFields)
 	return nil
-}
-
-// sameTemplates says whether a reload left the templates as they were:
-// the same files, destinations, modes and commands, and the same text
-// (the file may have been edited). Each load parses them afresh, so
-// pointers always differ.
-func sameTemplates(a, b []*discovery.Template) bool {
-	return slices.EqualFunc(a, b, func(x, y *discovery.Template) bool {
-		xs, ys := x.Spec, y.Spec
-		sameAfter := (xs.After == nil) == (ys.After == nil) &&
-			(xs.After == nil || xs.After.Path == ys.After.Path && xs.After.Timeout == ys.After.Timeout && slices.Equal(xs.After.Args, ys.After.Args))
-		return xs.Source == ys.Source && xs.Destination == ys.Destination && xs.Mode == ys.Mode && sameAfter && x.Text() == y.Text()
-	})
 }

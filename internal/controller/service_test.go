@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
-	"github.com/flexiq/flexiq-scaled/internal/discovery"
 	"github.com/flexiq/flexiq-scaled/internal/probe"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
@@ -52,7 +50,7 @@ func TestServicePorts(t *testing.T) {
 					t.Fatalf("slot %d got port %d (seen %v)", slot, port, seen)
 				}
 				seen[port] = true
-				if got := sr.pool.workers.fleet.live[slot].ports["http"]; got != port {
+				if got := sr.pool.workers.slots.Live[slot].ports["http"]; got != port {
 					t.Fatalf("slot %d remembers port %d, its unit has %d", slot, got, port)
 				}
 			}
@@ -109,7 +107,7 @@ func TestServiceRestartKeepsPortsAndDiscovery(t *testing.T) {
 				t.Fatalf("the restart started %d units and ran %d commands", len(sr.sd.starts)-starts, sr.runner.runs()-runs)
 			}
 			for _, u := range before {
-				w := sr.pool.workers.fleet.live[sr.sd.units[u].Slot]
+				w := sr.pool.workers.slots.Live[sr.sd.units[u].Slot]
 				if w.ports["http"] != ports[u] || w.rd != repReady {
 					t.Fatalf("%s adopted with ports %v, %s; want http=%d, ready", u, w.ports, w.rd, ports[u])
 				}
@@ -151,7 +149,7 @@ func TestServiceReadinessInAndOutOfDiscovery(t *testing.T) {
 		if got := sr.published(); !slices.Equal(got, st.want) {
 			t.Fatalf("step %d (%s %s): discovery lists %v, want %v", i, st.unit, st.to, got, st.want)
 		}
-		ready, notReady := sr.pool.workers.readyCount()
+		ready, notReady := sr.pool.workers.svc.readyCount()
 		if ready+notReady != 2 || ready != len(st.want) {
 			t.Fatalf("step %d: %d ready, %d not ready", i, ready, notReady)
 		}
@@ -233,7 +231,7 @@ func TestServiceReplacesUnreadyReplicas(t *testing.T) {
 			if len(sr.lines(`FLEXIQ_REASON="`+tc.reason+`"`, u, "stopping and replacing")) != 1 {
 				t.Fatalf("no journal entry for the replacement:\n%s", sr.log)
 			}
-			if n := sr.pool.workers.live(); n != 1 || sr.pool.workers.fleet.live[2] == nil {
+			if n := sr.pool.workers.live(); n != 1 || sr.pool.workers.slots.Live[2] == nil {
 				t.Fatalf("%d live, want the replacement in slot 2", n)
 			}
 			if _, ok := sr.prober.target(u); ok {
@@ -356,10 +354,10 @@ func TestServiceVictims(t *testing.T) {
 				if ready {
 					w.rd = repReady
 				}
-				sr.pool.workers.fleet.live[i+1] = w
+				sr.pool.workers.slots.Live[i+1] = w
 			}
 			var got []int
-			for _, w := range sr.pool.workers.serviceVictims(tc.n) {
+			for _, w := range sr.pool.workers.svc.serviceVictims(tc.n) {
 				got = append(got, w.slot)
 			}
 			if !slices.Equal(got, tc.want) {
@@ -388,43 +386,8 @@ func TestServiceCrashReassignsPorts(t *testing.T) {
 	if len(sr.sd.starts) != 2 {
 		t.Fatalf("starts %v, want the replacement after the backoff", sr.sd.starts)
 	}
-	w := sr.pool.workers.fleet.live[1]
+	w := sr.pool.workers.slots.Live[1]
 	if w == nil || w.ports["http"] != sr.envPort(u) {
 		t.Fatalf("the replacement remembers %v, its unit has http=%d", w, sr.envPort(u))
-	}
-}
-
-// A reload parses the templates afresh: the same ones are not a change,
-// an edited text or another command is.
-func TestSameTemplates(t *testing.T) {
-	dir := t.TempDir()
-	load := func(text string, after []string) *discovery.Template {
-		src := filepath.Join(dir, fmt.Sprintf("t%d.tmpl", len(text)+len(after)))
-		os.WriteFile(src, []byte(text), 0o644)
-		cmd, err := discovery.NewCommand("after", after, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tm, err := discovery.LoadTemplate("template[0]", discovery.TemplateSpec{Source: src, Destination: filepath.Join(dir, "out"), After: &cmd})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tm.Spec.Source = "/same/source"
-		return tm
-	}
-	reload := []string{"/usr/bin/systemctl", "reload", "nginx"}
-	a := load("x", reload)
-	for _, tc := range []struct {
-		name string
-		b    *discovery.Template
-		same bool
-	}{
-		{"parsed again", load("x", reload), true},
-		{"text edited", load("xy", reload), false},
-		{"another command", load("x", []string{"/usr/bin/systemctl", "reload", "haproxy"}), false},
-	} {
-		if got := sameTemplates([]*discovery.Template{a}, []*discovery.Template{tc.b}); got != tc.same {
-			t.Errorf("%s: sameTemplates = %v, want %v", tc.name, got, tc.same)
-		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/replicas"
 	"github.com/flexiq/flexiq-scaled/internal/discovery"
 	"github.com/flexiq/flexiq-scaled/internal/portowner"
 	"github.com/flexiq/flexiq-scaled/internal/probe"
@@ -206,7 +207,7 @@ func newServiceRig(t *testing.T, kind string, base int) *serviceRig {
 		Templates:   []*discovery.Template{tmpl},
 		DrainPeriod: 30 * time.Second, ReadyTimeout: 5 * time.Minute, UnreadyTimeout: time.Minute, GroupSize: 1,
 	}
-	if isProbe(cfg.Service) {
+	if replicas.IsProbe(cfg.Service) {
 		cfg.Service.Readiness.Probe = probe.Spec{Kind: probe.Kind(kind), Path: "/health", Port: "http", Command: []string{"/bin/true"}}.WithDefaults()
 	}
 	sr := &serviceRig{prober: newFakeProber(), runner: &fakeRunner{file: filepath.Join(disc, "web.json")}, owners: newFakeOwners(t), disc: disc}
@@ -248,8 +249,8 @@ func (sr *serviceRig) finishCommands() {
 	ok := false
 	sr.pool.do(func() {
 		select {
-		case d := <-sr.pool.workers.svc.pubs.done:
-			sr.pool.workers.commandsFinished(context.Background(), sr.clock.now, d)
+		case d := <-sr.pool.workers.svc.pubs.Done():
+			sr.pool.workers.svc.commandsFinished(context.Background(), sr.clock.now, d)
 			ok = true
 		case <-time.After(5 * time.Second):
 		}
@@ -262,8 +263,8 @@ func (sr *serviceRig) finishCommands() {
 // pump takes the prober's transitions and publishes, as the loop does.
 func (sr *serviceRig) pump() {
 	sr.pool.do(func() {
-		sr.pool.workers.pumpService(context.Background(), sr.clock.now)
-		sr.pool.workers.publishReady(context.Background(), sr.clock.now)
+		sr.pool.workers.svc.pumpService(context.Background(), sr.clock.now)
+		sr.pool.workers.svc.publishReady(context.Background(), sr.clock.now)
 	})
 }
 
@@ -272,7 +273,7 @@ func (sr *serviceRig) settle() {
 	sr.t.Helper()
 	for range 10 {
 		busy := false
-		sr.pool.do(func() { busy = sr.pool.workers.svc.pubs.busy })
+		sr.pool.do(func() { busy = sr.pool.workers.svc.pubs.Busy })
 		if !busy {
 			return
 		}

@@ -62,8 +62,8 @@ func TestServiceCommandFailureRetried(t *testing.T) {
 	}
 	sr.runner.fail = nil
 	sr.pool.do(func() {
-		sr.pool.workers.svc.pubs.dirty = true
-		sr.pool.workers.publishReady(context.Background(), sr.clock.now)
+		sr.pool.workers.svc.pubs.Dirty = true
+		sr.pool.workers.svc.publishReady(context.Background(), sr.clock.now)
 	})
 	sr.settle()
 	if sr.runner.runs() != 2 || !strings.Contains(sr.log.String(), "done in") {
@@ -87,7 +87,7 @@ func TestServiceFailingCommandWaitsForAChange(t *testing.T) {
 	}
 	publishTimes := func(n int) {
 		for range n {
-			sr.pool.do(func() { sr.pool.workers.publishReady(context.Background(), sr.clock.now) })
+			sr.pool.do(func() { sr.pool.workers.svc.publishReady(context.Background(), sr.clock.now) })
 		}
 	}
 	publishTimes(5) // the same set, while the command runs
@@ -205,7 +205,7 @@ func TestServiceRolloutWaitsForReady(t *testing.T) {
 	sr.tick(time.Second)
 	sr.settle()
 	u2 := units.UnitName("web", 2)
-	if sr.pool.workers.fleet.live[2] == nil || len(sr.sd.stops) != 0 || sr.pool.workers.draining() != 0 {
+	if sr.pool.workers.slots.Live[2] == nil || len(sr.sd.stops) != 0 || sr.pool.workers.draining() != 0 {
 		t.Fatalf("want the surge replica started and the old one kept: live %d, draining %d", sr.pool.workers.live(), sr.pool.workers.draining())
 	}
 	sr.tick(time.Second)

@@ -1,8 +1,6 @@
 package controller
 
 import (
-	"fmt"
-
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/source"
@@ -23,19 +21,4 @@ func openSource(open func(config.Source) (source.Source, error), cfg *config.Poo
 			eventlog.Fields{"FLEXIQ_ERROR": pe.Error(), "FLEXIQ_STACK": string(pe.Stack)},
 			"%v; the pool holds as for any source error (the stack, logged once for this source, follows)\n%s", pe, pe.Stack)
 	}), nil
-}
-
-// watchEvents reports, to the journal, what the source's watcher learns
-// after Watch returned: its connection lost, and wake-up active again.
-func (p *Pool) watchEvents(poll fmt.Stringer) source.WatchEvents {
-	return source.WatchEvents{
-		Lost: func(err error) {
-			p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil,
-				"wake-up is lost, polling every %s until it is back: %v", poll, err)
-		},
-		Restored: func(how string) {
-			p.log.Event(eventlog.Lifecycle, eventlog.Info, nil,
-				"wake-up is active again: %s", how)
-		},
-	}
 }

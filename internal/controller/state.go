@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/controller/decide"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 	"github.com/flexiq/flexiq-scaled/internal/poolstore"
@@ -34,8 +35,8 @@ type savedState struct {
 	History []savedSample        `json:"history"`
 	Backoff map[int]savedBackoff `json:"backoff,omitempty"`
 	Roll    string               `json:"roll_nonce,omitempty"`
-	// The rate limits' events and the rules' cooldowns (guard.go).
-	savedScaling
+	// The rate limits' events and the rules' cooldowns (decide/local.go).
+	decide.SavedScaling
 }
 
 type savedSample struct {
@@ -48,69 +49,82 @@ type savedBackoff struct {
 	Until int64 `json:"until_mono_ns"`
 }
 
-// stateStore is where the state file is kept: pool-POOL.json in the
-// runtime directory.
-func (p *Pool) stateStore() poolstore.Store[savedState] {
-	return poolstore.Store[savedState]{Dir: p.opts.StateDir, Prefix: "pool-"}
+// stateFile is the pool's state file: pool-POOL.json in the runtime
+// directory. It reads and writes the file; what goes in it is the pool's
+// (saveState, restoreState).
+type stateFile struct {
+	pool  string
+	store poolstore.Store[savedState]
+	// fails is a run of failed saves, logged once.
+	fails *eventlog.Throttle
 }
 
-func (p *Pool) statePath() string { return p.stateStore().Path(p.name) }
+func newStateFile(pool, dir string) stateFile {
+	return stateFile{pool: pool, store: poolstore.Store[savedState]{Dir: dir, Prefix: "pool-"}, fails: eventlog.NewThrottle(sourceLogRate)}
+}
 
-// saveState writes the state file, atomically: a crash mid-write leaves the
-// previous file. Failing to write costs only the continuity of a later
-// restart, so it is logged and the tick goes on.
+func (f stateFile) path() string { return f.store.Path(f.pool) }
+
+func (f stateFile) remove() error { return f.store.Remove(f.pool) }
+
+// save writes st, atomically: a crash mid-write leaves the previous file.
+// Failing to write costs only the continuity of a later restart, so it is
+// logged and the tick goes on.
+func (f stateFile) save(now time.Time, st savedState, log *eventlog.Logger) {
+	if err := f.store.Save(f.pool, st); err != nil {
+		if l, _ := f.fails.Fail(now); l {
+			log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "cannot save its state (a restart would forget its windows): %v", err)
+		}
+		return
+	}
+	f.fails.OK()
+}
+
+// load reads the state file. It returns nil and why when there is none to
+// use: no file is no reason worth a warning, a corrupt, foreign or stale
+// one is. roll is the rollout nonce of a file otherwise too old.
+func (f stateFile) load(now time.Time, longest time.Duration) (st *savedState, roll, why string) {
+	// Read, not Load: the bytes are parsed twice below.
+	b, ok, err := f.store.Read(f.pool)
+	if !ok {
+		return nil, "", ""
+	}
+	if err != nil {
+		return nil, "", err.Error()
+	}
+	st, why = parseState(b, f.pool, now, longest)
+	if st != nil {
+		return st, "", ""
+	}
+	// The rollout nonce is no scaling decision: keep it from a state that
+	// is otherwise too old, or the next start would replace every worker
+	// that the last `roll` started.
+	var partial savedState
+	if json.Unmarshal(b, &partial) == nil && partial.Version == stateVersion && partial.Pool == f.pool {
+		roll = partial.Roll
+	}
+	return nil, roll, fmt.Sprintf("%s: %s", f.path(), why)
+}
+
+// saveState writes what the pool decided to the state file.
 func (p *Pool) saveState(now time.Time) {
-	if p.statePath() == "" {
+	if p.state.path() == "" {
 		return
 	}
 	st := savedState{Version: stateVersion, Pool: p.name, SavedAt: int64(monoSince(now)), Target: p.workers.target, Roll: p.workers.roll.nonce,
-		savedScaling: p.saveScaling()}
-	for _, s := range p.pipe.Rec.History() {
+		SavedScaling: p.dec.Memory().SaveScaling()}
+	for _, s := range p.dec.Memory().Recommender().History() {
 		st.History = append(st.History, savedSample{At: int64(monoSince(s.At)), Raw: s.Raw})
 	}
-	for slot, b := range p.workers.fleet.backoff {
-		if now.Before(b.until) || b.delay > backoffMin {
+	for slot, b := range p.workers.slots.Backoff {
+		if now.Before(b.Until) || b.Delay > backoffMin {
 			if st.Backoff == nil {
 				st.Backoff = map[int]savedBackoff{}
 			}
-			st.Backoff[slot] = savedBackoff{Delay: int64(b.delay), Until: int64(monoSince(b.until))}
+			st.Backoff[slot] = savedBackoff{Delay: int64(b.Delay), Until: int64(monoSince(b.Until))}
 		}
 	}
-	if err := p.stateStore().Save(p.name, st); err != nil {
-		if log, _ := p.report.stateLog.Fail(now); log {
-			p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "cannot save its state (a restart would forget its windows): %v", err)
-		}
-		return
-	}
-	p.report.stateLog.OK()
-}
-
-// loadState reads the state file. It returns nil and why when there is none
-// to use: no file is no reason worth a warning, a corrupt, foreign or stale
-// one is.
-func (p *Pool) loadState(now time.Time) (*savedState, string) {
-	// Read, not Load: the bytes are parsed twice below.
-	b, ok, err := p.stateStore().Read(p.name)
-	if !ok {
-		return nil, ""
-	}
-	if err != nil {
-		return nil, err.Error()
-	}
-	st, why := parseState(b, p.name, now, p.longestWindow())
-	if st == nil && p.workers.roll.nonce == "" {
-		// The rollout nonce is no scaling decision: keep it from a state
-		// that is otherwise too old, or the next start would replace every
-		// worker that the last `roll` started.
-		var partial savedState
-		if json.Unmarshal(b, &partial) == nil && partial.Version == stateVersion && partial.Pool == p.name {
-			p.workers.roll.nonce = partial.Roll
-		}
-	}
-	if st == nil {
-		return nil, fmt.Sprintf("%s: %s", p.statePath(), why)
-	}
-	return st, ""
+	p.state.save(now, st, p.log)
 }
 
 // parseState checks a state file's content for the pool at now.
@@ -134,23 +148,31 @@ func parseState(b []byte, pool string, now time.Time, longest time.Duration) (*s
 	return &st, ""
 }
 
-// restore applies a saved state.
-func (p *Pool) restore(now time.Time, st *savedState) {
+// restoreState applies the state file at start, and says what it did.
+func (p *Pool) restoreState(now time.Time) {
+	st, roll, why := p.state.load(now, max(p.cfg.ScaleUpWindow, p.cfg.ScaleDownWindow, backoffMax, p.dec.Memory().ScalingLongest()))
+	if st == nil {
+		if p.workers.roll.nonce == "" {
+			p.workers.roll.nonce = roll
+		}
+		if why != "" {
+			p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "ignoring its state file: %s", why)
+		}
+		return
+	}
 	p.workers.target = st.Target
 	p.workers.roll.nonce = st.Roll
 	samples := make([]policy.Sample, 0, len(st.History))
 	for _, s := range st.History {
 		samples = append(samples, policy.Sample{At: monoTime(time.Duration(s.At)), Raw: s.Raw})
 	}
-	p.pipe.Rec.Restore(now, samples)
-	p.restoreScaling(now, st.savedScaling)
+	p.dec.Memory().Recommender().Restore(now, samples)
+	p.dec.Memory().RestoreScaling(now, st.SavedScaling)
 	for slot, b := range st.Backoff {
 		if slot > 0 && b.Delay > 0 {
-			p.workers.fleet.backoff[slot] = &slotBackoff{delay: time.Duration(b.Delay), until: monoTime(time.Duration(b.Until))}
+			p.workers.slots.Backoff[slot] = &slotBackoff{Delay: time.Duration(b.Delay), Until: monoTime(time.Duration(b.Until))}
 		}
 	}
-}
-
-func (p *Pool) longestWindow() time.Duration {
-	return max(p.cfg.ScaleUpWindow, p.cfg.ScaleDownWindow, backoffMax, p.scalingLongest())
+	p.log.Event(eventlog.Lifecycle, eventlog.Info, nil,
+		"restored its state from %s: target %d, %d recommendations in its windows", p.state.path(), p.workers.target, len(st.History))
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
+	"github.com/flexiq/flexiq-scaled/internal/controller/override"
 	"github.com/flexiq/flexiq-scaled/internal/poolstore"
 )
 
@@ -64,7 +65,7 @@ func TestFilesOfTheOldDaemonStillLoad(t *testing.T) {
 	if got := r.lines("ignoring its"); len(got) != 0 {
 		t.Errorf("a file of the old daemon ignored:\n%s", strings.Join(got, "\n"))
 	}
-	o := r.pool.Override()
+	o := r.pool.pub.Override()
 	want := api.Override{Kind: api.OverridePinned, Workers: 3, By: "uid 1000 (alice)",
 		Since: time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC), Until: time.Date(2026, 12, 1, 15, 10, 0, 0, time.UTC)}
 	if !o.Since.Equal(want.Since) || !o.Until.Equal(want.Until) || o.Kind != want.Kind || o.Workers != want.Workers || o.By != want.By {
@@ -79,7 +80,7 @@ func TestFilesOfTheOldDaemonStillLoad(t *testing.T) {
 	if r.pool.workers.roll.nonce != "r1" {
 		t.Errorf("rollout nonce %q, want r1", r.pool.workers.roll.nonce)
 	}
-	if b := r.pool.workers.fleet.backoff[2]; b == nil || b.delay != 2*time.Second {
+	if b := r.pool.workers.slots.Backoff[2]; b == nil || b.Delay != 2*time.Second {
 		t.Errorf("slot 2's backoff %+v, want a delay of 2s", b)
 	}
 	if len(r.lines("resumed the quiet phase of "+quieted)) != 1 {
@@ -89,7 +90,7 @@ func TestFilesOfTheOldDaemonStillLoad(t *testing.T) {
 		t.Errorf("status %+v: want the quiet worker draining", st)
 	}
 	// The new daemon writes the quiet file back as the old one did.
-	if b, _ := os.ReadFile(r.pool.workers.quietPath()); string(b) != files["quiet-work.json"] {
+	if b, _ := os.ReadFile(r.pool.workers.quietFile.path()); string(b) != files["quiet-work.json"] {
 		t.Errorf("quiet file rewritten as\n%s\nwant\n%s", b, files["quiet-work.json"])
 	}
 }
@@ -98,7 +99,7 @@ func TestFilesOfTheOldDaemonStillLoad(t *testing.T) {
 // files are the old daemon's format.
 func TestStoresWriteTheOldFormat(t *testing.T) {
 	now := monoTime(1000 * time.Hour)
-	roundTrip(t, poolstore.Store[savedOverride]{Prefix: "override-"}, oldOverrideFile)
+	roundTrip(t, poolstore.Store[override.File]{Prefix: "override-"}, oldOverrideFile)
 	roundTrip(t, poolstore.Store[savedState]{Prefix: "pool-"}, atMono(oldStateFile, now))
 	roundTrip(t, poolstore.Store[savedQuiet]{Prefix: "quiet-"}, strings.Replace(atMono(oldQuietFile, now), "INV", "abc", 1))
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/decide"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 )
 
@@ -15,32 +17,32 @@ type threadState struct {
 	failed bool // the last read failed: logged once, until one succeeds
 }
 
-// threadsPerWorker is the pool's threads per worker for this tick: the
+// perWorker is the pool's threads per worker for this tick: the
 // configured number, or with threads_per_worker = "auto" what flexiq's live
 // workers reported (read: readThreads), falling back to the configured one
-// when none is live or the read failed. Every change is logged.
-func (p *Pool) threadsPerWorker(read threadsRead) int {
-	n, origin := p.cfg.ThreadsPerWorker, "configured"
-	if read.asked {
+// when none is live or the read failed. Every change is logged to log.
+func (t *threadState) perWorker(cfg *config.Pool, log *eventlog.Logger, read decide.ThreadsRead) int {
+	n, origin := cfg.ThreadsPerWorker, "configured"
+	if read.Asked {
 		origin = "fallback: no live flexiq worker serves the pool's queues"
 		switch {
-		case read.err != nil:
+		case read.Err != nil:
 			origin = "fallback: cannot read flexiq's workers"
-			if !p.threads.failed {
-				p.log.Event(eventlog.SourceError, eventlog.Warning, eventlog.Fields{"FLEXIQ_ERROR": read.err.Error()},
-					"cannot read its workers' threads, using threads_per_worker_fallback %d: %v", n, read.err)
+			if !t.failed {
+				log.Event(eventlog.SourceError, eventlog.Warning, eventlog.Fields{"FLEXIQ_ERROR": read.Err.Error()},
+					"cannot read its workers' threads, using threads_per_worker_fallback %d: %v", n, read.Err)
 			}
-		case read.found:
-			n, origin = read.n, "from flexiq's live workers"
+		case read.Found:
+			n, origin = read.N, "from flexiq's live workers"
 		}
-		p.threads.failed = read.err != nil
+		t.failed = read.Err != nil
 	}
-	if n != p.threads.n || origin != p.threads.origin {
-		if p.threads.n != 0 || p.cfg.ThreadsAuto {
-			p.log.Event(eventlog.Lifecycle, eventlog.Notice, eventlog.Fields{"FLEXIQ_THREADS": strconv.Itoa(n)},
-				"threads per worker: %s", describeThreads(n, origin, p.threads.n))
+	if n != t.n || origin != t.origin {
+		if t.n != 0 || cfg.ThreadsAuto {
+			log.Event(eventlog.Lifecycle, eventlog.Notice, eventlog.Fields{"FLEXIQ_THREADS": strconv.Itoa(n)},
+				"threads per worker: %s", describeThreads(n, origin, t.n))
 		}
-		p.threads.n, p.threads.origin = n, origin
+		t.n, t.origin = n, origin
 	}
 	return n
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,65 +11,10 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/watch"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/source"
 )
-
-// TestWakeLimiter replays wake-ups at the given offsets (ms) against the
-// limiter, making each kick when it falls due, as relayWakes does, and
-// checks when the kicks happen.
-func TestWakeLimiter(t *testing.T) {
-	ms := func(xs ...int) []int { return xs }
-	tests := []struct {
-		name  string
-		wakes []int
-		kicks []int
-	}{
-		{"one wake-up ticks at once", ms(0), ms(0)},
-		{"wake-ups far apart each tick at once", ms(0, 300, 1000), ms(0, 300, 1000)},
-		{"exactly the gap apart is allowed", ms(0, 250, 500), ms(0, 250, 500)},
-		{"a second one within the gap waits for its end", ms(0, 100), ms(0, 250)},
-		{"several within the gap make one kick", ms(0, 10, 20, 100, 249), ms(0, 250)},
-		{"a wake-up while one is pending is covered by it", ms(0, 100, 200, 260), ms(0, 250, 500)},
-		{"a stream: one kick per gap, the last covering the tail", ms(0, 50, 100, 150, 200, 250, 300, 350, 400, 450, 500, 550, 600, 650, 700, 750, 800, 850, 900, 950),
-			ms(0, 250, 500, 750, 1000)},
-		{"quiet again: at once", ms(0, 100, 700), ms(0, 250, 700)},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			base := monoTime(time.Hour)
-			at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
-			lim := wakeLimiter{gap: wakeGap}
-			var kicks []int
-			kick := func(now time.Time) {
-				kicks = append(kicks, int(now.Sub(base)/time.Millisecond))
-				lim.fire(now)
-			}
-			for _, w := range tc.wakes {
-				now := at(w)
-				// A pending kick whose time came before this wake-up is
-				// made first, as relayWakes's timer does.
-				if !lim.due.IsZero() && !lim.due.After(now) {
-					kick(lim.due)
-				}
-				if due := lim.wake(now); !due.After(now) {
-					kick(now)
-				}
-			}
-			if !lim.due.IsZero() {
-				kick(lim.due)
-			}
-			if !slices.Equal(kicks, tc.kicks) {
-				t.Errorf("kicks at %v ms, want %v", kicks, tc.kicks)
-			}
-			for i := 1; i < len(kicks); i++ {
-				if kicks[i]-kicks[i-1] < int(wakeGap/time.Millisecond) {
-					t.Errorf("kicks %d and %d are less than %s apart", kicks[i-1], kicks[i], wakeGap)
-				}
-			}
-		})
-	}
-}
 
 // watchSource is a fake source that can watch: it counts its reads (one per
 // tick) and hands the test its wake function.
@@ -205,7 +149,7 @@ func TestWakeTicksEarly(t *testing.T) {
 	waitFor(t, "tick after a wake-up", func() bool { return src.reads.Load() > before })
 
 	// A stream of wake-ups for a second makes at most one extra tick per
-	// wakeGap (noise can only make fewer).
+	// watch.Gap (noise can only make fewer).
 	before = src.reads.Load()
 	start := time.Now()
 	for time.Since(start) < time.Second {
@@ -213,9 +157,9 @@ func TestWakeTicksEarly(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	elapsed := time.Since(start)
-	time.Sleep(2 * wakeGap) // the last pending kick
+	time.Sleep(2 * watch.Gap) // the last pending kick
 	ticks := src.reads.Load() - before
-	limit := int64(elapsed/wakeGap) + 2
+	limit := int64(elapsed/watch.Gap) + 2
 	if ticks < 2 || ticks > limit {
 		t.Errorf("a second of wake-ups made %d ticks, want between 2 and %d", ticks, limit)
 	}
@@ -238,11 +182,11 @@ func TestWakeSourceWithoutWatch(t *testing.T) {
 }
 
 func TestWakeOffByEnvironment(t *testing.T) {
-	t.Setenv(noWakeEnv, "1")
+	t.Setenv(watch.NoWakeEnv, "1")
 	src := newWatchSource(nil)
 	_, log := runWatchPool(t, src)
 	waitFor(t, "journal line saying wake-up is off", func() bool {
-		return len(lifecycleLines(log, "pool=w wake-up is off: "+noWakeEnv+" is set")) == 1
+		return len(lifecycleLines(log, "pool=w wake-up is off: "+watch.NoWakeEnv+" is set")) == 1
 	})
 	select {
 	case <-src.watched:

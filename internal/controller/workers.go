@@ -6,12 +6,14 @@ import (
 
 	"github.com/flexiq/flexiq-scaled/internal/capacity"
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/acting"
+	"github.com/flexiq/flexiq-scaled/internal/controller/admit"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
-// workers is the pool's side that acts: its slots (fleet.go), the starts
+// workers is the pool's side that acts: its slots (internal/slots), the starts
 // and stops over Units (act.go), the backoff and the choice of victims, the
 // quiet phase (quiet.go), what holds a start back (readiness.go) and the
 // rollout (rollout.go). It decides nothing: the pool's tick tells it what
@@ -28,26 +30,26 @@ import (
 type workers struct {
 	name  string
 	units Units
-	jobs  *runner // the calls to systemd, off the loop (jobs.go)
+	jobs  *acting.Runner // the calls to systemd, off the loop (package acting)
 	// dropLogged: the starts dropped unsent since the last start was
 	// emitted have been logged (acting.go).
 	dropLogged bool
 	log        *eventlog.Logger
 	report     *reporter // the pool's, shared with the decision's entries
 	ledger     *capacity.Ledger
-	stateDir   string // where quiet-POOL.json is kept
-	kick       func() // wakes the pool's loop when a quiet phase ends
+	quietFile  quietFile // quiet-POOL.json, where the quiet phase survives a restart
+	kick       func()    // wakes the pool's loop when a quiet phase ends
 
 	// cfg is the pool's configuration; a reload replaces it (Pool.update).
 	cfg   *config.Pool
-	fleet *fleet
+	slots *slotTable
 	// target is the last decided count; crashed workers are replaced up to
 	// it.
 	target int
 	roll   rollout
 	// stopping is set by Drain: the pool no longer scales or replaces.
 	stopping bool
-	ready    readyState            // readiness.go
+	ready    *admit.Gate           // readiness.go
 	quiet    map[string]*quietUnit // quiet.go: workers in their quiet phase
 	restarts map[int]int           // crashes by slot, for status
 	svc      *service              // a service pool's (service.go); nil for queue workers
@@ -56,28 +58,28 @@ type workers struct {
 
 func newWorkers(p *Pool) *workers {
 	return &workers{
-		name:     p.name,
-		units:    p.units,
-		jobs:     p.acting,
-		log:      p.log,
-		report:   &p.report,
-		ledger:   p.opts.Ledger,
-		stateDir: p.opts.StateDir,
-		kick:     p.kick,
-		cfg:      p.cfg,
-		fleet:    newFleet(),
-		restarts: map[int]int{},
-		gang:     defaultGangDeps(),
+		name:      p.name,
+		units:     p.units,
+		jobs:      p.acting,
+		log:       p.log,
+		report:    &p.report,
+		ledger:    p.opts.Ledger,
+		quietFile: newQuietFile(p.name, p.opts.StateDir),
+		kick:      p.wake.kick,
+		cfg:       p.cfg,
+		slots:     newSlotTable(),
+		restarts:  map[int]int{},
+		gang:      defaultGangDeps(),
 	}
 }
 
-// reconcile brings the fleet in line with a listing of the pool's units,
+// reconcile brings the slot table in line with a listing of the pool's units,
 // reports what changed by itself and clears the failed units.
 func (ws *workers) reconcile(ctx context.Context, now time.Time, listed []units.Worker) reconciled {
-	r := ws.fleet.reconcile(now, listed)
+	r := ws.slots.Reconcile(now, listed)
 	ws.apply(ctx, now, r)
-	ws.replicasReconciled(now, listed, r)
-	ws.guardRound(now)
+	ws.svc.replicasReconciled(now, listed, r)
+	ws.svc.guardRound(now)
 	return r
 }
 
@@ -87,7 +89,7 @@ func (ws *workers) reconcile(ctx context.Context, now time.Time, listed []units.
 // start a worker that the decision may drain again. The policy decides
 // whether the pool needs it back (min_workers, demand).
 func (ws *workers) replaceCrashed(ctx context.Context, now time.Time, r reconciled) {
-	ws.target = max(0, ws.target-len(r.stopping))
+	ws.target = max(0, ws.target-len(r.Stopping))
 	ws.startUpTo(ctx, now, ws.target, "replacing crashed worker")
 }
 
@@ -113,16 +115,16 @@ func (ws *workers) stopAll(ctx context.Context, now time.Time, listed []units.Wo
 	if ws.svc != nil {
 		// Replicas leave discovery and serve out their drain periods,
 		// as on a scale-down.
-		ws.pumpService(ctx, now)
-		for _, w := range ws.fleet.liveWorkers() {
+		ws.svc.pumpService(ctx, now)
+		for _, w := range ws.slots.LiveWorkers() {
 			ws.retire(ctx, now, w, why)
 		}
-		ws.publishReady(ctx, now)
+		ws.svc.publishReady(ctx, now)
 		ws.quietStep(ctx, now)
 		return
 	}
 	ws.endQuiet(ctx, now)
-	for _, w := range ws.fleet.liveWorkers() {
+	for _, w := range ws.slots.LiveWorkers() {
 		ws.stopWorker(ctx, w, why)
 	}
 }
@@ -130,16 +132,14 @@ func (ws *workers) stopAll(ctx context.Context, now time.Time, listed []units.Wo
 // live and draining count the workers as of the last listing and the
 // starts and stops since; live counts the starts in flight too: they are
 // what the pool has asked for, never to be decided again.
-func (ws *workers) live() int     { return len(ws.fleet.live) + len(ws.fleet.starting) }
-func (ws *workers) draining() int { return ws.fleet.drainingSlots() }
-
-func (ws *workers) dryRun() bool { return ws.cfg.Mode == config.ModeDryRun }
+func (ws *workers) live() int     { return len(ws.slots.Live) + len(ws.slots.Starting) }
+func (ws *workers) draining() int { return ws.slots.DrainingSlots() }
 
 // list lists the pool's units, for an owner outside the loop (Drain).
 func (ws *workers) list(ctx context.Context) ([]units.Worker, error) {
 	l := ws.listPlan().list(ctx)
 	if l.err == nil {
-		ws.requiredRead(l)
+		ws.ready.RequiredRead(ws.cfg, l.required, l.reqErr)
 	}
 	return l.workers, l.err
 }

@@ -11,7 +11,7 @@ import (
 // The decision pipeline's memory, carried in Plan.State so that a new
 // leader continues the old one's windows: exactly what the controller
 // saves across a restart of the daemon (internal/controller state.go and
-// guard.go: the recommendations in the stabilisation windows, the rate
+// decide/local.go: the recommendations in the stabilisation windows, the rate
 // limits' events, the rules' cooldowns and last busy tick), plus the
 // recommender's Memory (the burst-onset service time and the keep-warm
 // tick), which a restart loses but a leader re-reading the state every tick

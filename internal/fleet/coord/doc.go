@@ -65,7 +65,8 @@
 // # Where it runs
 //
 // internal/controller runs one Coordinator per pool that joins a fleet
-// (fleetlink.go): Run in a goroutine of its own beside the pool's loop,
+// (its fleet decider, internal/controller/decide/fleetlink.go): Run in a
+// goroutine of its own beside the pool's loop,
 // Self from the pool's published numbers, Source reading the pool's
 // source (the leader only), Wake from the store's release notifications,
 // Changed kicking the pool's tick, SetPipeline at a reload, Resign when the

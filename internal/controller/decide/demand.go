@@ -1,4 +1,4 @@
-package controller
+package decide
 
 import (
 	"strconv"
@@ -18,26 +18,26 @@ type demandState struct{ failed bool }
 // cannot read them, or a read that failed, leaves the signal out of this
 // tick (the other signals decide, as without the knob); the config check
 // already refuses the knob for source types that cannot.
-func (p *Pool) observeDemand(read demandRead, obs *policy.Observation) {
-	if !read.asked {
+func (l *Local) observeDemand(read DemandRead, obs *policy.Observation) {
+	if !read.Asked {
 		return
 	}
-	if err := read.err; err != nil {
-		if !p.demand.failed {
-			p.log.Event(eventlog.SourceError, eventlog.Warning, eventlog.Fields{"FLEXIQ_ERROR": err.Error()},
+	if err := read.Err; err != nil {
+		if !l.demand.failed {
+			l.log.Event(eventlog.SourceError, eventlog.Warning, eventlog.Fields{"FLEXIQ_ERROR": err.Error()},
 				"cannot read arrivals and service times, the Little's law signal sits out: %v", err)
 		}
-		p.demand.failed = true
+		l.demand.failed = true
 		return
 	}
-	p.demand.failed = false
-	d := read.d
+	l.demand.failed = false
+	d := read.D
 	obs.ArrivalRate, obs.ServiceTime, obs.DemandKnown = d.ArrivalRate, d.ServiceTime, d.Known
 }
 
-// demandFields adds the Little's law inputs and result to a decision's
+// DemandFields adds the Little's law inputs and result to a decision's
 // journal entry, and says them in its message.
-func demandFields(f eventlog.Fields, d policy.Decision, o policy.Observation) string {
+func DemandFields(f eventlog.Fields, d policy.Decision, o policy.Observation) string {
 	if !o.DemandKnown {
 		return ""
 	}

@@ -1,4 +1,4 @@
-package controller
+package decide
 
 // The source's reads of a tick: the queue's counts, and with them what the
 // pool's settings ask of the same source (flexiq's threads per worker, the
@@ -31,53 +31,43 @@ type sourcePlan struct {
 	querier source.Querier
 }
 
-// observed is what a tick's reads found.
-type observed struct {
-	counts  source.Counts
-	err     error
-	threads threadsRead
-	demand  demandRead
-	prom    map[string]policy.PromResult // nil when not asked
+// Observed is what a tick's reads found.
+type Observed struct {
+	Counts  source.Counts
+	Err     error
+	Threads ThreadsRead
+	Demand  DemandRead
+	Prom    map[string]policy.PromResult // nil when not asked
 }
 
-// threadsRead is one read of flexiq's live workers' threads; asked is false
+// ThreadsRead is one read of flexiq's live workers' threads; Asked is false
 // when the pool does not read them.
-type threadsRead struct {
-	asked bool
-	n     int
-	found bool
-	err   error
+type ThreadsRead struct {
+	Asked bool
+	N     int
+	Found bool
+	Err   error
 }
 
-// demandRead is one read of the Little's law inputs; asked is false when
+// DemandRead is one read of the Little's law inputs; Asked is false when
 // the pool does not read them, or the queue's counts failed.
-type demandRead struct {
-	asked bool
-	d     source.Demand
-	err   error
+type DemandRead struct {
+	Asked bool
+	D     source.Demand
+	Err   error
 }
 
-// readPlan hands the tick's reads what they need; the owner calls it.
-func (p *Pool) readPlan() sourcePlan {
-	plan := sourcePlan{src: p.src, cfg: p.cfg}
-	if params := p.cfg.PolicyParams(); params.Demand == policy.DemandLittlesLaw {
+// plan hands the tick's reads what they need; the owner calls it.
+func (l *Local) plan(src source.Source) sourcePlan {
+	plan := sourcePlan{src: src, cfg: l.cfg}
+	if params := l.cfg.PolicyParams(); params.Demand == policy.DemandLittlesLaw {
 		plan.readsDemand, plan.demandWindow = true, params.DemandWindow
 	}
-	if p.sc.rules != nil {
-		plan.queries = p.sc.rules.Queries()
-		plan.querier = p.querier()
+	if l.sc.rules != nil {
+		plan.queries = l.sc.rules.Queries()
+		plan.querier = l.querier(src)
 	}
 	return plan
-}
-
-// tickReader is the tick's read of the source; owner only. A fleet pool's
-// tick reads nothing: the fleet's leader reads the queue, once for the
-// fleet, in its coordinator (fleetlink.go).
-func (p *Pool) tickReader() func(context.Context) observed {
-	if p.fl != nil {
-		return func(context.Context) observed { return observed{} }
-	}
-	return p.readPlan().read
 }
 
 // sourceTimeout bounds one of a tick's reads by its interval, so that a
@@ -88,48 +78,48 @@ func sourceTimeout(cfg *config.Pool) time.Duration {
 
 // read runs the tick's reads. Sources stamp ages and due times with the
 // wall clock, as the queue does; the controller's own clock is monotonic.
-func (pl sourcePlan) read(ctx context.Context) observed {
-	var o observed
+func (pl sourcePlan) read(ctx context.Context) Observed {
+	var o Observed
 	sctx, cancel := context.WithTimeout(ctx, sourceTimeout(pl.cfg))
-	o.counts, o.err = pl.src.Observe(sctx, time.Now())
+	o.Counts, o.Err = pl.src.Observe(sctx, time.Now())
 	cancel()
-	o.threads = pl.readThreads(ctx)
-	if o.err != nil {
+	o.Threads = pl.readThreads(ctx)
+	if o.Err != nil {
 		return o
 	}
-	o.demand = pl.readDemand(ctx)
+	o.Demand = pl.readDemand(ctx)
 	if len(pl.queries) > 0 {
-		o.prom = pl.conditions(ctx)
+		o.Prom = pl.conditions(ctx)
 	}
 	return o
 }
 
 // readThreads reads flexiq's live workers' threads, with
 // threads_per_worker = "auto" and a source that reports them.
-func (pl sourcePlan) readThreads(ctx context.Context) threadsRead {
+func (pl sourcePlan) readThreads(ctx context.Context) ThreadsRead {
 	tr, ok := source.As[source.ThreadsReporter](pl.src)
 	if !ok || !pl.cfg.ThreadsAuto {
-		return threadsRead{}
+		return ThreadsRead{}
 	}
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	n, found, err := tr.Threads(sctx, time.Now())
-	return threadsRead{asked: true, n: n, found: found, err: err}
+	return ThreadsRead{Asked: true, N: n, Found: found, Err: err}
 }
 
 // readDemand reads the arrival rate and the mean service time over
 // demand_window_sec, for a pool with demand = "littles-law" whose source
 // can read them (the config check refuses the knob for the others).
-func (pl sourcePlan) readDemand(ctx context.Context) demandRead {
+func (pl sourcePlan) readDemand(ctx context.Context) DemandRead {
 	dr, ok := source.As[source.DemandReader](pl.src)
 	if !pl.readsDemand || !ok {
-		return demandRead{}
+		return DemandRead{}
 	}
 	dctx, cancel := context.WithTimeout(ctx, sourceTimeout(pl.cfg))
 	defer cancel()
 	// Sources stamp jobs with the wall clock, as the queue does.
 	d, err := dr.Demand(dctx, time.Now(), pl.demandWindow)
-	return demandRead{asked: true, d: d, err: err}
+	return DemandRead{Asked: true, D: d, Err: err}
 }
 
 // conditions runs the rules' promql() queries against the pool's source,

@@ -1,4 +1,4 @@
-package controller
+package decide
 
 import (
 	"context"
@@ -7,19 +7,16 @@ import (
 	"strings"
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
-	fleetmode "github.com/flexiq/flexiq-scaled/internal/fleet"
+	"github.com/flexiq/flexiq-scaled/internal/fleet"
 	"github.com/flexiq/flexiq-scaled/internal/fleet/coord"
 	"github.com/flexiq/flexiq-scaled/internal/fleet/stores"
 )
 
-// fleetView is status's fleet section; nil for a pool not in a fleet.
-func (p *Pool) fleetView() *api.FleetView {
-	if p.fl == nil {
-		return nil
-	}
-	s := p.fl.c.Snapshot()
+// View is status's fleet section.
+func (f *Fleet) View() *api.FleetView {
+	s := f.fl.c.Snapshot()
 	v := &api.FleetView{
-		Store: stores.Kind(p.fl.store), HostID: p.fl.cfg.HostID,
+		Store: stores.Kind(f.fl.store), HostID: f.fl.cfg.HostID,
 		Leader: coord.HostOf(s.Lease.Holder), IsLeader: s.Leader, Epoch: s.Lease.Epoch,
 		PlanEpoch: s.Plan.Epoch, Target: s.Plan.Target,
 		Share: s.Target, Phase: string(s.Apply.Phase),
@@ -35,7 +32,7 @@ func (p *Pool) fleetView() *api.FleetView {
 	case s.SourceErr != nil:
 		v.Error = s.SourceErr.Error()
 	}
-	members := map[string]fleetmode.Member{}
+	members := map[string]fleet.Member{}
 	for _, m := range s.Members {
 		members[m.ID] = m
 	}
@@ -49,12 +46,12 @@ func (p *Pool) fleetView() *api.FleetView {
 		}
 	}
 	sort.Strings(ids)
-	self := p.fl.member()
+	self := f.fl.member()
 	for _, id := range ids {
 		h := api.FleetHost{ID: id, Share: s.Plan.Shares[id], Live: -1, Capacity: -1}
 		if m, ok := members[id]; ok {
 			h.Live, h.Capacity = m.Live, m.Capacity
-		} else if id == p.fl.cfg.HostID {
+		} else if id == f.fl.cfg.HostID {
 			h.Live, h.Capacity = self.Live, self.Capacity
 		}
 		v.Hosts = append(v.Hosts, h)
@@ -62,7 +59,7 @@ func (p *Pool) fleetView() *api.FleetView {
 	return v
 }
 
-// WithFleetMembers completes a follower's fleet section in v with the
+// Members completes a follower's fleet section in v with the
 // other hosts' live counts and capacities, as their heartbeats in the
 // store say: a follower reads the plan at each tick, which carries the
 // shares only, and not the members, which would make every follower's
@@ -71,9 +68,10 @@ func (p *Pool) fleetView() *api.FleetView {
 // v's snapshot is not touched (the section is copied). A leader's view, a
 // pool outside a fleet, or a failed read (said in MembersError) come back
 // as they were.
-func (p *Pool) WithFleetMembers(ctx context.Context, v api.View) api.View {
-	fl := p.flWake.Load()
-	if fl == nil || v.Fleet == nil || v.Fleet.IsLeader {
+// Any goroutine.
+func (d *Fleet) Members(ctx context.Context, v api.View) api.View {
+	fl := d.fl
+	if v.Fleet == nil || v.Fleet.IsLeader {
 		return v
 	}
 	f := *v.Fleet
@@ -89,7 +87,7 @@ func (p *Pool) WithFleetMembers(ctx context.Context, v api.View) api.View {
 		f.MembersError = "the other hosts' live counts: " + err.Error()
 		return v
 	}
-	live := fleetmode.LiveMembers(ms, now, fleetmode.GoneAfter(fl.cfg.Heartbeat))
+	live := fleet.LiveMembers(ms, now, fleet.GoneAfter(fl.cfg.Heartbeat))
 	for _, m := range live {
 		i := slices.IndexFunc(f.Hosts, func(h api.FleetHost) bool { return h.ID == m.ID })
 		if i < 0 {

@@ -1,4 +1,4 @@
-package controller
+package decide
 
 // The server that runs the rules' promql(): the pool's source when it is
 // a prometheus source, else the daemon's [prometheus], which the pool's
@@ -26,24 +26,24 @@ func openPromQL(open func(config.Prometheus) source.PromQL, cfg *config.Pool) so
 // updatePromQL follows a reload: a changed server is reopened. A read of
 // the old one still under way ends on its own timeout; Close only drops
 // its idle connections.
-func (p *Pool) updatePromQL(cfg *config.Pool) {
-	if reflect.DeepEqual(p.cfg.Prometheus, cfg.Prometheus) {
+func (l *Local) updatePromQL(cfg *config.Pool) {
+	if reflect.DeepEqual(l.cfg.Prometheus, cfg.Prometheus) {
 		return
 	}
-	if p.prom != nil {
-		p.prom.Close()
+	if l.prom != nil {
+		l.prom.Close()
 	}
-	p.prom = openPromQL(p.opts.NewPromQL, cfg)
+	l.prom = openPromQL(l.opts.NewPromQL, cfg)
 }
 
 // querier is what runs this pool's promql(): its source if that serves
 // promql() (a prometheus source queries its own server), else the daemon's.
-func (p *Pool) querier() source.Querier {
-	if q, ok := source.As[source.Querier](p.src); ok {
+func (l *Local) querier(src source.Source) source.Querier {
+	if q, ok := source.As[source.Querier](src); ok {
 		return q
 	}
-	if p.prom != nil {
-		return p.prom
+	if l.prom != nil {
+		return l.prom
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package controller
+package replicas
 
 import (
 	"os"
@@ -14,7 +14,7 @@ import (
 // discovery file listed. A FIFO put there must not block the pool (it is
 // no list: none is adopted as ready), nor a link be followed to another
 // pool's file.
-func TestReadDiscoveryUnitsNotRegular(t *testing.T) {
+func TestListedUnitsNotRegular(t *testing.T) {
 	dir := t.TempDir()
 	other := filepath.Join(dir, "other.json")
 	if err := os.WriteFile(other, []byte(`{"schema":1,"pool":"other","replicas":[{"unit":"flexiq-other@1.service"}]}`), 0o644); err != nil {
@@ -34,14 +34,14 @@ func TestReadDiscoveryUnitsNotRegular(t *testing.T) {
 			}
 			cfg := &config.Pool{Name: "web", Service: &config.Service{DiscoveryDir: sub}}
 			done := make(chan map[string]bool, 1)
-			go func() { done <- readDiscoveryUnits(cfg) }()
+			go func() { done <- ListedUnits(cfg) }()
 			select {
 			case got := <-done:
 				if len(got) != 0 {
 					t.Errorf("read %v through a %s", got, tc.name)
 				}
 			case <-time.After(5 * time.Second):
-				t.Fatal("readDiscoveryUnits still blocked after 5s")
+				t.Fatal("ListedUnits still blocked after 5s")
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package controller
+package replicas
 
 import (
 	"maps"
@@ -25,7 +25,7 @@ func TestPortsFor(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			svc := &config.Service{Ports: tc.ports, GroupSize: tc.group, Address: "127.0.0.1"}
 			taken := map[int]bool{}
-			got, err := portsFor(svc, tc.slot, tc.rank, taken)
+			got, err := PortsFor(svc, tc.slot, tc.rank, taken)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -50,7 +50,7 @@ func TestPortsFor(t *testing.T) {
 func TestFreePortAvoidsHeld(t *testing.T) {
 	taken := map[int]bool{}
 	for range 50 {
-		p, err := freePort("127.0.0.1", taken)
+		p, err := FreePort("127.0.0.1", taken)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +73,7 @@ func TestPortsFromEnvironment(t *testing.T) {
 		{nil, map[string]int{}},
 	}
 	for _, tc := range cases {
-		if got := portsFromEnvironment(svc, tc.env); !maps.Equal(got, tc.want) {
+		if got := PortsFromEnvironment(svc, tc.env); !maps.Equal(got, tc.want) {
 			t.Errorf("%v: ports %v, want %v", tc.env, got, tc.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package controller
+package decide
 
 // A pool that joins a fleet (issue 20, [pools.NAME.fleet]): one leader in
 // the fleet reads the queue and decides the fleet's target; every host
@@ -10,11 +10,11 @@ package controller
 // their cadence while a tick waits for systemd, or a busy host would be
 // counted gone and its leadership would flap. The two sides meet only
 // through published values: the pool's owner hands the coordinator its
-// source read (sourcePlan) and its numbers (fleetmode.Member) through atomic
+// source read (sourcePlan) and its numbers (fleet.Member) through atomic
 // pointers, and reads the coordinator's Snapshot at its tick; Changed and
 // the store's release notifications wake the pool.
 //
-// On this host the pool's own bounds become 0..capacity (localBounds): the
+// On this host the pool's own bounds become 0..capacity (LocalBounds): the
 // configured min_workers and max_workers are the fleet's, and the leader's
 // pipeline applies them to the fleet's totals.
 
@@ -31,7 +31,7 @@ import (
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
-	fleetmode "github.com/flexiq/flexiq-scaled/internal/fleet"
+	"github.com/flexiq/flexiq-scaled/internal/fleet"
 	"github.com/flexiq/flexiq-scaled/internal/fleet/coord"
 	"github.com/flexiq/flexiq-scaled/internal/fleet/stores"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
@@ -50,7 +50,7 @@ type fleetLink struct {
 	// pool is the pool as configured (the fleet's min_workers and
 	// max_workers); a reload that keeps the fleet's settings replaces it.
 	pool  atomic.Pointer[config.Pool]
-	store fleetmode.Store
+	store fleet.Store
 	c     *coord.Coordinator
 	log   *eventlog.Logger
 
@@ -58,10 +58,10 @@ type fleetLink struct {
 	// owner at each tick (and at a reload).
 	plan atomic.Pointer[sourcePlan]
 	// self is this host's heartbeat, published by the pool's owner.
-	self atomic.Pointer[fleetmode.Member]
+	self atomic.Pointer[fleet.Member]
 	// lastRead is the leader's last source read, for status and explain.
 	lastRead atomic.Pointer[leaderRead]
-	// leaving: the host hands its share over before a stop (leaveFleet):
+	// leaving: the host hands its share over before a stop (Fleet.Leave):
 	// its heartbeat says capacity 0.
 	leaving atomic.Bool
 	// resignWhy is what ended the coordination, for the journal's
@@ -75,7 +75,7 @@ type fleetLink struct {
 // leaderRead is one of the leader's source reads.
 type leaderRead struct {
 	at  time.Time // wall clock
-	obs observed
+	obs Observed
 }
 
 // incarnation is a new coordinator's own part of its lease holder, so
@@ -85,19 +85,6 @@ func incarnation() string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// localBounds is the pool as this host runs it: a fleet pool's bounds are
-// 0..capacity here (the fleet's min_workers and max_workers are the
-// leader's), anything else as configured.
-func localBounds(cfg *config.Pool) *config.Pool {
-	if !cfg.Joins() {
-		return cfg
-	}
-	local := *cfg
-	local.MinWorkers = 0
-	local.MaxWorkers = min(cfg.MaxWorkers, fleetCapacity(cfg))
-	return &local
 }
 
 // fleetCapacity is the workers this host holds for a fleet pool: its
@@ -112,7 +99,7 @@ func fleetCapacity(cfg *config.Pool) int {
 
 // newFleetLink prepares the coordination of cfg's pool; nothing runs
 // before start.
-func newFleetLink(cfg *config.Pool, rules *policy.RuleSet, log *eventlog.Logger, open func(config.Fleet) (fleetmode.Store, error)) (*fleetLink, error) {
+func newFleetLink(cfg *config.Pool, rules *policy.RuleSet, log *eventlog.Logger, open func(config.Fleet) (fleet.Store, error)) (*fleetLink, error) {
 	if open == nil {
 		open = stores.Open
 	}
@@ -212,12 +199,12 @@ func (l *fleetLink) stop(why string) {
 // host's numbers; the pool's owner calls it.
 func (l *fleetLink) publish(plan sourcePlan, live, starting, draining int) {
 	l.plan.Store(&plan)
-	l.self.Store(&fleetmode.Member{Capacity: fleetCapacity(l.pool.Load()), Live: live, Starting: starting, Draining: draining, Version: version.Version})
+	l.self.Store(&fleet.Member{Capacity: fleetCapacity(l.pool.Load()), Live: live, Starting: starting, Draining: draining, Version: version.Version})
 }
 
 // member is this host's heartbeat (coord.Deps.Self).
-func (l *fleetLink) member() fleetmode.Member {
-	m := fleetmode.Member{Capacity: fleetCapacity(l.pool.Load()), Version: version.Version}
+func (l *fleetLink) member() fleet.Member {
+	m := fleet.Member{Capacity: fleetCapacity(l.pool.Load()), Version: version.Version}
 	if pub := l.self.Load(); pub != nil {
 		m = *pub
 	}
@@ -229,15 +216,15 @@ func (l *fleetLink) member() fleetmode.Member {
 
 // source is the leader's read of the queue, once per tick for the fleet,
 // and the decision's input on the fleet's totals (coord.Deps.Source).
-func (l *fleetLink) source(ctx context.Context, _ time.Time, totals fleetmode.Totals) (coord.Input, error) {
+func (l *fleetLink) source(ctx context.Context, _ time.Time, totals fleet.Totals) (coord.Input, error) {
 	plan := l.plan.Load()
 	if plan == nil {
 		return coord.Input{}, errors.New("the pool has not ticked yet")
 	}
 	o := plan.read(ctx)
 	l.lastRead.Store(&leaderRead{at: time.Now(), obs: o})
-	if o.err != nil {
-		return coord.Input{}, o.err
+	if o.Err != nil {
+		return coord.Input{}, o.Err
 	}
 	return fleetInput(l.pool.Load(), o, totals), nil
 }
@@ -246,21 +233,21 @@ func (l *fleetLink) source(ctx context.Context, _ time.Time, totals fleetmode.To
 // fleet's live and draining totals. Worker CPU and the host's readings are
 // one host's and are not coordinated (the configuration refuses them in a
 // fleet pool).
-func fleetInput(cfg *config.Pool, o observed, totals fleetmode.Totals) coord.Input {
+func fleetInput(cfg *config.Pool, o Observed, totals fleet.Totals) coord.Input {
 	params := cfg.PolicyParams()
-	if o.threads.asked && o.threads.found && o.threads.err == nil {
-		params.ThreadsPerWorker = o.threads.n
+	if o.Threads.Asked && o.Threads.Found && o.Threads.Err == nil {
+		params.ThreadsPerWorker = o.Threads.N
 	}
-	c := o.counts
+	c := o.Counts
 	obs := policy.Observation{
 		Current: totals.Live, Valid: true, Pending: c.Pending,
 		OldestAge: c.OldestAge, OldestKnown: c.HasOldest,
-		Running: runningOnLive(c.Running, totals.Draining, params.ThreadsPerWorker),
+		Running: RunningOnLive(c.Running, totals.Draining, params.ThreadsPerWorker),
 	}
-	if d := o.demand; d.asked && d.err == nil {
-		obs.ArrivalRate, obs.ServiceTime, obs.DemandKnown = d.d.ArrivalRate, d.d.ServiceTime, d.d.Known
+	if d := o.Demand; d.Asked && d.Err == nil {
+		obs.ArrivalRate, obs.ServiceTime, obs.DemandKnown = d.D.ArrivalRate, d.D.ServiceTime, d.D.Known
 	}
-	in := policy.NewInput(time.Time{}, params, obs, c.Paused, totals.Draining, policy.HostState{}, o.prom)
+	in := policy.NewInput(time.Time{}, params, obs, c.Paused, totals.Draining, policy.HostState{}, o.Prom)
 	return coord.Input{Params: in.Params, Obs: in.Obs, Prom: in.Prom, Signals: in.Signals}
 }
 
@@ -313,14 +300,14 @@ func lostWhy(e coord.Event, resigned string) string {
 	return string(e.Reason)
 }
 
-// Why a fleet link stops (fleetLink.stop), as the journal says it.
+// Why a fleet link stops (Decider.Stop), as the journal says it.
 const (
-	stopRestart = "the daemon restarts (its workers stay)"
-	stopPool    = "the pool stopped"
+	StopRestart = "the daemon restarts (its workers stay)"
+	StopPool    = "the pool stopped"
 )
 
 // reloadWhy says what a reload changed that ends the pool's coordinator
-// (refleet), old being the running link.
+// (Reload), old being the running link.
 func reloadWhy(old *fleetLink, cfg *config.Pool) string {
 	switch {
 	case !cfg.Joins():

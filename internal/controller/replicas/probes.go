@@ -1,0 +1,121 @@
+package replicas
+
+// A service pool's readiness probes: one probe.Prober per pool, whose
+// transitions arrive on the pool's loop as messages.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/probe"
+	"github.com/flexiq/flexiq-scaled/internal/source"
+)
+
+// Prober is what a service pool needs of a probe.Prober; tests inject one
+// that they drive.
+type Prober interface {
+	Add(probe.Target) error
+	Remove(id string) bool
+	Transitions() <-chan probe.Transition
+	Close()
+}
+
+// Probes are a pool's probe targets, each a replica W of the pool's.
+type Probes[W any] struct {
+	prober Prober // nil unless the readiness is a probe
+	byID   map[string]W
+	client *http.Client
+	run    source.CommandRunner
+	runAs  func(user, group string) source.CommandRunner // runs a command as a user
+}
+
+// NewProbes are the probes of svc: none unless its readiness is a probe
+// (newProber makes the Prober then). run runs the command probes as the
+// daemon, runAs as another user.
+func NewProbes[W any](svc *config.Service, newProber func() Prober, run source.CommandRunner, runAs func(user, group string) source.CommandRunner) *Probes[W] {
+	p := &Probes[W]{byID: map[string]W{}, run: run, runAs: runAs}
+	if IsProbe(svc) {
+		p.prober = newProber()
+		p.client = probe.NewHTTPClient()
+	}
+	return p
+}
+
+// On says whether the pool probes its replicas.
+func (p *Probes[W]) On() bool { return p.prober != nil }
+
+// Target is the check and spec of a probe of a replica of cfg on ports.
+func (p *Probes[W]) Target(cfg *config.Pool, ports map[string]int) (probe.Check, probe.Spec, error) {
+	spec := cfg.Service.Readiness.Probe.WithDefaults()
+	if spec.Kind == "" {
+		// The readiness kind names the probe; config may leave it there.
+		spec.Kind = probe.Kind(cfg.Service.Readiness.Kind)
+	}
+	env := make([]string, 0, len(ports))
+	for k, v := range Env(cfg.Service, ports) {
+		env = append(env, k+"="+v)
+	}
+	run, err := p.runner(cfg)
+	if err != nil {
+		return nil, spec, err
+	}
+	exec := func(ctx context.Context, argv []string) error {
+		return run.RunCommand(ctx, argv, env, Discard{}, Discard{})
+	}
+	check, err := spec.Check(Address(cfg.Service), ports, p.client, exec)
+	return check, spec, err
+}
+
+// runner runs cfg's command probes: as the pool's probe user and group
+// (config.Pool.ProbeAccount, the workers' unless readiness.user says
+// otherwise), or as the daemon when that is none.
+func (p *Probes[W]) runner(cfg *config.Pool) (source.CommandRunner, error) {
+	user, group := cfg.ProbeAccount()
+	switch {
+	case user == "" && group == "":
+		return p.run, nil
+	case p.runAs == nil:
+		return nil, fmt.Errorf("no runner can run the command probe as user %q", user)
+	}
+	return p.runAs(user, group), nil
+}
+
+// Add probes w as id, from initial.
+func (p *Probes[W]) Add(w W, id string, check probe.Check, spec probe.Spec, initial probe.State) error {
+	if err := p.prober.Add(probe.Target{ID: id, Check: check, Spec: spec, Initial: initial}); err != nil {
+		return err
+	}
+	p.byID[id] = w
+	return nil
+}
+
+// Remove stops probing id.
+func (p *Probes[W]) Remove(id string) {
+	if p.prober != nil {
+		p.prober.Remove(id)
+	}
+	delete(p.byID, id)
+}
+
+// Get is the replica probed as id.
+func (p *Probes[W]) Get(id string) (W, bool) {
+	w, ok := p.byID[id]
+	return w, ok
+}
+
+// C is the prober's channel of transitions, nil without one.
+func (p *Probes[W]) C() <-chan probe.Transition {
+	if p == nil || p.prober == nil {
+		return nil
+	}
+	return p.prober.Transitions()
+}
+
+// Close stops the prober.
+func (p *Probes[W]) Close() {
+	if p.prober != nil {
+		p.prober.Close()
+	}
+}
