@@ -170,4 +170,3 @@ func WakeWarnings(c *Config) []Problem {
 	}
 	return out
 }
-
