@@ -178,7 +178,7 @@ func keyFile(t TableDoc, key, val string) (text, fullKey string) {
 		if key == "listen" {
 			listen = ""
 		}
-		return pool("") + "[pools.email.service.wake]\n" + listen + set, "pools.email.service.wake." + key
+		return pool("") + "[pools.email.service.ports]\nhttp = \"auto\"\n[pools.email.service.wake]\n" + listen + set, "pools.email.service.wake." + key
 	case "pools.NAME.behavior.scale_up.policies":
 		entry := map[string]string{"type": `"workers"`, "value": "4", "period_sec": "15"}
 		if key != "" {

@@ -27,6 +27,7 @@ type effectiveService struct {
 
 type effectiveWake struct {
 	Listen         string  `toml:"listen"`
+	Port           string  `toml:"port"`
 	Mode           string  `toml:"mode"`
 	HoldTimeoutSec float64 `toml:"hold_timeout_sec"`
 }
@@ -71,7 +72,7 @@ func (s *Service) effective() *effectiveService {
 		r["failure_threshold"] = pr.FailureThreshold
 	}
 	if w := s.Wake; w.Listen != "" {
-		e.Wake = &effectiveWake{Listen: w.Listen, Mode: w.Mode, HoldTimeoutSec: w.HoldTimeout.Seconds()}
+		e.Wake = &effectiveWake{Listen: w.Listen, Port: w.Port, Mode: w.Mode, HoldTimeoutSec: w.HoldTimeout.Seconds()}
 	}
 	for _, t := range s.Templates {
 		m := map[string]any{

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 )
 
@@ -15,6 +16,9 @@ import (
 type Wake struct {
 	// Listen is the address systemd listens at (host:port, listen).
 	Listen string
+	// Port names the replicas' port that held connections are forwarded
+	// to (port): the pool's only port unless written.
+	Port string
 	// Mode is WakeHold or WakeReject (mode).
 	Mode string
 	// HoldTimeout bounds the hold of a connection (hold_timeout_sec);
@@ -31,8 +35,8 @@ const (
 // DefaultHoldTimeout is hold_timeout_sec's default.
 const DefaultHoldTimeout = 60 * time.Second
 
-// Port is the wake address's port, 0 when there is none.
-func (w Wake) Port() int {
+// ListenPort is the wake address's port number, 0 when there is none.
+func (w Wake) ListenPort() int {
 	ap, err := netip.ParseAddrPort(w.Listen)
 	if err != nil {
 		return 0
@@ -87,6 +91,23 @@ func (l *serviceLoader) wake(p *Pool, s *Service, raw value, k func(...string) s
 		l.add(wk+".mode", "%q: want %q (hold the connection until a replica is ready) or %q (answer 503 with Retry-After at once)", w.Mode, WakeHold, WakeReject)
 		good = false
 	}
+	switch {
+	case l.str(wk+".port", m["port"], &w.Port):
+		if !slices.Contains(portNames(s), w.Port) {
+			l.add(wk+".port", "%q is not declared in [%s] (declared: %s)", w.Port, k("ports"), describePorts(s))
+			good = false
+		}
+	case m["port"].set():
+		good = false
+	case len(s.Ports) == 1:
+		w.Port = s.Ports[0].Name
+	case len(s.Ports) == 0:
+		l.add(wk, "held connections are forwarded to a port of the replicas, and the pool declares none in [%s]", k("ports"))
+		good = false
+	default:
+		l.add(wk+".port", "missing: the pool declares several ports (%s); name the one held connections are forwarded to", describePorts(s))
+		good = false
+	}
 	if l.seconds(wk+".hold_timeout_sec", m["hold_timeout_sec"], &w.HoldTimeout) && w.HoldTimeout <= 0 {
 		l.add(wk+".hold_timeout_sec", "must be > 0")
 		good = false
@@ -134,10 +155,10 @@ func (l *serviceLoader) wakePorts(c *Config) {
 		}
 	}
 	for _, p := range pools {
-		if p.Service == nil || p.Service.Wake.Port() == 0 {
+		if p.Service == nil || p.Service.Wake.ListenPort() == 0 {
 			continue
 		}
-		port := p.Service.Wake.Port()
+		port := p.Service.Wake.ListenPort()
 		key, file := poolKey(p, "service", "wake", "listen"), c.FileOf(p.Name)
 		l.file = file
 		for _, o := range uses {

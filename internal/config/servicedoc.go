@@ -198,6 +198,8 @@ var wakeKeys = TableDoc{
 	Keys: []KeyDoc{
 		{Name: "listen", Type: "string", Required: true, Limits: "an IP address and a port other than 0, as `\"127.0.0.1:18080\"` or `\"[::1]:18080\"`; not a port of another pool's wake address nor in a fixed replica range (any pool's)",
 			Doc: "Where systemd listens for the pool's cold requests."},
+		{Name: "port", Type: "string", Default: "the pool's only port", Limits: "a port declared in `[pools.NAME.service.ports]`; required when the pool declares several",
+			Doc: "The replicas' port that held connections are forwarded to."},
 		{Name: "mode", Type: "string", Default: "\"hold\"", Limits: "`\"hold\"` or `\"reject\"`",
 			Doc: "`\"hold\"`: a connection is held until a replica is ready, then forwarded. `\"reject\"`: an HTTP/1.x request is answered `503` with `Retry-After` at once (any other protocol is closed), while the pool wakes, for clients that prefer to retry."},
 		{Name: "hold_timeout_sec", Type: "seconds", Default: "60", Limits: "`> 0`",
