@@ -183,6 +183,7 @@ type Pool struct {
 	inLoop   bool
 	wake     chan struct{}
 	watch    watchState   // the source's wake-up (wake.go)
+	cold     coldWake     // the wake address's requests (coldwake.go)
 	reading  *pendingRead // the tick waiting for its calls (loop.go)
 	parked   *parkedTick  // the tick waiting for its replacements (loop.go)
 	lastObs  lastObservation

@@ -39,6 +39,7 @@ type snapshot struct {
 
 // storeSnapshot publishes the pool's state; the owner calls it.
 func (p *Pool) storeSnapshot() {
+	p.noteWake()
 	p.snap.Store(&snapshot{published: p.pub, interval: p.cfg.PollInterval, override: p.override})
 }
 

@@ -160,6 +160,7 @@ func (p *Pool) endTickAct(ctx context.Context, run tickRun, t tickDecision) (pol
 	d, e, obs, counts, srcErr := t.d, t.e, t.obs, t.counts, t.srcErr
 	wall := p.wallNow()
 	d = p.applyOverride(wall, d, e)
+	d = p.applyWake(wall, d, e)
 	if p.dryRun() {
 		p.wouldScale(d, e)
 	}
