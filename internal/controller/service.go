@@ -444,7 +444,7 @@ func (ws *workers) reconfigure(clock Clock, opts Options, cfg *config.Pool) erro
 		}
 		return nil
 	case old.DiscoveryDir != cfg.Service.DiscoveryDir || old.MetricsPort != cfg.Service.MetricsPort ||
-		!sameTemplates(old.Templates, cfg.Service.Templates):
+		!sameTemplates(old.Templates, cfg.Service.Templates) || old.Wake.Listen != cfg.Service.Wake.Listen:
 		pub, err := newPublisher(cfg)
 		if err != nil {
 			return err

@@ -179,7 +179,7 @@ func (p *Publisher) Publish(s Set) (Result, error) {
 		}
 	}
 	if len(errs) == 0 {
-		p.current = &Set{Pool: s.Pool, Replicas: cloneReplicas(s.Replicas)}
+		p.current = &Set{Pool: s.Pool, Replicas: cloneReplicas(s.Replicas), Wake: s.Wake}
 	}
 	return res, errors.Join(errs...)
 }

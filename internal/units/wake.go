@@ -78,7 +78,7 @@ func (s WakeSpec) properties() (socket, service []sddbus.Property, err error) {
 		prop("NoNewPrivileges", true),
 		prop("CapabilityBoundingSet", uint64(0)),
 		prop("ProtectSystem", "strict"),
-		prop("ProtectHome", true),
+		prop("ProtectHome", "yes"),
 		prop("PrivateTmp", true),
 		prop("PrivateDevices", true),
 		prop("PrivateIPC", true),

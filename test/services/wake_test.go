@@ -1,0 +1,195 @@
+package services
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Issue 29: a service pool idling at zero replicas is woken by a request at
+// its wake address, which nginx sends to while the pool has no ready
+// replica; the request is held and forwarded to the first ready replica.
+
+// wakeUpstream points nginx at the wake address while no replica is ready.
+const wakeUpstream = `upstream flexiq_web {
+{{- range .Leaders}}
+	server {{.HostPort "http"}};
+{{- else}}
+	server {{.Wake}};
+{{- end}}
+}
+`
+
+// wakeSite is nginxSite with a read timeout above hold_timeout_sec: nginx
+// must wait for a held request as long as the holder may hold it.
+const wakeSite = `include /run/flexiq-scaled/discovery/web-upstream.conf;
+server {
+	listen 127.0.0.1:8080;
+	location / {
+		proxy_pass http://flexiq_web;
+		proxy_next_upstream off;
+		proxy_read_timeout 90s;
+	}
+}
+`
+
+const wakeAddr = "127.0.0.1:18080"
+
+// wakePool is a pool "web" at min_workers 0 whose replicas take readyAfter
+// to become ready, with a wake address; holdSec bounds each wake-up's hold
+// of the pool at one replica, and so how soon it goes back to zero.
+func wakePool(readyAfter time.Duration, mode string, holdSec float64) string {
+	return fmt.Sprintf(`
+[pools.web]
+exec = ["/usr/local/bin/flexiq-testservice", "-ready-after", "%s"]
+min_workers = 0
+max_workers = 4
+poll_interval_sec = 1
+target_cpu_utilisation = 0.8
+scale_down_window_sec = 0
+
+[pools.web.service]
+drain_period_sec = 1
+
+[pools.web.service.ports]
+http = "auto"
+
+[pools.web.service.wake]
+listen = "%s"
+mode = "%s"
+hold_timeout_sec = %g
+`, readyAfter, wakeAddr, mode, holdSec) + behindNginx
+}
+
+// bootWake starts the daemon with pool, nginx in front, and waits for the
+// wake socket and the upstream pointing at it.
+func bootWake(t *testing.T, pool string) *env {
+	e := boot(t)
+	e.configure(pool, map[string]string{
+		"/etc/flexiq-scaled/web-upstream.tmpl":    wakeUpstream,
+		"/usr/local/bin/flexiq-test-reload-nginx": reloadScript,
+	})
+	e.Sh("chmod 0755 /usr/local/bin/flexiq-test-reload-nginx")
+	e.StartDaemon()
+	e.waitAtZero()
+	e.startNginx(wakeSite)
+	return e
+}
+
+// waitAtZero waits until the pool has no worker, the wake socket listens
+// and the upstream points at the wake address.
+func (e *env) waitAtZero() {
+	e.T.Helper()
+	e.Eventually(60*time.Second, "pool web at zero, upstream at the wake address", func() (bool, string) {
+		up, _ := e.Try("cat", "/run/flexiq-scaled/discovery/web-upstream.conf")
+		sock, _ := e.Try("systemctl", "is-active", "flexiq-web-wake.socket")
+		ws := e.Workers("web")
+		return strings.Contains(up, "server "+wakeAddr+";") && strings.TrimSpace(sock) == "active" && len(ws) == 0,
+			fmt.Sprintf("socket %s, workers %v, upstream %q", strings.TrimSpace(sock), ws, up)
+	})
+}
+
+// timedGet makes one request through nginx inside the sandbox: its status
+// and its start and end (wall clock, ns).
+func (e *env) timedGet(path string) (code int, start, end time.Time) {
+	e.T.Helper()
+	out := e.Sh(`t0=$(date +%s%N); c=$(curl -s -o /dev/null -w '%{http_code}' --max-time 100 http://127.0.0.1:8080` + path + ` || true); t1=$(date +%s%N); echo "$c $t0 $t1"`)
+	f := strings.Fields(out)
+	if len(f) != 3 {
+		e.T.Fatalf("timed request: %q", out)
+	}
+	code, _ = strconv.Atoi(f[0])
+	ns := func(s string) time.Time { n, _ := strconv.ParseInt(s, 10, 64); return time.Unix(0, n) }
+	return code, ns(f[1]), ns(f[2])
+}
+
+// mainStart is when the replica's process started (ExecMainStartTimestamp).
+func (e *env) mainStart(unit string) time.Time {
+	e.T.Helper()
+	v := strings.TrimSpace(e.Sh("systemctl show -P ExecMainStartTimestamp --timestamp=us+utc " + unit))
+	ts, err := time.Parse("Mon 2006-01-02 15:04:05.999999 MST", v)
+	if err != nil {
+		e.T.Fatalf("ExecMainStartTimestamp of %s: %v", unit, err)
+	}
+	return ts
+}
+
+// TestWakeColdRequestHeld is the issue's first Done-when: a single request
+// through nginx at zero replicas, whose replica takes 1.5 s to become
+// ready, is held and answered 200. Without the feature nothing listens at
+// the wake address, and nginx answers 502.
+func TestWakeColdRequestHeld(t *testing.T) {
+	const readyAfter = 1500 * time.Millisecond
+	e := bootWake(t, wakePool(readyAfter, "hold", 5))
+	code, start, end := e.timedGet("/cold")
+	if code != 200 {
+		e.Fatalf("the cold request was answered %d, want 200", code)
+	}
+	ws := e.Workers("web")
+	if len(ws) == 0 {
+		e.Fatalf("answered 200 with no replica")
+	}
+	replicaStart := e.mainStart(ws[0])
+	cold := end.Sub(start)
+	e.figure("wake-cold", "latency", cold.Round(time.Millisecond),
+		"replica_start_to_ready", readyAfter,
+		"overhead", (cold - readyAfter).Round(time.Millisecond),
+		"request_to_replica_start", replicaStart.Sub(start).Round(time.Millisecond),
+		"replica_ready_to_answer", end.Sub(replicaStart.Add(readyAfter)).Round(time.Millisecond))
+	// The journal's wake-up entry, from the wake process.
+	e.Eventually(10*time.Second, "the wake-up's journal entry", func() (bool, string) {
+		out, _ := e.Try("journalctl", "-o", "verbose", "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b2a")
+		return strings.Contains(out, "FLEXIQ_HELD=1") && strings.Contains(out, "FLEXIQ_TIME_TO_READY_SEC="), out
+	})
+	// explain names the wake as the reason for the scale-up.
+	if out := e.CLI("explain", "web", "--last", "20"); !strings.Contains(out, "wake") {
+		e.Errorf("explain does not name the wake:\n%s", out)
+	}
+}
+
+// TestWakeEveryTime is the issue's second Done-when: 30 cycles of zero →
+// one request → back to zero, every request answered 200.
+func TestWakeEveryTime(t *testing.T) {
+	e := bootWake(t, wakePool(1500*time.Millisecond, "hold", 2))
+	const cycles = 30
+	var codes []int
+	var lat []time.Duration
+	for i := range cycles {
+		if i > 0 {
+			e.waitAtZero()
+		}
+		code, start, end := e.timedGet(fmt.Sprintf("/cycle-%d", i))
+		codes = append(codes, code)
+		lat = append(lat, end.Sub(start))
+	}
+	ok := 0
+	for _, c := range codes {
+		if c == 200 {
+			ok++
+		}
+	}
+	slices.Sort(lat)
+	e.figure("wake-every-time", "cycles", cycles, "ok", ok, "median", lat[len(lat)/2].Round(time.Millisecond), "max", lat[len(lat)-1].Round(time.Millisecond))
+	if ok != cycles {
+		e.Errorf("%d of %d cold requests answered 200: %v", ok, cycles, codes)
+	}
+}
+
+// TestWakeRejectMode: with mode = "reject", a request at zero is answered
+// 503 with Retry-After at once, the pool wakes, and a retry after the cold
+// start is answered 200.
+func TestWakeRejectMode(t *testing.T) {
+	e := bootWake(t, wakePool(1500*time.Millisecond, "reject", 10))
+	out := e.Sh(`curl -s -D - -o /dev/null -w 'took=%{time_total}\n' --max-time 30 http://127.0.0.1:8080/reject || true`)
+	if !strings.Contains(out, " 503") || !strings.Contains(strings.ToLower(out), "retry-after:") {
+		e.Fatalf("a request at zero in reject mode: want 503 with Retry-After, got:\n%s", out)
+	}
+	e.waitDiscovered("web", 1, 30*time.Second)
+	e.Eventually(20*time.Second, "a retry answered 200", func() (bool, string) {
+		code, _, _ := e.timedGet("/retry")
+		return code == 200, fmt.Sprint(code)
+	})
+}
