@@ -48,8 +48,15 @@ exec = ["/usr/local/bin/flexiq-testservice", "-ready-after", "%s"]
 min_workers = 0
 max_workers = 4
 poll_interval_sec = 1
-target_cpu_utilisation = 0.8
 scale_down_window_sec = 0
+# Idle replicas go: the CPU signal alone would keep one (it rounds up).
+policy = "rules"
+
+[[pools.web.scale_up]]
+when = "worker_cpu > 0.9"
+
+[pools.web.scale_down]
+when = "worker_cpu < 0.5"
 
 [pools.web.service]
 drain_period_sec = 1
