@@ -143,7 +143,8 @@ var templateKeys = TableDoc{
 	Doc: "Each `[[pools.NAME.service.template]]` is a Go\n" +
 		"[text/template](https://pkg.go.dev/text/template) file rendered from the pool's\n" +
 		"ready replicas on every change, written atomically and only when its content\n" +
-		"changed. It sees `.Pool`, `.Replicas` and `.Leaders` (rank 0 of each group), each\n" +
+		"changed. It sees `.Pool`, `.Replicas`, `.Leaders` (rank 0 of each group) and\n" +
+		"`.Wake` (the pool's [wake address](#poolsnameservicewake), `\"\"` without one), each\n" +
 		"replica with `.Slot`, `.Unit`, `.Address`, `.Ports`, `.Rank` and the methods\n" +
 		"`.HostPort \"NAME\"` and `.Port \"NAME\"`, and the functions `join SEP LIST` and\n" +
 		"`hostports NAME REPLICAS`. An nginx upstream:\n" +

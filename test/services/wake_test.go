@@ -1,6 +1,7 @@
 package services
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -248,5 +249,40 @@ wait`)
 	// The restarted daemon adopted the socket rather than making another.
 	if n := strings.Count(e.JournalText("-u", "flexiq-scaled"), "flexiq-web-wake.socket listening"); n != 1 {
 		e.Errorf("the wake socket was started %d times, want once (adopted after the restart)", n)
+	}
+}
+
+// TestWakeNoCostWhenAwake: once a replica is ready, nothing of the wake
+// path stays in the data path: the wake process exits after its idle time,
+// and 150 requests/s for 30 s reach the replica without starting it again.
+func TestWakeNoCostWhenAwake(t *testing.T) {
+	// The hold (120 s) keeps the replica through the test.
+	e := bootWake(t, wakePool(1500*time.Millisecond, "hold", 120))
+	if code, _, _ := e.timedGet("/first"); code != 200 {
+		e.Fatalf("the cold request: %d", code)
+	}
+	e.Eventually(60*time.Second, "the wake process gone idle", func() (bool, string) {
+		st, _ := e.Try("systemctl", "is-active", "flexiq-web-wake.service")
+		return strings.TrimSpace(st) == "inactive", st
+	})
+	started := e.UnitProp("flexiq-web-wake.service", "ExecMainStartTimestampMonotonic")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := e.loadgen(ctx, "http://127.0.0.1:8080/", 150, 30*time.Second)
+	if err != nil {
+		e.Fatalf("%v", err)
+	}
+	again := e.UnitProp("flexiq-web-wake.service", "ExecMainStartTimestampMonotonic")
+	st, _ := e.Try("systemctl", "is-active", "flexiq-web-wake.service")
+	viaWake := 0
+	if again != started || strings.TrimSpace(st) != "inactive" {
+		viaWake = -1 // at least one: the wake process was started again
+	}
+	e.figure("wake-awake", "sent", r.Sent, "failed", r.Failed(), "wake_process_started_again", viaWake != 0, "p99", r.P99)
+	if r.Failed() != 0 {
+		e.Errorf("awake, %d of %d requests failed: %s", r.Failed(), r.Sent, r)
+	}
+	if viaWake != 0 {
+		e.Errorf("requests went through the wake address while a replica was ready (the wake process started again: %s -> %s, now %s)", started, again, st)
 	}
 }
