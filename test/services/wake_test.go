@@ -88,14 +88,21 @@ func bootWake(t *testing.T, pool string) *env {
 }
 
 // waitAtZero waits until the pool has no worker, the wake socket listens
-// and the upstream points at the wake address.
+// and nginx's upstream points at the wake address.
 func (e *env) waitAtZero() {
 	e.T.Helper()
+	e.waitAtZeroIn("/run/flexiq-scaled/discovery/web-upstream.conf", "server "+wakeAddr+";")
+}
+
+// waitAtZeroIn is waitAtZero for the rendered file upstream, which says
+// want while the pool is at zero.
+func (e *env) waitAtZeroIn(upstream, want string) {
+	e.T.Helper()
 	e.Eventually(60*time.Second, "pool web at zero, upstream at the wake address", func() (bool, string) {
-		up, _ := e.Try("cat", "/run/flexiq-scaled/discovery/web-upstream.conf")
+		up, _ := e.Try("cat", upstream)
 		sock, _ := e.Try("systemctl", "is-active", "flexiq-web-wake.socket")
 		ws := e.Workers("web")
-		return strings.Contains(up, "server "+wakeAddr+";") && strings.TrimSpace(sock) == "active" && len(ws) == 0,
+		return strings.Contains(up, want) && strings.TrimSpace(sock) == "active" && len(ws) == 0,
 			fmt.Sprintf("socket %s, workers %v, upstream %q", strings.TrimSpace(sock), ws, up)
 	})
 }
@@ -282,5 +289,72 @@ func TestWakeNoCostWhenAwake(t *testing.T) {
 	}
 	if startedAgain {
 		e.Errorf("requests went through the wake address while a replica was ready (the wake process started again: %s -> %s, now %s)", started, again, st)
+	}
+}
+
+// haproxyBackend is docs/services.md's HAProxy backend: the wake address
+// while no replica is ready, no keepalive to it.
+const haproxyBackend = `backend web
+	option http-server-close
+	timeout server 90s
+{{- range .Leaders}}
+	server web{{.Slot}} {{.HostPort "http"}}
+{{- else}}
+	server wake {{.Wake}}
+{{- end}}
+`
+
+// haproxyMain is the rest of HAProxy's configuration; Debian's unit loads
+// both files through CONFIG (/etc/default/haproxy).
+const haproxyMain = `global
+	pidfile /run/haproxy.pid
+defaults
+	mode http
+	timeout connect 5s
+	timeout client 100s
+	timeout server 90s
+frontend web
+	bind 127.0.0.1:8080
+	default_backend web
+`
+
+// TestWakeHAProxy: the same wake path behind Debian's HAProxy: 5 cycles of
+// zero → one request → zero, all answered 200.
+func TestWakeHAProxy(t *testing.T) {
+	const backend = "/run/flexiq-scaled/discovery/web-backend.cfg"
+	pool := strings.NewReplacer(
+		"/etc/flexiq-scaled/web-upstream.tmpl", "/etc/flexiq-scaled/web-backend.tmpl",
+		"/run/flexiq-scaled/discovery/web-upstream.conf", backend,
+		"/usr/local/bin/flexiq-test-reload-nginx", "/usr/local/bin/flexiq-test-reload-haproxy",
+	).Replace(wakePool(1500*time.Millisecond, "hold", 2))
+	e := boot(t)
+	e.configure(pool, map[string]string{
+		"/etc/flexiq-scaled/web-backend.tmpl":       haproxyBackend,
+		"/usr/local/bin/flexiq-test-reload-haproxy": "#!/bin/sh\n/usr/bin/systemctl reload haproxy.service\n",
+		"/etc/haproxy/flexiq-test.cfg":              haproxyMain,
+		"/etc/default/haproxy":                      "CONFIG=\"/etc/haproxy/flexiq-test.cfg -f " + backend + "\"\n",
+	})
+	e.Sh("chmod 0755 /usr/local/bin/flexiq-test-reload-haproxy")
+	e.StartDaemon()
+	e.waitAtZeroIn(backend, "server wake "+wakeAddr)
+	// Debian starts HAProxy at boot, on its own file: again, on ours.
+	e.Sh("systemctl restart haproxy.service")
+	const cycles = 5
+	var codes []int
+	for i := range cycles {
+		if i > 0 {
+			e.waitAtZeroIn(backend, "server wake "+wakeAddr)
+		}
+		code, start, end := e.timedGet(fmt.Sprintf("/haproxy-%d", i))
+		codes = append(codes, code)
+		if i == 0 {
+			e.figure("wake-haproxy-cold", "latency", end.Sub(start).Round(time.Millisecond))
+		}
+	}
+	for _, c := range codes {
+		if c != 200 {
+			e.Errorf("through HAProxy at zero: %v, want %d answered 200", codes, cycles)
+			break
+		}
 	}
 }
