@@ -3,17 +3,33 @@ package controller
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/discovery"
+	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
-// wakeRig is a service pool idling at zero with a wake address (issue 29).
+// wakeRig is a service pool idling at zero with a wake address (issue 29),
+// its upstream template pointing at the wake address while empty.
 func wakeRig(t *testing.T) *serviceRig {
 	sr := newServiceRig(t, config.ReadyActive, 0)
+	src := filepath.Join(sr.disc, "wake-upstream.tmpl")
+	if err := os.WriteFile(src, []byte("{{range .Leaders}}server {{.HostPort \"http\"}};\n{{else}}server {{.Wake}};\n{{end}}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tm, err := discovery.LoadTemplate("template[0]", discovery.TemplateSpec{Source: src, Destination: filepath.Join(sr.disc, "upstream.conf"),
+		Mode: 0o644, After: sr.cfg.Service.Templates[0].Spec.After})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr.cfg.Service.Templates = []*discovery.Template{tm}
 	sr.cfg.MinWorkers = 0
 	sr.cfg.ScaleDownWindow = 0
 	sr.cfg.Service.Wake = config.Wake{Listen: "127.0.0.1:18080", Port: "http", Mode: config.WakeHold, HoldTimeout: 10 * time.Second}
@@ -112,5 +128,48 @@ func TestWakeRefusedOrOverridden(t *testing.T) {
 	w.tick(100 * time.Millisecond)
 	if n := w.pool.workers.live(); n != 0 {
 		t.Errorf("a paused pool woken to %d", n)
+	}
+}
+
+// The brief's order on the way back to zero: the publish that takes the
+// last ready replica out renders the template's empty branch, the wake
+// address, and its after-change command (nginx's reload) finishes, before
+// that replica is stopped: no request finds an empty upstream.
+func TestWakeBranchBeforeLastReplicaStops(t *testing.T) {
+	sr := wakeRig(t)
+	upstream := func() string {
+		b, err := os.ReadFile(filepath.Join(sr.disc, "upstream.conf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if got := upstream(); got != "server 127.0.0.1:18080;\n" {
+		t.Fatalf("at zero the upstream is %q, want the wake address", got)
+	}
+	if _, err := sr.pool.Wake(api.WakeRequest{Wake: true}); err != nil {
+		t.Fatal(err)
+	}
+	sr.tick(100 * time.Millisecond)
+	sr.settle()
+	if got := upstream(); strings.Contains(got, "18080") {
+		t.Fatalf("with a ready replica the upstream is %q, still the wake address", got)
+	}
+	sr.runner.mu.Lock()
+	sr.runner.hold = make(chan struct{})
+	sr.runner.mu.Unlock()
+	sr.tick(11 * time.Second) // past the hold: the policy's 0
+	if got := upstream(); got != "server 127.0.0.1:18080;\n" {
+		t.Fatalf("the last replica leaving, the upstream is %q, want the wake address", got)
+	}
+	sr.tick(time.Hour) // the command (nginx's reload) still runs
+	if len(sr.sd.stops) != 0 {
+		t.Fatalf("stopped %v before the reload onto the wake address finished", sr.sd.stops)
+	}
+	close(sr.runner.hold)
+	sr.settle()
+	sr.tick(31 * time.Second) // the drain period
+	if u := units.UnitName("web", 1); !slices.Equal(sr.sd.stops, []string{u}) {
+		t.Fatalf("stops %v after the drain period, want %s", sr.sd.stops, u)
 	}
 }
