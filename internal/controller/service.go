@@ -177,7 +177,7 @@ func (ws *workers) track(w *worker, initial probe.State) {
 	}
 	ws.untrack(w)
 	w.probeID = probeID(w)
-	if err := s.prober.Add(probe.Target{ID: w.probeID, Check: check, Spec: spec, Initial: initial}); err != nil {
+	if err := s.prober.Add(probe.Target{ID: w.probeID, Check: check, Spec: spec, Initial: initial, StartPeriod: wakeStartPeriod(ws.cfg)}); err != nil {
 		ws.log.Event(eventlog.ReplicaReadiness, eventlog.Err, ws.workerFields(w.slot, w.unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
 			"cannot probe %s: %v", w.unit, err)
 		return
