@@ -5,7 +5,7 @@
 # veths that join the fleet tests' sandboxes), iptables (the NFQUEUE rule,
 # in a sandbox's own namespace, that delays its link where the kernel has
 # no netem), the package tools, and the queue servers
-# (Redis, PostgreSQL, Prometheus) and nginx, the load balancer of the
+# (Redis, PostgreSQL, Prometheus) and nginx and HAProxy, the load balancers of the
 # service-pool tests, that run inside the sandbox too, and
 # stress-ng, the load generator the host guard is tested against, and
 # gunicorn, a real server on a socket that systemd passes (internal/units).
@@ -14,7 +14,7 @@ need=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 # The queue servers the sources are tested against (test/servers starts
 # them inside the sandbox, never on the host).
-for p in systemd dbus util-linux iproute2 iptables dpkg-dev lintian ca-certificates redis-server redis-tools postgresql prometheus nginx curl stress-ng gunicorn; do
+for p in systemd dbus util-linux iproute2 iptables dpkg-dev lintian ca-certificates redis-server redis-tools postgresql prometheus nginx haproxy curl stress-ng gunicorn; do
 	have "$p" || need+=("$p")
 done
 # Node.js and npm run the queue systems' own clients (BullMQ, pg-boss,

@@ -75,6 +75,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	case "-version", "--version":
 		return cmdVersion(nil, stdout, stderr)
+	case "wake":
+		// Hidden: the process of a pool's wake address (wake.go).
+		return cmdWake(args[1:], stdout, stderr)
 	}
 	for _, c := range commands {
 		if c.name == args[0] {

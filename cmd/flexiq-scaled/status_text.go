@@ -43,6 +43,9 @@ func printPool(w io.Writer, v api.View, now time.Time) {
 	if f := v.Fleet; f != nil {
 		printFleet(w, f)
 	}
+	if wv := v.Wake; wv != nil {
+		fmt.Fprintf(w, "      Wake: %s\n", wakeLine(wv))
+	}
 	if v.Source.LastError != "" {
 		fmt.Fprintf(w, "Last error: %s ago: %s\n", fmtDuration(now.Sub(v.Source.LastErrorAt)), api.Printable(firstLine(v.Source.LastError)))
 	}

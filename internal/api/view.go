@@ -24,6 +24,9 @@ type View struct {
 	// Fleet is set for a pool that joins a fleet (issue 20).
 	Fleet *FleetView `json:"fleet,omitempty"`
 
+	// Wake is set for a service pool with a wake address (issue 29).
+	Wake *WakeView `json:"wake,omitempty"`
+
 	LastDecision *Explanation `json:"last_decision,omitempty"`
 	WorkerList   []WorkerView `json:"worker_list"`
 	// UpdatedAt is when the pool's last tick ended (wall clock).

@@ -67,6 +67,7 @@ var keyNames = map[string]string{
 	"Service.ReadyTimeout":      "ready_timeout_sec",
 	"Service.UnreadyTimeout":    "unready_timeout_sec",
 	"Service.CPUSetSplit":       "cpuset_split",
+	"Wake.HoldTimeout":          "hold_timeout_sec",
 	"Readiness.Kind":            "type",
 	"Readiness.Probe":           flattened,
 	"Spec.Kind":                 "", // Readiness.Kind

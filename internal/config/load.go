@@ -87,6 +87,7 @@ type rawPool struct {
 	QuietSignal               value          `toml:"quiet_signal"`
 	QuietPeriodSec            value          `toml:"quiet_period_sec"`
 	Service                   value          `toml:"service"`
+	Wake                      value          `toml:"wake"` // misplaced: refused (service_wake.go)
 	Source                    rawSourceTable `toml:"source"`
 	Fleet                     rawSourceTable `toml:"fleet"`
 	Limits                    rawLimits      `toml:"limits"`

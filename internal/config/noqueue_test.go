@@ -69,6 +69,11 @@ func TestNoQueueChecks(t *testing.T) {
 		{"queue pool", false, nil, "", "pools.svc.source.type", "only for a service pool"},
 		{"no signal", true, nil, "", "pools.svc.target_cpu_utilisation", "CPU signal or on rules"},
 		{"cpu from zero", true, func(p *Pool) { cpu(p); p.MinWorkers = 0 }, "", "pools.svc.min_workers", ">= 1"},
+		{"cpu from zero with a wake address", true, func(p *Pool) {
+			cpu(p)
+			p.MinWorkers = 0
+			p.Service.Wake = Wake{Listen: "127.0.0.1:18080", Port: "http", Mode: WakeHold, HoldTimeout: time.Minute}
+		}, "", "", ""},
 		{"a rule over the queue", true, rules("", "pending == 0 && idle_sec > 9"), "", "pools.svc.scale_down.when", "reads pending, idle_sec"},
 		{"an up rule over the queue", true, rules("oldest_age > 5", ""), "", "pools.svc.scale_up[0].when", "reads oldest_age"},
 		{"latency", true, cpu, "target_queue_latency_sec = 5", "pools.svc.target_queue_latency_sec", "reads the queue"},

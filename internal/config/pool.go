@@ -116,6 +116,7 @@ func (l *loader) pool(name string, r *rawPool, daemonPoll time.Duration) *Pool {
 	l.drainSignal(p, r, key)
 	l.readiness(p, r, key)
 	l.svc.service(p, r.Service, key)
+	l.misplacedWake(p, r.Wake)
 	l.source(p, r.Source, func(k string) string { return key("source", k) })
 	l.demand(p, r, key)
 	l.warm(p, r, key)

@@ -21,6 +21,7 @@ func Reference() []TableDoc {
 		readinessKeys,
 		probeTimingKeys,
 		templateKeys,
+		wakeKeys,
 		hostGuardKeys,
 		prometheusKeys,
 		fleetKeys,

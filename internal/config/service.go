@@ -49,6 +49,10 @@ type Service struct {
 	// CPUSetSplit splits the CPUs the pool may use across a group's ranks
 	// (AllowedCPUs=), no two ranks of a group on one core (cpuset_split).
 	CPUSetSplit bool
+
+	// Wake is the pool's wake address ([pools.NAME.service.wake], issue
+	// 29); Listen "" = none.
+	Wake Wake
 }
 
 // Defaults of the [pools.NAME.service] table.

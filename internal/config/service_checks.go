@@ -16,6 +16,7 @@ func (l *serviceLoader) services(c *Config) {
 	defer func(file string) { l.file = file }(l.file)
 	l.portOverlaps(c)
 	l.outputClashes(c)
+	l.wakePorts(c)
 	if mtw := c.Capacity.MaxTotalWorkers; mtw > 0 {
 		for _, p := range sortedPools(c) {
 			s := p.Service

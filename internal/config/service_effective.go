@@ -22,6 +22,14 @@ type effectiveService struct {
 	Ports             map[string]any   `toml:"ports,omitempty"`
 	Readiness         map[string]any   `toml:"readiness"`
 	Template          []map[string]any `toml:"template,omitempty"`
+	Wake              *effectiveWake   `toml:"wake,omitempty"`
+}
+
+type effectiveWake struct {
+	Listen         string  `toml:"listen"`
+	Port           string  `toml:"port"`
+	Mode           string  `toml:"mode"`
+	HoldTimeoutSec float64 `toml:"hold_timeout_sec"`
 }
 
 func (s *Service) effective() *effectiveService {
@@ -62,6 +70,9 @@ func (s *Service) effective() *effectiveService {
 		r["timeout_sec"] = pr.Timeout.Seconds()
 		r["success_threshold"] = pr.SuccessThreshold
 		r["failure_threshold"] = pr.FailureThreshold
+	}
+	if w := s.Wake; w.Listen != "" {
+		e.Wake = &effectiveWake{Listen: w.Listen, Port: w.Port, Mode: w.Mode, HoldTimeoutSec: w.HoldTimeout.Seconds()}
 	}
 	for _, t := range s.Templates {
 		m := map[string]any{

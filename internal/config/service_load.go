@@ -59,6 +59,7 @@ func (l *serviceLoader) service(p *Pool, raw value, key func(...string) string) 
 		s.Readiness.User = p.User
 	}
 	l.templates(p, s, m["template"], k)
+	l.wake(p, s, m["wake"], k)
 	for _, name := range slices.Sorted(maps.Keys(p.Environment)) {
 		if reservedServiceEnv(name) {
 			l.add(key("environment", name), "reserved in a service pool: flexiq-scaled sets %s*, %s, %s and %s* on every replica",

@@ -357,6 +357,9 @@ func TestDiffServiceCoversEveryField(t *testing.T) {
 			valid["service.readiness."+n] = true
 		}
 	}
+	for _, n := range wakeKeys.Names() {
+		valid["service.wake."+n] = true
+	}
 	paths := fieldPaths(reflect.TypeFor[Service](), reflect.TypeFor[probe.Spec]())
 	for _, path := range paths {
 		if path == "Readiness.Probe.Kind" {

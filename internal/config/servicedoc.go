@@ -72,6 +72,8 @@ var serviceKeys = TableDoc{
 			Doc: "When a replica is [ready](#poolsnameservicereadiness) to serve."},
 		{Name: "template", Type: "array of tables", Default: "none", Limits: "",
 			Doc: "Files rendered from the ready replicas, [`[[pools.NAME.service.template]]`](#poolsnameservicetemplate)."},
+		{Name: "wake", Type: "table", Default: "none", Limits: "",
+			Doc: "The pool's [wake address](#poolsnameservicewake), where requests that find it at zero replicas wake it."},
 	},
 }
 
@@ -141,7 +143,8 @@ var templateKeys = TableDoc{
 	Doc: "Each `[[pools.NAME.service.template]]` is a Go\n" +
 		"[text/template](https://pkg.go.dev/text/template) file rendered from the pool's\n" +
 		"ready replicas on every change, written atomically and only when its content\n" +
-		"changed. It sees `.Pool`, `.Replicas` and `.Leaders` (rank 0 of each group), each\n" +
+		"changed. It sees `.Pool`, `.Replicas`, `.Leaders` (rank 0 of each group) and\n" +
+		"`.Wake` (the pool's [wake address](#poolsnameservicewake), `\"\"` without one), each\n" +
 		"replica with `.Slot`, `.Unit`, `.Address`, `.Ports`, `.Rank` and the methods\n" +
 		"`.HostPort \"NAME\"` and `.Port \"NAME\"`, and the functions `join SEP LIST` and\n" +
 		"`hostports NAME REPLICAS`. An nginx upstream:\n" +
@@ -171,5 +174,36 @@ var templateKeys = TableDoc{
 			Doc: "A command run after the rendered file changed, without a shell, as a transient unit; its output goes to the journal, and a failure is logged as a warning and retried at the next change. A replica leaving discovery starts its drain period only once it has run."},
 		{Name: "after_change_timeout_sec", Type: "seconds", Default: "30", Limits: "`> 0`; only with `after_change`",
 			Doc: "How long `after_change` may run."},
+	},
+}
+
+var wakeKeys = TableDoc{
+	Name: "pools.NAME.service.wake",
+	Doc: "The pool's **wake address**, for a pool that idles at `min_workers = 0`: systemd\n" +
+		"listens there (a socket unit `flexiq-POOL-wake.socket`, which survives daemon\n" +
+		"restarts), and a template's `.Wake` names it, so that the load balancer sends\n" +
+		"there while the pool has no ready replica. A connection arriving wakes the\n" +
+		"pool at once (0 → 1) and is held until the first replica is ready, then\n" +
+		"forwarded to it byte for byte (plain TCP: HTTP, gRPC, anything), as is every\n" +
+		"connection that arrives meanwhile. See [services](services.md#waking-a-pool-at-zero).\n" +
+		"\n" +
+		"```toml\n" +
+		"[pools.web.service.wake]\n" +
+		"listen = \"127.0.0.1:18080\"\n" +
+		"hold_timeout_sec = 60\n" +
+		"```\n" +
+		"\n" +
+		"A wake address on a pool whose `min_workers` is above 0 draws a warning (it\n" +
+		"takes requests only while every replica is down); a `[pools.NAME.wake]` table\n" +
+		"outside the service table is an error.",
+	Keys: []KeyDoc{
+		{Name: "listen", Type: "string", Required: true, Limits: "an IP address and a port other than 0, as `\"127.0.0.1:18080\"` or `\"[::1]:18080\"`; not a port of another pool's wake address nor in a fixed replica range (any pool's)",
+			Doc: "Where systemd listens for the pool's cold requests."},
+		{Name: "port", Type: "string", Default: "the pool's only port", Limits: "a port declared in `[pools.NAME.service.ports]`; required when the pool declares several",
+			Doc: "The replicas' port that held connections are forwarded to."},
+		{Name: "mode", Type: "string", Default: "\"hold\"", Limits: "`\"hold\"` or `\"reject\"`",
+			Doc: "`\"hold\"`: a connection is held until a replica is ready, then forwarded. `\"reject\"`: an HTTP/1.x request is answered `503` with `Retry-After` at once (any other protocol is closed), while the pool wakes, for clients that prefer to retry."},
+		{Name: "hold_timeout_sec", Type: "seconds", Default: "60", Limits: "`> 0`",
+			Doc: "How long a connection is held at most: past it, an HTTP/1.x request gets `503` with `Retry-After`, and any other protocol is closed. A proxy in front must wait longer than this for an answer (nginx's `proxy_read_timeout`)."},
 	},
 }

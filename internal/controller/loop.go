@@ -58,7 +58,7 @@ func (p *Pool) do(f func()) {
 	msg := func() {
 		defer close(done)
 		f()
-		p.pub.Store()
+		p.storeSnapshot()
 	}
 	select {
 	case p.own.token <- struct{}{}:
@@ -68,7 +68,7 @@ func (p *Pool) do(f func()) {
 		if p.acting.Settle() {
 			p.serviceChanged(context.Background())
 		}
-		p.pub.Store()
+		p.storeSnapshot()
 	case p.own.inbox <- msg:
 		<-done
 	}
@@ -82,7 +82,7 @@ func (p *Pool) serviceChanged(ctx context.Context) {
 	now := p.clock()
 	p.workers.svc.publishReady(ctx, now)
 	changed := p.pub.Publish(p.facts(now), nil, nil, p.pub.Listed(), nil)
-	p.pub.Store()
+	p.storeSnapshot()
 	p.tell.changed(changed)
 }
 
@@ -199,7 +199,7 @@ func (p *Pool) beginRead(ctx context.Context) bool {
 		r.done <- run.calls(rctx)
 	}()
 	p.reading = r
-	p.pub.Store()
+	p.storeSnapshot()
 	return true
 }
 
@@ -270,6 +270,6 @@ type tickDone struct {
 // finishTick ends a tick as its owner: the report and the snapshot.
 func (p *Pool) finishTick(run tickRun, d policy.Decision, changed bool) tickDone {
 	rep := snapshot.TickReport(p.facts(run.now), d, time.Since(run.start), p.lastObs)
-	p.pub.Store()
+	p.storeSnapshot()
 	return tickDone{rep, changed}
 }

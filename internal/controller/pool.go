@@ -187,6 +187,7 @@ type Pool struct {
 	inLoop  bool
 	wake    wakeup
 	watch   watch.Watch          // the source's wake-up (package watch)
+	cold    coldWake             // the wake address's requests (coldwake.go)
 	reading *pendingRead         // the tick waiting for its calls (loop.go)
 	parked  *parkedTick          // the tick waiting for its replacements (loop.go)
 	lastObs snapshot.Observation // the tick's reading, for its report

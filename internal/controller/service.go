@@ -125,7 +125,7 @@ func (s *service) track(w *worker, initial probe.State) {
 	if err == nil {
 		s.untrack(w)
 		w.probeID = probeID(w)
-		err = ps.Add(w, w.probeID, check, spec, initial)
+		err = ps.Add(w, w.probeID, check, spec, initial, wakeStartPeriod(ws.cfg))
 	}
 	if err != nil {
 		ws.log.Event(eventlog.ReplicaReadiness, eventlog.Err, ws.workerFields(w.slot, w.unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
@@ -369,7 +369,7 @@ func (ws *workers) reconfigure(clock Clock, opts Options, cfg *config.Pool) erro
 		}
 		return nil
 	case old.DiscoveryDir != cfg.Service.DiscoveryDir || old.MetricsPort != cfg.Service.MetricsPort ||
-		!replicas.SameTemplates(old.Templates, cfg.Service.Templates):
+		!replicas.SameTemplates(old.Templates, cfg.Service.Templates) || old.Wake.Listen != cfg.Service.Wake.Listen:
 		pub, err := replicas.NewPublisher(cfg)
 		if err != nil {
 			return err

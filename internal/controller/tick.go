@@ -127,6 +127,7 @@ func (p *Pool) endTick(ctx context.Context, run *tickRun, read decide.Observed) 
 	d, e, obs, counts, srcErr := t.D, t.E, t.Obs, t.Counts, t.SrcErr
 	wall := p.wall()
 	d = p.override.Apply(wall, d, e, p.workers.target, p.cfg.MaxWorkers)
+	d = p.applyWake(wall, d, e)
 	if dryRun(p.cfg) {
 		p.override.WouldScale(d, e)
 	}

@@ -148,6 +148,7 @@ func Run(ctx context.Context, o Options) int {
 		fmt.Fprintf(os.Stderr, "flexiq-scaled: %v\n", err)
 		return 1
 	}
+	d.syncWake(ctx, cfg)
 	apiCtx, stopAPI := context.WithCancel(ctx)
 	defer stopAPI()
 	d.serveControl(apiCtx)

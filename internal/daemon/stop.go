@@ -48,6 +48,7 @@ func (d *daemon) shutdown(ctx context.Context, s os.Signal) int {
 		}
 	}
 	d.log.Event(eventlog.Lifecycle, eventlog.Notice, nil, "stopping on %s: draining every worker", s)
+	d.stopWake(ctx)
 	var wg sync.WaitGroup
 	for _, rp := range pools {
 		wg.Add(1)

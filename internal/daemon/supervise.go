@@ -191,6 +191,7 @@ func (d *daemon) reload(ctx context.Context, asks []reloadAsk) {
 	// out already.
 	d.startAdded(ctx, added)
 	d.resetUnconfiguredNow(ctx)
+	d.syncWake(ctx, cfg)
 }
 
 // reloadDaemonWide applies the changes to the daemon-wide settings and

@@ -70,7 +70,7 @@ func (t *Template) execute(s Set) ([]byte, error) {
 	w := &cappedWriter{limit: MaxOutput, deadline: time.Now().Add(RenderTimeout)}
 	// A copy: an abandoned execution must not read maps its caller
 	// goes on to change.
-	s = Set{Pool: s.Pool, Replicas: cloneReplicas(s.Replicas)}
+	s = Set{Pool: s.Pool, Replicas: cloneReplicas(s.Replicas), Wake: s.Wake}
 	done := make(chan error, 1)
 	go func() { done <- t.tmpl.Execute(w, s) }()
 	timer := time.NewTimer(RenderTimeout)

@@ -79,6 +79,10 @@ func (e *missingPortError) Error() string {
 type Set struct {
 	Pool     string
 	Replicas []Replica
+	// Wake is the pool's wake address (host:port, issue 29), "" when it
+	// has none: where a template's empty branch sends the traffic that
+	// finds no ready replica. The Publisher fills it in.
+	Wake string
 }
 
 // NewSet copies replicas and sorts them by slot, then rank.
@@ -96,7 +100,7 @@ func NewSet(pool string, replicas []Replica) Set {
 // Without is the set less every rank of the given slots: what the caller
 // publishes before it drains those replicas.
 func (s Set) Without(slots ...int) Set {
-	out := Set{Pool: s.Pool, Replicas: make([]Replica, 0, len(s.Replicas))}
+	out := Set{Pool: s.Pool, Wake: s.Wake, Replicas: make([]Replica, 0, len(s.Replicas))}
 	for _, r := range s.Replicas {
 		if !slices.Contains(slots, r.Slot) {
 			out.Replicas = append(out.Replicas, r)

@@ -26,6 +26,8 @@ type Options struct {
 	// empty (a pool without metrics has nothing to scrape).
 	MetricsPort string
 	Templates   []*Template
+	// Wake is the pool's wake address, templates' .Wake.
+	Wake string
 }
 
 // output is one file a Publisher keeps current.
@@ -47,6 +49,7 @@ type output struct {
 type Publisher struct {
 	pool    string
 	dir     string
+	wake    string
 	outputs []output
 	last    map[string][]byte // content at the path, once known
 	retry   map[string]bool
@@ -96,7 +99,7 @@ func NewPublisher(o Options) (*Publisher, error) {
 	if dir == "" {
 		dir = DefaultDir
 	}
-	p := &Publisher{pool: o.Pool, dir: dir, last: map[string][]byte{}, retry: map[string]bool{}}
+	p := &Publisher{pool: o.Pool, dir: dir, wake: o.Wake, last: map[string][]byte{}, retry: map[string]bool{}}
 	p.outputs = append(p.outputs, output{path: filepath.Join(dir, o.Pool+".json"), mode: 0o644, render: RenderJSON})
 	if o.MetricsPort != "" {
 		port := o.MetricsPort
@@ -154,6 +157,7 @@ func (p *Publisher) Publish(s Set) (Result, error) {
 		// change with the caller's order rather than the replicas.
 		s = NewSet(s.Pool, s.Replicas)
 	}
+	s.Wake = p.wake
 	if p.current != nil && len(p.retry) == 0 && equalSets(*p.current, s) {
 		return Result{}, nil
 	}
@@ -175,7 +179,7 @@ func (p *Publisher) Publish(s Set) (Result, error) {
 		}
 	}
 	if len(errs) == 0 {
-		p.current = &Set{Pool: s.Pool, Replicas: cloneReplicas(s.Replicas)}
+		p.current = &Set{Pool: s.Pool, Replicas: cloneReplicas(s.Replicas), Wake: s.Wake}
 	}
 	return res, errors.Join(errs...)
 }
@@ -190,7 +194,7 @@ func sorted(rs []Replica) bool {
 }
 
 func equalSets(a, b Set) bool {
-	return a.Pool == b.Pool && slices.EqualFunc(a.Replicas, b.Replicas, func(x, y Replica) bool {
+	return a.Pool == b.Pool && a.Wake == b.Wake && slices.EqualFunc(a.Replicas, b.Replicas, func(x, y Replica) bool {
 		return x.Slot == y.Slot && x.Unit == y.Unit && x.Address == y.Address && x.Rank == y.Rank && maps.Equal(x.Ports, y.Ports)
 	})
 }

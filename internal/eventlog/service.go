@@ -18,4 +18,10 @@ const (
 	// episode); an info entry when the port is free or the replica's
 	// again.
 	PortHeld Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b28"
+	// WakeRequested: a connection at a service pool's wake address woke
+	// the pool (issue 29); once per wake-up, from the daemon.
+	WakeRequested Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b29"
+	// WakeCycle: a wake-up ended, from the wake process: how many
+	// connections it held and how long until the first ready replica.
+	WakeCycle Kind = "4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b2a"
 )

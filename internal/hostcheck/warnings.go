@@ -45,6 +45,9 @@ func Warnings(c *config.Config) []string {
 			add(config.PoolKey(p, "drain_timeout_sec"), "0 means no stop timeout: systemd never kills a worker that does not drain")
 		}
 	}
+	for _, pr := range config.WakeWarnings(c) {
+		warnings = append(warnings, pr.String())
+	}
 	for _, pr := range SecretWarnings(c) {
 		warnings = append(warnings, pr.String())
 	}

@@ -40,6 +40,7 @@ type Metrics struct {
 	crashes   *prometheus.CounterVec
 	srcErrors *prometheus.CounterVec
 	tick      *prometheus.HistogramVec
+	wake      wakeSeries
 }
 
 // gaugeHelp are the per-pool gauges, by name.
@@ -89,6 +90,7 @@ func New(reconnects func() int64, workers WorkerReader) *Metrics {
 		Help:    "How long a tick took: listing the workers, reading the queue, deciding, acting.",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}, pool)
 	m.Registry.MustRegister(m.mode, m.decisions, m.starts, m.crashes, m.srcErrors, m.tick)
+	m.registerWake()
 
 	bi := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "build_info",
 		Help: "1, labelled with the daemon's version."}, []string{"version"})
@@ -195,4 +197,5 @@ func (m *Metrics) Forget(pool string) {
 	m.crashes.DeletePartialMatch(match)
 	m.srcErrors.DeletePartialMatch(match)
 	m.tick.DeletePartialMatch(match)
+	m.forgetWake(match)
 }

@@ -42,6 +42,11 @@ type Target struct {
 	Check   Check
 	Spec    Spec  // its timing fields (after WithDefaults) are used
 	Initial State // Unknown for a new replica; Ready for one adopted as ready
+	// StartPeriod, when set below Spec.Period, is the period until the
+	// target is first ready: a replica that a request waits for (a pool
+	// woken from zero, issue 29) is admitted within StartPeriod of its
+	// readiness rather than within Spec.Period. At least Quantum in effect.
+	StartPeriod time.Duration
 }
 
 // Transition is a change of one target's state.
@@ -102,6 +107,17 @@ type target struct {
 	checking bool // its check runs, maybe past the attempt that began it
 	removed  bool
 	lastErr  error
+	// everReady: it has been ready (or was adopted so); StartPeriod no
+	// longer applies.
+	everReady bool
+}
+
+// period is the time between two attempts of t now.
+func (t *target) period() time.Duration {
+	if !t.everReady && t.StartPeriod > 0 && t.StartPeriod < t.Spec.Period {
+		return t.StartPeriod
+	}
+	return t.Spec.Period
 }
 
 // Quantum is the scheduler's grain: it wakes at multiples of it and starts
@@ -161,6 +177,8 @@ func (p *Prober) Add(t Target) error {
 		Target:  t,
 		tracker: NewTracker(t.Spec.SuccessThreshold, t.Spec.FailureThreshold, t.Initial, now),
 		next:    now.Add(t.Spec.InitialDelay),
+		// Adopted as ready, it has no start to hurry.
+		everReady: t.Initial == Ready,
 	}
 	if t.Initial == Ready {
 		tg.next, tg.phased = now.Add(jitter(t.ID, t.Spec.Period)), true
@@ -295,10 +313,10 @@ func (p *Prober) dispatchDue() (time.Time, bool) {
 		// Fixed rate from the phase the jitter set; rounds missed while the
 		// daemon was busy (or an attempt still ran) are skipped, not made up.
 		if !t.phased {
-			t.next, t.phased = t.next.Add(jitter(t.ID, t.Spec.Period)), true
+			t.next, t.phased = t.next.Add(jitter(t.ID, t.period())), true
 		}
 		for !t.next.After(now) {
-			t.next = t.next.Add(t.Spec.Period)
+			t.next = t.next.Add(t.period())
 		}
 		heap.Fix(&p.due, 0)
 		if !t.inflight && p.ctx.Err() == nil {
@@ -327,6 +345,9 @@ func (p *Prober) attempt(t *target) {
 	now := p.clock.Now()
 	from, changed := t.tracker.Observe(err == nil, now)
 	tr := Transition{ID: t.ID, From: from, To: t.tracker.State(), At: now, NotReadySince: t.tracker.NotReadySince()}
+	if tr.To == Ready {
+		t.everReady = true
+	}
 	if tr.To != Ready {
 		tr.Err = t.lastErr
 	}

@@ -302,3 +302,40 @@ func TestWakeAt(t *testing.T) {
 		}
 	}
 }
+
+// A target with a StartPeriod is attempted at that period until it is
+// first ready, then at its Spec.Period (issue 29: a woken pool's replica is
+// admitted within StartPeriod of its readiness).
+func TestProberStartPeriod(t *testing.T) {
+	r := newRig(t)
+	s := &scripted{script: "fffpp"}
+	spec := Spec{Period: time.Second, Timeout: 50 * time.Millisecond, SuccessThreshold: 1, FailureThreshold: 3}
+	if err := r.p.Add(Target{ID: "web@1", Check: s.check, Spec: spec, StartPeriod: 100 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	start := r.clock.Now()
+	j := jitter("web@1", 100*time.Millisecond)
+	// Right away, at the jitter, then every 100 ms until the pass (the
+	// attempt already scheduled then included); then every second.
+	want := []time.Time{start, start.Add(j), start.Add(j + 100*time.Millisecond), start.Add(j + 200*time.Millisecond),
+		start.Add(j + 300*time.Millisecond)}
+	for i, at := range want {
+		r.p.mu.Lock()
+		next := r.p.targets["web@1"].next
+		r.p.mu.Unlock()
+		if !next.Equal(at) {
+			t.Fatalf("attempt %d due at +%v, want +%v", i, next.Sub(start), at.Sub(start))
+		}
+		r.clock.Advance(at.Sub(r.clock.Now()))
+		r.attempted()
+	}
+	if tr, ok := r.transition(); !ok || tr.To != Ready {
+		t.Errorf("no transition to ready: %+v", tr)
+	}
+	r.p.mu.Lock()
+	next := r.p.targets["web@1"].next
+	r.p.mu.Unlock()
+	if want := start.Add(j + 1300*time.Millisecond); !next.Equal(want) {
+		t.Errorf("once ready, next attempt due at +%v, want +%v", next.Sub(start), want.Sub(start))
+	}
+}

@@ -65,6 +65,7 @@ func CommandBound(svc *config.Service) time.Duration {
 func NewPublisher(cfg *config.Pool) (*discovery.Publisher, error) {
 	pub, err := discovery.NewPublisher(discovery.Options{
 		Pool: cfg.Name, Dir: cfg.Service.DiscoveryDir, MetricsPort: cfg.Service.MetricsPort, Templates: cfg.Service.Templates,
+		Wake: cfg.Service.Wake.Listen,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: discovery: %w", cfg.Name, err)

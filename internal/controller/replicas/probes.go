@@ -4,6 +4,8 @@ package replicas
 // transitions arrive on the pool's loop as messages.
 
 import (
+	"time"
+
 	"context"
 	"fmt"
 	"net/http"
@@ -82,9 +84,10 @@ func (p *Probes[W]) runner(cfg *config.Pool) (source.CommandRunner, error) {
 	return p.runAs(user, group), nil
 }
 
-// Add probes w as id, from initial.
-func (p *Probes[W]) Add(w W, id string, check probe.Check, spec probe.Spec, initial probe.State) error {
-	if err := p.prober.Add(probe.Target{ID: id, Check: check, Spec: spec, Initial: initial}); err != nil {
+// Add probes w as id, from initial, every startPeriod (when not 0) until
+// it is first ready (probe.Target.StartPeriod).
+func (p *Probes[W]) Add(w W, id string, check probe.Check, spec probe.Spec, initial probe.State, startPeriod time.Duration) error {
+	if err := p.prober.Add(probe.Target{ID: id, Check: check, Spec: spec, Initial: initial, StartPeriod: startPeriod}); err != nil {
 		return err
 	}
 	p.byID[id] = w

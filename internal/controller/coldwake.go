@@ -1,0 +1,204 @@
+package controller
+
+// A service pool's wake address (issue 29; config [pools.NAME.service.wake],
+// the process in internal/wake, the socket in internal/units/wake.go). The
+// wake process asks the pool to wake (Wake) when a connection finds no
+// ready replica, and learns the ready replicas' addresses (WakeReady, a
+// long poll). A wake holds the pool at one replica at least, from the
+// request until hold_timeout_sec after the last one, and kicks the loop,
+// so that the scale-up is this tick's, not the next one's. Not to be
+// confused with wake.go: the early ticks of a source's wake-ups.
+//
+// The state is shared with the control API's goroutines under its own
+// lock; the loop writes what it knows (the ready set, the settings) at
+// every snapshot (noteWake), and reads the hold at every decision
+// (applyWake).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/api"
+	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+	"github.com/flexiq/flexiq-scaled/internal/policy"
+)
+
+// ErrNoWake: the pool has no wake address.
+var ErrNoWake = errors.New("the pool has no wake address ([pools.NAME.service.wake])")
+
+type coldWake struct {
+	mu sync.Mutex
+	// As the loop last wrote them: the wake address ("" = none), its
+	// mode and hold, and the ready replicas' addresses of the wake port.
+	listen, mode string
+	hold         time.Duration
+	addrs        []string
+	gen          uint64
+	changed      chan struct{} // closed and replaced when addrs change
+	// until is the end of the hold (the pool's clock); requests counts
+	// the wake requests; stats is the wake process's last report.
+	until    time.Time
+	requests uint64
+	stats    api.WakeStats
+	// logged is the hold that the journal was told of.
+	logged time.Time
+}
+
+// Wake is a wake request from the wake process (req.Wake) and its report.
+func (p *Pool) Wake(req api.WakeRequest) (api.WakeResponse, error) {
+	c := &p.cold
+	now := p.clock()
+	c.mu.Lock()
+	if c.listen == "" {
+		c.mu.Unlock()
+		return api.WakeResponse{}, ErrNoWake
+	}
+	c.stats = req.WakeStats
+	if !req.Wake {
+		c.mu.Unlock()
+		return api.WakeResponse{Pool: p.name}, nil
+	}
+	c.requests++
+	first := !now.Before(c.until)
+	c.until = now.Add(c.hold)
+	listen, held := c.listen, req.Held
+	c.mu.Unlock()
+	if first {
+		p.log.Event(eventlog.WakeRequested, eventlog.Info, eventlog.Fields{
+			"FLEXIQ_WAKE_ADDRESS": listen, "FLEXIQ_HELD": strconv.FormatInt(held, 10),
+		}, "woken by a connection at its wake address %s (%d held): scaling to one replica at least", listen, held)
+	}
+	p.wake.kick()
+	return api.WakeResponse{Pool: p.name, Woken: true}, nil
+}
+
+// WakeReady returns the ready replicas' wake-port addresses once their
+// generation differs from after, or when wait has passed or ctx ended.
+func (p *Pool) WakeReady(ctx context.Context, after uint64, wait time.Duration) (api.WakeReady, error) {
+	c := &p.cold
+	var timeout <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		c.mu.Lock()
+		if c.listen == "" {
+			c.mu.Unlock()
+			return api.WakeReady{}, ErrNoWake
+		}
+		if c.changed == nil {
+			c.changed = make(chan struct{})
+		}
+		r, ch := api.WakeReady{Generation: c.gen, Addrs: slices.Clone(c.addrs)}, c.changed
+		c.mu.Unlock()
+		if r.Generation != after || wait <= 0 {
+			return r, nil
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			return r, nil
+		case <-ctx.Done():
+			return r, nil
+		}
+	}
+}
+
+// WakeView is what status shows of the wake address; nil when none.
+func (p *Pool) WakeView() *api.WakeView {
+	c := &p.cold
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.listen == "" {
+		return nil
+	}
+	return &api.WakeView{Address: c.listen, Mode: c.mode, Requests: c.requests,
+		Holding: p.clock().Before(c.until), WakeStats: c.stats}
+}
+
+// noteWake writes what the loop knows for the wake address's readers:
+// the settings, and the ready replicas, a new generation when they
+// changed. The owner calls it at every snapshot.
+// storeSnapshot publishes the pool's snapshot, and to the wake address's
+// holder what it needs of it (noteWake).
+func (p *Pool) storeSnapshot() {
+	p.noteWake()
+	p.pub.Store()
+}
+
+func (p *Pool) noteWake() {
+	c := &p.cold
+	var listen, mode, port string
+	var hold time.Duration
+	if s := p.cfg.Service; s != nil && s.Wake.Listen != "" {
+		listen, mode, port, hold = s.Wake.Listen, s.Wake.Mode, s.Wake.Port, s.Wake.HoldTimeout
+	}
+	var addrs []string
+	if listen != "" && p.workers != nil && p.workers.svc != nil {
+		set, _ := p.workers.svc.readySet()
+		for _, r := range set.Leaders() {
+			if n, ok := r.Ports[port]; ok {
+				addrs = append(addrs, net.JoinHostPort(r.Address, strconv.Itoa(n)))
+			}
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.listen, c.mode, c.hold = listen, mode, hold
+	if c.changed == nil {
+		c.changed = make(chan struct{})
+	}
+	if c.gen == 0 || !slices.Equal(addrs, c.addrs) {
+		c.addrs = addrs
+		c.gen++
+		close(c.changed)
+		c.changed = make(chan struct{})
+	}
+}
+
+// wakeStartProbe is how often a starting replica of a pool with a wake
+// address is probed until it is first ready: a held request waits for it,
+// and a period_sec of 1 s would add half a second on average.
+const wakeStartProbe = 100 * time.Millisecond
+
+// wakeStartPeriod is a new replica's probe.Target.StartPeriod: fast for a
+// pool with a wake address, none for the others.
+func wakeStartPeriod(cfg *config.Pool) time.Duration {
+	if cfg.WakeAddress() == "" {
+		return 0
+	}
+	return wakeStartProbe
+}
+
+// applyWake holds the pool at one replica at least while a wake-up holds
+// it, unless the operator's pause or pin has the last word.
+func (p *Pool) applyWake(wall time.Time, d policy.Decision, e *api.Explanation) policy.Decision {
+	c := &p.cold
+	now := p.clock()
+	c.mu.Lock()
+	until, listen := c.until, c.listen
+	c.mu.Unlock()
+	if listen == "" || !now.Before(until) || d.Desired >= 1 || p.override.Active(wall) {
+		return d
+	}
+	would := d
+	d.Desired = min(1, p.cfg.MaxWorkers)
+	d.Action = policy.Stable
+	if d.Desired > d.Current {
+		d.Action = policy.ScaleUp
+	}
+	d.Rationale = fmt.Sprintf("woken by its wake address %s, holding at least %d for %s; the policy says %d (%s)",
+		listen, d.Desired, until.Sub(now).Round(time.Second), would.Desired, would.Rationale)
+	e.Add(api.Step{Name: "wake", Value: listen, Note: fmt.Sprintf("a connection at the wake address: at least %d replica until %s from now; the policy says %d",
+		d.Desired, until.Sub(now).Round(time.Second), would.Desired)})
+	return d
+}

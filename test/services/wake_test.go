@@ -1,0 +1,362 @@
+package services
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Issue 29: a service pool idling at zero replicas is woken by a request at
+// its wake address, which nginx sends to while the pool has no ready
+// replica; the request is held and forwarded to the first ready replica.
+
+// wakeUpstream points nginx at the wake address while no replica is ready.
+const wakeUpstream = `upstream flexiq_web {
+{{- range .Leaders}}
+	server {{.HostPort "http"}};
+{{- else}}
+	server {{.Wake}};
+{{- end}}
+}
+`
+
+// wakeSite is nginxSite with a read timeout above hold_timeout_sec: nginx
+// must wait for a held request as long as the holder may hold it.
+const wakeSite = `include /run/flexiq-scaled/discovery/web-upstream.conf;
+server {
+	listen 127.0.0.1:8080;
+	location / {
+		proxy_pass http://flexiq_web;
+		proxy_next_upstream off;
+		proxy_read_timeout 90s;
+	}
+}
+`
+
+const wakeAddr = "127.0.0.1:18080"
+
+// wakePool is a pool "web" at min_workers 0 whose replicas take readyAfter
+// to become ready, with a wake address; holdSec bounds each wake-up's hold
+// of the pool at one replica, and so how soon it goes back to zero.
+func wakePool(readyAfter time.Duration, mode string, holdSec float64) string {
+	return fmt.Sprintf(`
+[pools.web]
+exec = ["/usr/local/bin/flexiq-testservice", "-ready-after", "%s"]
+min_workers = 0
+max_workers = 4
+poll_interval_sec = 1
+scale_down_window_sec = 0
+# Idle replicas go: the CPU signal alone would keep one (it rounds up).
+policy = "rules"
+
+[[pools.web.scale_up]]
+when = "worker_cpu > 0.9"
+
+[pools.web.scale_down]
+when = "worker_cpu < 0.5"
+
+[pools.web.service]
+drain_period_sec = 1
+
+[pools.web.service.ports]
+http = "auto"
+
+[pools.web.service.wake]
+listen = "%s"
+mode = "%s"
+hold_timeout_sec = %g
+`, readyAfter, wakeAddr, mode, holdSec) + behindNginx
+}
+
+// bootWake starts the daemon with pool, nginx in front, and waits for the
+// wake socket and the upstream pointing at it.
+func bootWake(t *testing.T, pool string) *env {
+	e := boot(t)
+	e.configure(pool, map[string]string{
+		"/etc/flexiq-scaled/web-upstream.tmpl":    wakeUpstream,
+		"/usr/local/bin/flexiq-test-reload-nginx": reloadScript,
+	})
+	e.Sh("chmod 0755 /usr/local/bin/flexiq-test-reload-nginx")
+	e.StartDaemon()
+	e.waitAtZero()
+	e.startNginx(wakeSite)
+	return e
+}
+
+// waitAtZero waits until the pool has no worker, the wake socket listens
+// and nginx's upstream points at the wake address.
+func (e *env) waitAtZero() {
+	e.T.Helper()
+	e.waitAtZeroIn("/run/flexiq-scaled/discovery/web-upstream.conf", "server "+wakeAddr+";")
+}
+
+// waitAtZeroIn is waitAtZero for the rendered file upstream, which says
+// want while the pool is at zero.
+func (e *env) waitAtZeroIn(upstream, want string) {
+	e.T.Helper()
+	e.Eventually(60*time.Second, "pool web at zero, upstream at the wake address", func() (bool, string) {
+		up, _ := e.Try("cat", upstream)
+		sock, _ := e.Try("systemctl", "is-active", "flexiq-web-wake.socket")
+		ws := e.Workers("web")
+		return strings.Contains(up, want) && strings.TrimSpace(sock) == "active" && len(ws) == 0,
+			fmt.Sprintf("socket %s, workers %v, upstream %q", strings.TrimSpace(sock), ws, up)
+	})
+}
+
+// timedGet makes one request through nginx inside the sandbox: its status
+// and its start and end (wall clock, ns).
+func (e *env) timedGet(path string) (code int, start, end time.Time) {
+	e.T.Helper()
+	out := e.Sh(`t0=$(date +%s%N); c=$(curl -s -o /dev/null -w '%{http_code}' --max-time 100 http://127.0.0.1:8080` + path + ` || true); t1=$(date +%s%N); echo "$c $t0 $t1"`)
+	f := strings.Fields(out)
+	if len(f) != 3 {
+		e.T.Fatalf("timed request: %q", out)
+	}
+	code, _ = strconv.Atoi(f[0])
+	ns := func(s string) time.Time { n, _ := strconv.ParseInt(s, 10, 64); return time.Unix(0, n) }
+	return code, ns(f[1]), ns(f[2])
+}
+
+// mainStart is when the replica's process started (ExecMainStartTimestamp).
+func (e *env) mainStart(unit string) time.Time {
+	e.T.Helper()
+	v := strings.TrimSpace(e.Sh("systemctl show -P ExecMainStartTimestamp --timestamp=us+utc " + unit))
+	ts, err := time.Parse("Mon 2006-01-02 15:04:05.999999 MST", v)
+	if err != nil {
+		e.T.Fatalf("ExecMainStartTimestamp of %s: %v", unit, err)
+	}
+	return ts
+}
+
+// TestWakeColdRequestHeld is the issue's first Done-when: a single request
+// through nginx at zero replicas, whose replica takes 1.5 s to become
+// ready, is held and answered 200. Without the feature nothing listens at
+// the wake address, and nginx answers 502.
+func TestWakeColdRequestHeld(t *testing.T) {
+	const readyAfter = 1500 * time.Millisecond
+	e := bootWake(t, wakePool(readyAfter, "hold", 5))
+	code, start, end := e.timedGet("/cold")
+	if code != 200 {
+		e.Fatalf("the cold request was answered %d, want 200", code)
+	}
+	ws := e.Workers("web")
+	if len(ws) == 0 {
+		e.Fatalf("answered 200 with no replica")
+	}
+	replicaStart := e.mainStart(ws[0])
+	cold := end.Sub(start)
+	e.figure("wake-cold", "latency", cold.Round(time.Millisecond),
+		"replica_start_to_ready", readyAfter,
+		"overhead", (cold - readyAfter).Round(time.Millisecond),
+		"request_to_replica_start", replicaStart.Sub(start).Round(time.Millisecond),
+		"replica_ready_to_answer", end.Sub(replicaStart.Add(readyAfter)).Round(time.Millisecond))
+	// The journal's wake-up entry, from the wake process.
+	e.Eventually(10*time.Second, "the wake-up's journal entry", func() (bool, string) {
+		out, _ := e.Try("journalctl", "-o", "verbose", "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b2a")
+		return strings.Contains(out, "FLEXIQ_HELD=1") && strings.Contains(out, "FLEXIQ_TIME_TO_READY_SEC="), out
+	})
+	// explain names the wake as the reason for the scale-up.
+	if out := e.CLI("explain", "web", "--last", "20"); !strings.Contains(out, "wake") {
+		e.Errorf("explain does not name the wake:\n%s", out)
+	}
+}
+
+// TestWakeEveryTime is the issue's second Done-when: 30 cycles of zero →
+// one request → back to zero, every request answered 200.
+func TestWakeEveryTime(t *testing.T) {
+	e := bootWake(t, wakePool(1500*time.Millisecond, "hold", 2))
+	const cycles = 30
+	var codes []int
+	var lat []time.Duration
+	for i := range cycles {
+		if i > 0 {
+			e.waitAtZero()
+		}
+		code, start, end := e.timedGet(fmt.Sprintf("/cycle-%d", i))
+		codes = append(codes, code)
+		lat = append(lat, end.Sub(start))
+	}
+	ok := 0
+	for _, c := range codes {
+		if c == 200 {
+			ok++
+		}
+	}
+	slices.Sort(lat)
+	// Each cold latency less the replica's own 1.5 s to ready.
+	e.figure("wake-every-time", "cycles", cycles, "ok", ok, "median", lat[len(lat)/2].Round(time.Millisecond), "max", lat[len(lat)-1].Round(time.Millisecond),
+		"overhead_median", (lat[len(lat)/2] - 1500*time.Millisecond).Round(time.Millisecond), "overhead_max", (lat[len(lat)-1] - 1500*time.Millisecond).Round(time.Millisecond))
+	if ok != cycles {
+		e.Errorf("%d of %d cold requests answered 200: %v", ok, cycles, codes)
+	}
+}
+
+// TestWakeRejectMode: with mode = "reject", a request at zero is answered
+// 503 with Retry-After at once, the pool wakes, and a retry after the cold
+// start is answered 200.
+func TestWakeRejectMode(t *testing.T) {
+	e := bootWake(t, wakePool(1500*time.Millisecond, "reject", 10))
+	out := e.Sh(`curl -s -D - -o /dev/null -w 'took=%{time_total}\n' --max-time 30 http://127.0.0.1:8080/reject || true`)
+	if !strings.Contains(out, " 503") || !strings.Contains(strings.ToLower(out), "retry-after:") {
+		e.Fatalf("a request at zero in reject mode: want 503 with Retry-After, got:\n%s", out)
+	}
+	e.waitDiscovered("web", 1, 30*time.Second)
+	e.Eventually(20*time.Second, "a retry answered 200", func() (bool, string) {
+		code, _, _ := e.timedGet("/retry")
+		return code == 200, fmt.Sprint(code)
+	})
+}
+
+// burst sends n requests at once through nginx and returns the count of
+// each status (000: no answer).
+func (e *env) burst(n int, path string) map[string]int {
+	e.T.Helper()
+	out := e.Sh(fmt.Sprintf(`seq %d | xargs -P %d -I{} curl -s -o /dev/null -w '%%{http_code}\n' --max-time 100 http://127.0.0.1:8080%s{} || true`, n, n, path))
+	codes := map[string]int{}
+	for _, c := range strings.Fields(out) {
+		codes[c]++
+	}
+	return codes
+}
+
+// TestWakeBurst is the issue's burst at zero: 200 concurrent requests
+// through nginx, all held and then answered 200, none refused.
+func TestWakeBurst(t *testing.T) {
+	e := bootWake(t, wakePool(1500*time.Millisecond, "hold", 10))
+	start := time.Now()
+	codes := e.burst(200, "/burst-")
+	e.figure("wake-burst", "requests", 200, "ok", codes["200"], "took", time.Since(start).Round(time.Millisecond), "codes", fmt.Sprint(codes))
+	if codes["200"] != 200 {
+		e.Errorf("a burst of 200 at zero: %v, want 200 answered 200", codes)
+	}
+}
+
+// TestWakeHeldAcrossRestart: systemctl restart flexiq-scaled while
+// connections are held, and while it is down, loses none of them: systemd
+// holds the socket, the wake process rides the restart out, and the
+// replica, left running, is adopted and serves them.
+func TestWakeHeldAcrossRestart(t *testing.T) {
+	e := bootWake(t, wakePool(3*time.Second, "hold", 30))
+	e.Sh(`for i in 1 2 3 4 5; do (curl -s -o /dev/null -w '%{http_code}\n' --max-time 100 http://127.0.0.1:8080/before-$i >>/run/wake-codes; true) & done; sleep 0.5
+systemctl restart flexiq-scaled.service &
+sleep 0.05
+for i in 1 2 3 4 5; do (curl -s -o /dev/null -w '%{http_code}\n' --max-time 100 http://127.0.0.1:8080/during-$i >>/run/wake-codes; true) & done
+wait`)
+	out := e.Sh("cat /run/wake-codes")
+	codes := map[string]int{}
+	for _, c := range strings.Fields(out) {
+		codes[c]++
+	}
+	e.figure("wake-restart", "requests", 10, "ok", codes["200"], "codes", fmt.Sprint(codes))
+	if codes["200"] != 10 {
+		e.Errorf("held across a restart: %v, want 10 answered 200", codes)
+	}
+	// The restarted daemon adopted the socket rather than making another.
+	if n := strings.Count(e.JournalText("-u", "flexiq-scaled"), "flexiq-web-wake.socket listening"); n != 1 {
+		e.Errorf("the wake socket was started %d times, want once (adopted after the restart)", n)
+	}
+}
+
+// TestWakeNoCostWhenAwake: once a replica is ready, nothing of the wake
+// path stays in the data path: the wake process exits after its idle time,
+// and 150 requests/s for 30 s reach the replica without starting it again.
+func TestWakeNoCostWhenAwake(t *testing.T) {
+	// The hold (120 s) keeps the replica through the test.
+	e := bootWake(t, wakePool(1500*time.Millisecond, "hold", 120))
+	if code, _, _ := e.timedGet("/first"); code != 200 {
+		e.Fatalf("the cold request: %d", code)
+	}
+	e.Eventually(60*time.Second, "the wake process gone idle", func() (bool, string) {
+		st, _ := e.Try("systemctl", "is-active", "flexiq-web-wake.service")
+		return strings.TrimSpace(st) == "inactive", st
+	})
+	started := e.UnitProp("flexiq-web-wake.service", "ExecMainStartTimestampMonotonic")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := e.loadgen(ctx, "http://127.0.0.1:8080/", 150, 30*time.Second)
+	if err != nil {
+		e.Fatalf("%v", err)
+	}
+	again := e.UnitProp("flexiq-web-wake.service", "ExecMainStartTimestampMonotonic")
+	st, _ := e.Try("systemctl", "is-active", "flexiq-web-wake.service")
+	// The wake process starts on the first connection at the wake address.
+	startedAgain := again != started || strings.TrimSpace(st) != "inactive"
+	e.figure("wake-awake", "sent", r.Sent, "failed", r.Failed(), "wake_process_started_again", startedAgain, "p99", r.P99)
+	if r.Failed() != 0 {
+		e.Errorf("awake, %d of %d requests failed: %s", r.Failed(), r.Sent, r)
+	}
+	if startedAgain {
+		e.Errorf("requests went through the wake address while a replica was ready (the wake process started again: %s -> %s, now %s)", started, again, st)
+	}
+}
+
+// haproxyBackend is docs/services.md's HAProxy backend: the wake address
+// while no replica is ready, no keepalive to it.
+const haproxyBackend = `backend web
+	option http-server-close
+	timeout server 90s
+{{- range .Leaders}}
+	server web{{.Slot}} {{.HostPort "http"}}
+{{- else}}
+	server wake {{.Wake}}
+{{- end}}
+`
+
+// haproxyMain is the rest of HAProxy's configuration; Debian's unit loads
+// both files through CONFIG (/etc/default/haproxy).
+const haproxyMain = `global
+	pidfile /run/haproxy.pid
+defaults
+	mode http
+	timeout connect 5s
+	timeout client 100s
+	timeout server 90s
+frontend web
+	bind 127.0.0.1:8080
+	default_backend web
+`
+
+// TestWakeHAProxy: the same wake path behind Debian's HAProxy: 5 cycles of
+// zero → one request → zero, all answered 200.
+func TestWakeHAProxy(t *testing.T) {
+	const backend = "/run/flexiq-scaled/discovery/web-backend.cfg"
+	pool := strings.NewReplacer(
+		"/etc/flexiq-scaled/web-upstream.tmpl", "/etc/flexiq-scaled/web-backend.tmpl",
+		"/run/flexiq-scaled/discovery/web-upstream.conf", backend,
+		"/usr/local/bin/flexiq-test-reload-nginx", "/usr/local/bin/flexiq-test-reload-haproxy",
+	).Replace(wakePool(1500*time.Millisecond, "hold", 2))
+	e := boot(t)
+	e.configure(pool, map[string]string{
+		"/etc/flexiq-scaled/web-backend.tmpl":       haproxyBackend,
+		"/usr/local/bin/flexiq-test-reload-haproxy": "#!/bin/sh\n/usr/bin/systemctl reload haproxy.service\n",
+		"/etc/haproxy/flexiq-test.cfg":              haproxyMain,
+		"/etc/default/haproxy":                      "CONFIG=\"/etc/haproxy/flexiq-test.cfg -f " + backend + "\"\n",
+	})
+	e.Sh("chmod 0755 /usr/local/bin/flexiq-test-reload-haproxy")
+	e.StartDaemon()
+	e.waitAtZeroIn(backend, "server wake "+wakeAddr)
+	// Debian starts HAProxy at boot, on its own file: again, on ours.
+	e.Sh("systemctl restart haproxy.service")
+	const cycles = 5
+	var codes []int
+	for i := range cycles {
+		if i > 0 {
+			e.waitAtZeroIn(backend, "server wake "+wakeAddr)
+		}
+		code, start, end := e.timedGet(fmt.Sprintf("/haproxy-%d", i))
+		codes = append(codes, code)
+		if i == 0 {
+			e.figure("wake-haproxy-cold", "latency", end.Sub(start).Round(time.Millisecond))
+		}
+	}
+	for _, c := range codes {
+		if c != 200 {
+			e.Errorf("through HAProxy at zero: %v, want %d answered 200", codes, cycles)
+			break
+		}
+	}
+}
