@@ -1,4 +1,4 @@
-package controller
+package workers
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
-// workers is the pool's side that acts: its slots (internal/slots), the starts
+// Workers is the pool's side that acts: its slots (internal/slots), the starts
 // and stops over Units (act.go), the backoff and the choice of victims, the
 // quiet phase (quiet.go), what holds a start back (readiness.go) and the
 // rollout (rollout.go). It decides nothing: the pool's tick tells it what
@@ -27,7 +27,7 @@ import (
 //	stopAll        one round of a drain of the whole pool
 //
 // It is the pool's, owned by the pool's loop as the rest of its state.
-type workers struct {
+type Workers struct {
 	name  string
 	units Units
 	jobs  *acting.Runner // the calls to systemd, off the loop (package acting)
@@ -35,51 +35,66 @@ type workers struct {
 	// emitted have been logged (acting.go).
 	dropLogged bool
 	log        *eventlog.Logger
-	report     *reporter // the pool's, shared with the decision's entries
+	report     *reporter // the workers' journal entries, on the pool's logger
 	ledger     *capacity.Ledger
-	quietFile  quietFile // quiet-POOL.json, where the quiet phase survives a restart
+	QuietFile  quietFile // quiet-POOL.json, where the quiet phase survives a restart
 	kick       func()    // wakes the pool's loop when a quiet phase ends
 
 	// cfg is the pool's configuration; a reload replaces it (Pool.update).
-	cfg   *config.Pool
-	slots *slotTable
+	Cfg   *config.Pool
+	Slots *SlotTable
 	// target is the last decided count; crashed workers are replaced up to
 	// it.
-	target int
-	roll   rollout
+	Target int
+	Roll   rollout
 	// stopping is set by Drain: the pool no longer scales or replaces.
-	stopping bool
-	ready    *admit.Gate           // readiness.go
-	quiet    map[string]*quietUnit // quiet.go: workers in their quiet phase
+	Stopping bool
+	Ready    *admit.Gate           // readiness.go
+	Quiet    map[string]*quietUnit // quiet.go: workers in their quiet phase
 	restarts map[int]int           // crashes by slot, for status
-	svc      *service              // a service pool's (service.go); nil for queue workers
-	gang     gangDeps              // gang.go: free ports, the CPUs to split
+	Svc      *service              // a service pool's (service.go); nil for queue workers
+	Gang     GangDeps              // gang.go: free ports, the CPUs to split
 }
 
-func newWorkers(p *Pool) *workers {
-	return &workers{
-		name:      p.name,
-		units:     p.units,
-		jobs:      p.acting,
-		log:       p.log,
-		report:    &p.report,
-		ledger:    p.opts.Ledger,
-		quietFile: newQuietFile(p.name, p.opts.StateDir),
-		kick:      p.wake.kick,
-		cfg:       p.cfg,
-		slots:     newSlotTable(),
+// Deps are what the workers take from their pool: its name, systemd, the
+// acting jobs' runner and the logger it shares, the host's budget, where
+// the quiet phase is kept, and how to wake the pool's loop.
+type Deps struct {
+	Name     string
+	Units    Units
+	Jobs     *acting.Runner
+	Log      *eventlog.Logger
+	Ledger   *capacity.Ledger
+	StateDir string
+	Kick     func()
+	Cfg      *config.Pool
+}
+
+// New makes a pool's workers, with no slot taken yet.
+func New(d Deps) *Workers {
+	return &Workers{
+		name:      d.Name,
+		units:     d.Units,
+		jobs:      d.Jobs,
+		log:       d.Log,
+		report:    &reporter{log: d.Log},
+		ledger:    d.Ledger,
+		QuietFile: newQuietFile(d.Name, d.StateDir),
+		kick:      d.Kick,
+		Cfg:       d.Cfg,
+		Slots:     newSlotTable(),
 		restarts:  map[int]int{},
-		gang:      defaultGangDeps(),
+		Gang:      defaultGangDeps(),
 	}
 }
 
 // reconcile brings the slot table in line with a listing of the pool's units,
 // reports what changed by itself and clears the failed units.
-func (ws *workers) reconcile(ctx context.Context, now time.Time, listed []units.Worker) reconciled {
-	r := ws.slots.Reconcile(now, listed)
+func (ws *Workers) Reconcile(ctx context.Context, now time.Time, listed []units.Worker) reconciled {
+	r := ws.Slots.Reconcile(now, listed)
 	ws.apply(ctx, now, r)
-	ws.svc.replicasReconciled(now, listed, r)
-	ws.svc.guardRound(now)
+	ws.Svc.replicasReconciled(now, listed, r)
+	ws.Svc.GuardRound(now)
 	return r
 }
 
@@ -88,43 +103,43 @@ func (ws *workers) reconcile(ctx context.Context, now time.Time, listed []units.
 // is a scale-down by hand, not a crash: replacing it at once would only
 // start a worker that the decision may drain again. The policy decides
 // whether the pool needs it back (min_workers, demand).
-func (ws *workers) replaceCrashed(ctx context.Context, now time.Time, r reconciled) {
-	ws.target = max(0, ws.target-len(r.Stopping))
-	ws.startUpTo(ctx, now, ws.target, "replacing crashed worker")
+func (ws *Workers) ReplaceCrashed(ctx context.Context, now time.Time, r reconciled) {
+	ws.Target = max(0, ws.Target-len(r.Stopping))
+	ws.StartUpTo(ctx, now, ws.Target, "replacing crashed worker")
 }
 
 // scaleTo follows the decision d: its count becomes the target, and
 // workers are started or drained to reach it.
-func (ws *workers) scaleTo(ctx context.Context, now time.Time, d policy.Decision) {
+func (ws *Workers) ScaleTo(ctx context.Context, now time.Time, d policy.Decision) {
 	switch d.Action {
 	case policy.ScaleUp:
-		ws.target = d.Desired
-		ws.startUpTo(ctx, now, d.Desired, "scale-up")
+		ws.Target = d.Desired
+		ws.StartUpTo(ctx, now, d.Desired, "scale-up")
 	case policy.ScaleDown:
-		ws.target = d.Desired
-		ws.drainDownTo(ctx, now, d.Desired)
+		ws.Target = d.Desired
+		ws.DrainDownTo(ctx, now, d.Desired)
 	case policy.Stable:
-		ws.target = d.Desired
+		ws.Target = d.Desired
 	}
 }
 
 // stopAll is one round of a drain of the whole pool, on a fresh listing:
 // every quiet phase is cut short and every live worker stopped.
-func (ws *workers) stopAll(ctx context.Context, now time.Time, listed []units.Worker, why string) {
-	ws.reconcile(ctx, now, listed)
-	if ws.svc != nil {
+func (ws *Workers) StopAll(ctx context.Context, now time.Time, listed []units.Worker, why string) {
+	ws.Reconcile(ctx, now, listed)
+	if ws.Svc != nil {
 		// Replicas leave discovery and serve out their drain periods,
 		// as on a scale-down.
-		ws.svc.pumpService(ctx, now)
-		for _, w := range ws.slots.LiveWorkers() {
+		ws.Svc.PumpService(ctx, now)
+		for _, w := range ws.Slots.LiveWorkers() {
 			ws.retire(ctx, now, w, why)
 		}
-		ws.svc.publishReady(ctx, now)
-		ws.quietStep(ctx, now)
+		ws.Svc.PublishReady(ctx, now)
+		ws.QuietStep(ctx, now)
 		return
 	}
 	ws.endQuiet(ctx, now)
-	for _, w := range ws.slots.LiveWorkers() {
+	for _, w := range ws.Slots.LiveWorkers() {
 		ws.stopWorker(ctx, w, why)
 	}
 }
@@ -132,18 +147,18 @@ func (ws *workers) stopAll(ctx context.Context, now time.Time, listed []units.Wo
 // live and draining count the workers as of the last listing and the
 // starts and stops since; live counts the starts in flight too: they are
 // what the pool has asked for, never to be decided again.
-func (ws *workers) live() int     { return len(ws.slots.Live) + len(ws.slots.Starting) }
-func (ws *workers) draining() int { return ws.slots.DrainingSlots() }
+func (ws *Workers) Live() int     { return len(ws.Slots.Live) + len(ws.Slots.Starting) }
+func (ws *Workers) Draining() int { return ws.Slots.DrainingSlots() }
 
 // list lists the pool's units, for an owner outside the loop (Drain).
-func (ws *workers) list(ctx context.Context) ([]units.Worker, error) {
-	l := ws.listPlan().list(ctx)
-	if l.err == nil {
-		ws.ready.RequiredRead(ws.cfg, l.required, l.reqErr)
+func (ws *Workers) List(ctx context.Context) ([]units.Worker, error) {
+	l := ws.ListPlan().List(ctx)
+	if l.Err == nil {
+		ws.Ready.RequiredRead(ws.Cfg, l.Required, l.ReqErr)
 	}
-	return l.workers, l.err
+	return l.Workers, l.Err
 }
 
-func (ws *workers) workerFields(slot int, unit string, extra eventlog.Fields) eventlog.Fields {
+func (ws *Workers) workerFields(slot int, unit string, extra eventlog.Fields) eventlog.Fields {
 	return ws.report.workerFields(slot, unit, extra)
 }
