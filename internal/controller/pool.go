@@ -18,38 +18,32 @@
 // held across a D-Bus call or a source read.
 //
 // The decision and the workers are apart. Pool decides (package
-// decide, package override) and reports; workers (workers.go) owns the
-// slots, the starts and stops, the backoff, the victims, the quiet phase
-// and the rollout, and the tick drives it after the decision. Both are
-// the loop's alone.
+// decide, package override) and reports; the workers (package workers)
+// own the slots, the starts and stops, the backoff, the victims, the quiet
+// phase and the rollout, and the tick drives them after the decision.
+// Both are the loop's alone.
 //
 // The files: pool.go (life cycle, the operator's operations), loop.go (the
 // owner, its messages, the calls in flight), tick.go (one control cycle, in
-// three phases), package acting and
-// acting.go (the acting jobs: starts, stops, listings off the loop, their
-// results back on it), package snapshot (what
-// readers see), drain.go (draining the whole pool); the workers: workers.go
-// (their type and what the tick calls), worker.go (the slot table of internal/slots, victims;
-// no I/O), act.go (starting and stopping), quiet.go (the quiet phase),
-// readiness.go (requires, start conditions, the host's budget: the
-// admit package), rollout.go;
-// a service pool's replicas (issue 19): service.go (readiness, the prober,
-// replacing unready replicas, scale-down victims), ports.go (the
-// WorkerSpec; the ports themselves are the replicas package's),
-// portguard.go (replicas.Guard), publish.go (discovery through
-// replicas.Publishing, the drain after leaving discovery), gang.go and gang_report.go
-// (gang groups: ranks, their ports and peers, a group's end and its
-// journal entry);
+// three phases), package acting (the acting jobs' runner), package
+// snapshot (what readers see), drain.go (draining the whole pool);
+// package workers (issue 28) is the side that owns the units: their slots
+// (internal/slots), victims, starting and stopping, the acting jobs'
+// starts, stops and listings, the quiet phase, what holds a start back
+// (the admit package), the rollout, a service pool's replicas (issue 19:
+// readiness, the prober, the port guard, discovery, the drain after
+// leaving it; the ports themselves are the replicas package's), gang
+// groups and the workers' CPU samples; it does not import this package,
+// which hands it workers.Deps;
 // the decision: package decide (the local pipeline with the daemon-wide
 // host guard and the source's reads, the fleet decider with its
 // coordinator, explain's steps; decider.go is what it asks of the pool),
-// threads.go, cpu.go (the signals' bookkeeping), degraded.go, override.go
+// threads.go (the signals' bookkeeping), degraded.go, override.go
 // and package override (pause and pin), explain.go; view.go (the facts
 // status and explain show, published on package snapshot), report.go (the
-// journal, what the daemon hears), state.go (what survives a restart),
-// package watch (the source's wake-ups), srcguard.go (opening the source),
-// deps.go (what the
-// pool needs from systemd, its clock).
+// decisions' journal, what the daemon hears), state.go (what survives a
+// restart), package watch (the source's wake-ups), srcguard.go (opening
+// the source), deps.go (what the pool needs from systemd, its clock).
 package controller
 
 import (

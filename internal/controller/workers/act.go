@@ -40,7 +40,7 @@ func (ws *Workers) apply(ctx context.Context, now time.Time, r reconciled) {
 	}
 }
 
-// startUpTo starts workers until the pool has want live ones (at most
+// StartUpTo starts workers until the pool has want live ones (at most
 // max_workers).
 func (ws *Workers) StartUpTo(ctx context.Context, now time.Time, want int, why string) {
 	if ws.Stopping {
@@ -54,7 +54,7 @@ func (ws *Workers) StartUpTo(ctx context.Context, now time.Time, want int, why s
 	}
 }
 
-// startWorkers emits the starts of n workers of the current definition, in
+// StartWorkers emits the starts of n workers of the current definition, in
 // the lowest free slots whose backoff has expired: each slot is reserved
 // for its start (slots.Table.Starting) until its result comes back to the loop
 // (startDone, acting.go). then, when not nil, runs after each start that
@@ -65,7 +65,7 @@ func (ws *Workers) StartWorkers(ctx context.Context, now time.Time, n int, why s
 	ws.startIn(ctx, now, n, why, then, 0)
 }
 
-// startIn is startWorkers, for its first attempt or its second (a slot
+// startIn is StartWorkers, for its first attempt or its second (a slot
 // found taken is tried once more elsewhere).
 func (ws *Workers) startIn(ctx context.Context, now time.Time, n int, why string, then func(*Worker), attempt int) {
 	if dryRun(ws.Cfg) || n <= 0 {
@@ -90,7 +90,7 @@ func (ws *Workers) startIn(ctx context.Context, now time.Time, n int, why string
 	}
 }
 
-// drainDownTo stops workers until want remain (see PickVictims). systemd
+// DrainDownTo stops workers until want remain (see PickVictims). systemd
 // does the draining: the drain signal, drain_timeout_sec, SIGKILL; with a
 // quiet_signal, a quiet phase comes first (quiet.go).
 func (ws *Workers) DrainDownTo(ctx context.Context, now time.Time, want int) {

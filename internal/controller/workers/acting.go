@@ -205,7 +205,7 @@ func (pl ListPlan) List(ctx context.Context) Listing {
 	return l
 }
 
-// actingCounts are the jobs in flight, for the snapshot.
+// ActingCounts are the jobs in flight, for the snapshot.
 func (ws *Workers) ActingCounts() (starting, stopping int) {
 	return len(ws.Slots.Starting), ws.jobs.Count(acting.Stop)
 }

@@ -83,7 +83,7 @@ func rankOf(unit string) (int, bool) {
 	return n, true
 }
 
-// endedWhileAway reports the gang groups that ended while no daemon
+// EndedWhileAway reports the gang groups that ended while no daemon
 // watched them (rank 0 gone or failed, a rank of it still listed), as the
 // daemon that started them would have: one crash entry for each, naming
 // the rank, and the slot's backoff before the group is placed again. It

@@ -47,7 +47,7 @@ func (s *service) armNotify() {
 	})
 }
 
-// relistC is the channel of the re-lists due, nil without a service.
+// RelistC is the channel of the re-lists due, nil without a service.
 func (s *service) RelistC() <-chan struct{} {
 	if s == nil {
 		return nil
@@ -55,7 +55,7 @@ func (s *service) RelistC() <-chan struct{} {
 	return s.relist
 }
 
-// checkNotify re-lists the pool off the loop and takes in the replicas
+// CheckNotify re-lists the pool off the loop and takes in the replicas
 // that became active, back on it.
 func (s *service) CheckNotify(ctx context.Context) {
 	ws := s.ws

@@ -28,7 +28,7 @@ func (s *service) guardPorts(cfg *config.Pool, clock Clock, dump func() (*portow
 	}
 }
 
-// guardC is the channel of the port checks due, nil without a guard.
+// GuardC is the channel of the port checks due, nil without a guard.
 func (s *service) GuardC() <-chan time.Time {
 	if s == nil {
 		return nil
@@ -66,7 +66,7 @@ func (s *service) noteHeld(w *Worker, v *replicas.Verdict) {
 	s.Guard.Note(w.slot, v, func(port int) bool { return replicas.IsAutoPort(ws.Cfg.Service, w.ports, port) })
 }
 
-// guardRound checks every replica that says it is ready: one whose port is
+// GuardRound checks every replica that says it is ready: one whose port is
 // held by another leaves discovery (or never enters), one whose ports are
 // its own again enters. It runs every guardPeriod on the loop, and at
 // every reconcile. It reports whether a replica's readiness changed.

@@ -44,7 +44,7 @@ func (s *service) readySet() (discovery.Set, string) {
 	return discovery.NewSet(ws.name, reps), addr + "|" + key.String()
 }
 
-// publishReady publishes the ready set if it changed (and starts the
+// PublishReady publishes the ready set if it changed (and starts the
 // after-change commands of what it rewrote), and begins the drain periods
 // it allows.
 func (s *service) PublishReady(ctx context.Context, now time.Time) {
@@ -58,7 +58,7 @@ func (s *service) PublishReady(ctx context.Context, now time.Time) {
 	}
 }
 
-// commandsFinished takes the end of a batch of commands, on the loop: the
+// CommandsFinished takes the end of a batch of commands, on the loop: the
 // replicas waiting for them begin their drain periods, and a publish that
 // came due meanwhile is made.
 func (s *service) CommandsFinished(ctx context.Context, now time.Time, d replicas.CommandsDone) {
@@ -69,7 +69,7 @@ func (s *service) CommandsFinished(ctx context.Context, now time.Time, d replica
 	}
 }
 
-// pumpService takes the service's messages that are waiting, without
+// PumpService takes the service's messages that are waiting, without
 // blocking: for the owner when no loop runs (Tick, Drain).
 func (s *service) PumpService(ctx context.Context, now time.Time) {
 	if s == nil {
@@ -159,7 +159,7 @@ func (s *service) drainSignal(ctx context.Context, slot int, unit string, sig in
 	})
 }
 
-// svcDone is the channel of the after-change commands' ends, nil for a
+// SvcDone is the channel of the after-change commands' ends, nil for a
 // queue pool.
 func (s *service) SvcDone() <-chan replicas.CommandsDone {
 	if s == nil {

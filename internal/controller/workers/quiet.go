@@ -95,7 +95,7 @@ func (ws *Workers) addQuiet(now time.Time, unit string, q *quietUnit) {
 	ws.Quiet[unit] = q
 }
 
-// quietStep asks for the stop of every quiet worker whose quiet period is
+// QuietStep asks for the stop of every quiet worker whose quiet period is
 // over, and forgets those that are gone (a worker may exit by itself once
 // quiet). It runs after each reconcile.
 func (ws *Workers) QuietStep(ctx context.Context, now time.Time) {
@@ -195,7 +195,7 @@ func (f quietFile) load() (st SavedQuiet, ok bool, err error) {
 	return st, ok, err
 }
 
-// restoreQuiet reads the quiet workers a previous daemon left, before the
+// RestoreQuiet reads the quiet workers a previous daemon left, before the
 // first reconcile: those still running the same invocation are draining,
 // with their deadlines. A worker whose stop is already under way, that is
 // gone, or that was restarted since, is not quiet any more.

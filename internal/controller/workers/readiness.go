@@ -32,7 +32,7 @@ func (ws *Workers) admit(ctx context.Context, now time.Time, n int, why string) 
 	return granted
 }
 
-// recount tells the ledger what the pool holds after its starts: a start
+// Recount tells the ledger what the pool holds after its starts: a start
 // that failed gives its claim back.
 func (ws *Workers) Recount() {
 	ws.Ready.Recount(ws.Cfg, ws.Live()+ws.Slots.DrainingSlots())

@@ -28,7 +28,7 @@ type rollout struct {
 	from   int    // how many workers were outdated when it began
 }
 
-// revision names the pool's current worker definition.
+// Revision names the pool's current worker definition.
 func (ws *Workers) Revision() string {
 	return specRevision(revisionSpec(ws.Cfg), ws.Roll.Nonce)
 }
@@ -57,7 +57,7 @@ func specRevision(s units.WorkerSpec, nonce string) string {
 // maxSurge is how many workers a rollout may start beyond the current count.
 func maxSurge(c *config.Pool) int { return max(c.MaxSurge, 1) }
 
-// rolloutStep replaces up to max_surge outdated workers: starts as many new
+// RolloutStep replaces up to max_surge outdated workers: starts as many new
 // ones, and drains an old one as each new one's start goes through.
 func (ws *Workers) RolloutStep(ctx context.Context, now time.Time) {
 	if ws.Stopping {

@@ -91,7 +91,7 @@ func NewService(cfg *config.Pool, clock Clock, opts ServiceOptions, ws *Workers)
 	return s, nil
 }
 
-// close stops the prober; the pool's loop has ended.
+// Close stops the prober; the pool's loop has ended.
 func (s *service) Close() {
 	if s == nil {
 		return
@@ -100,7 +100,7 @@ func (s *service) Close() {
 	s.Guard.Stop()
 }
 
-// transitions is the prober's channel, nil without one.
+// Transitions is the prober's channel, nil without one.
 func (s *service) Transitions() <-chan probe.Transition {
 	if s == nil {
 		return nil
@@ -220,7 +220,7 @@ func (s *service) replicasReconciled(now time.Time, listed []units.Worker, r rec
 	}
 }
 
-// onTransition takes a prober's transition, on the pool's loop.
+// OnTransition takes a prober's transition, on the pool's loop.
 func (s *service) OnTransition(t probe.Transition) {
 	if s == nil {
 		return
@@ -281,7 +281,7 @@ func (s *service) applyReadiness(w *Worker, rd readiness, why error) {
 	ws.log.Event(eventlog.ReplicaReadiness, eventlog.Notice, f, "%s is not ready (%s): it leaves discovery until it is again%s", w.unit, rd, detail)
 }
 
-// replaceUnready stops and replaces the replicas that never became ready
+// ReplaceUnready stops and replaces the replicas that never became ready
 // within ready_timeout_sec, or stayed unready for unready_timeout_sec.
 func (s *service) ReplaceUnready(ctx context.Context, now time.Time) {
 	if s == nil || s.ws.Stopping || dryRun(s.ws.Cfg) {
@@ -314,7 +314,7 @@ func (s *service) ReplaceUnready(ctx context.Context, now time.Time) {
 	}
 }
 
-// readyCount is the replicas that are ready, and those that are not.
+// ReadyCount is the replicas that are ready, and those that are not.
 func (s *service) ReadyCount() (ready, notReady int) {
 	ws := s.ws
 	for _, w := range ws.Slots.Live {
@@ -327,7 +327,7 @@ func (s *service) ReadyCount() (ready, notReady int) {
 	return ready, notReady
 }
 
-// serviceVictims picks n replicas to retire on a scale-down: the ones not
+// ServiceVictims picks n replicas to retire on a scale-down: the ones not
 // ready first, and no ready one that would take the ready count below
 // min_workers. While a rollout runs, its new replicas that are not ready
 // yet are kept: each is to replace an old one once it is ready, and taking
@@ -353,7 +353,7 @@ func (s *service) ServiceVictims(n int) []*Worker {
 	return append(out, PickVictims(ready, min(n-len(out), spare), rev)...)
 }
 
-// reconfigure brings the service side to a reloaded configuration: a new
+// Reconfigure brings the service side to a reloaded configuration: a new
 // Publisher when what it writes changed (it reads the files in place, so
 // an unchanged set rewrites none), the service side made or dropped when
 // the pool became or stopped being a service. A changed probe applies to

@@ -1,3 +1,22 @@
+// Package workers is a pool's side that owns its units (issue 28): the
+// slot table, the starts and stops over systemd and their backoff, the
+// choice of victims, the quiet phase, what holds a start back, the
+// rollout, a service pool's replicas (readiness, the port guard,
+// discovery) and gang groups. It decides nothing: the pool's loop
+// (internal/controller) owns a Workers and calls its steps after each
+// decision; this package does not import the controller, which hands it
+// what it needs as Deps and ServiceOptions.
+//
+// The files: workers.go (the type and what the tick calls), worker.go (a
+// worker, the slot table of internal/slots, victims; no I/O), act.go
+// (starting and stopping), acting.go (the acting jobs: starts, stops,
+// listings off the loop, their results back on it), quiet.go, readiness.go
+// (the admit package's Gate), rollout.go, cpu.go (the CPU samples),
+// report.go (the workers' journal entries); a service pool's replicas:
+// service.go, ports.go (the WorkerSpec), portguard.go (replicas.Guard),
+// publish.go (discovery through replicas.Publishing), notify.go, gang.go
+// and gang_report.go (gang groups); view.go (the workers as status shows
+// them).
 package workers
 
 import (
@@ -19,12 +38,12 @@ import (
 // rollout (rollout.go). It decides nothing: the pool's tick tells it what
 // to reach, after the decision, through
 //
-//	reconcile      take in a listing of the units: crashes, stops, adoptions
-//	quietStep      stop the quiet workers whose quiet period is over
-//	replaceCrashed start crashed workers again, up to the target
-//	scaleTo        follow a decision: start or drain to its count
-//	rolloutStep    replace up to max_surge workers of an old revision
-//	stopAll        one round of a drain of the whole pool
+//	Reconcile      take in a listing of the units: crashes, stops, adoptions
+//	QuietStep      stop the quiet workers whose quiet period is over
+//	ReplaceCrashed start crashed workers again, up to the target
+//	ScaleTo        follow a decision: start or drain to its count
+//	RolloutStep    replace up to max_surge workers of an old revision
+//	StopAll        one round of a drain of the whole pool
 //
 // It is the pool's, owned by the pool's loop as the rest of its state.
 type Workers struct {
@@ -40,14 +59,14 @@ type Workers struct {
 	QuietFile  quietFile // quiet-POOL.json, where the quiet phase survives a restart
 	kick       func()    // wakes the pool's loop when a quiet phase ends
 
-	// cfg is the pool's configuration; a reload replaces it (Pool.update).
+	// Cfg is the pool's configuration; a reload replaces it (the controller's Pool.update).
 	Cfg   *config.Pool
 	Slots *SlotTable
-	// target is the last decided count; crashed workers are replaced up to
+	// Target is the last decided count; crashed workers are replaced up to
 	// it.
 	Target int
 	Roll   rollout
-	// stopping is set by Drain: the pool no longer scales or replaces.
+	// Stopping is set by Drain: the pool no longer scales or replaces.
 	Stopping bool
 	Ready    *admit.Gate           // readiness.go
 	Quiet    map[string]*quietUnit // quiet.go: workers in their quiet phase
@@ -88,7 +107,7 @@ func New(d Deps) *Workers {
 	}
 }
 
-// reconcile brings the slot table in line with a listing of the pool's units,
+// Reconcile brings the slot table in line with a listing of the pool's units,
 // reports what changed by itself and clears the failed units.
 func (ws *Workers) Reconcile(ctx context.Context, now time.Time, listed []units.Worker) reconciled {
 	r := ws.Slots.Reconcile(now, listed)
@@ -98,7 +117,7 @@ func (ws *Workers) Reconcile(ctx context.Context, now time.Time, listed []units.
 	return r
 }
 
-// replaceCrashed starts the workers that crashed, up to the last decided
+// ReplaceCrashed starts the workers that crashed, up to the last decided
 // target. A worker stopped from outside (an admin's systemctl stop, in r)
 // is a scale-down by hand, not a crash: replacing it at once would only
 // start a worker that the decision may drain again. The policy decides
@@ -108,7 +127,7 @@ func (ws *Workers) ReplaceCrashed(ctx context.Context, now time.Time, r reconcil
 	ws.StartUpTo(ctx, now, ws.Target, "replacing crashed worker")
 }
 
-// scaleTo follows the decision d: its count becomes the target, and
+// ScaleTo follows the decision d: its count becomes the target, and
 // workers are started or drained to reach it.
 func (ws *Workers) ScaleTo(ctx context.Context, now time.Time, d policy.Decision) {
 	switch d.Action {
@@ -123,7 +142,7 @@ func (ws *Workers) ScaleTo(ctx context.Context, now time.Time, d policy.Decision
 	}
 }
 
-// stopAll is one round of a drain of the whole pool, on a fresh listing:
+// StopAll is one round of a drain of the whole pool, on a fresh listing:
 // every quiet phase is cut short and every live worker stopped.
 func (ws *Workers) StopAll(ctx context.Context, now time.Time, listed []units.Worker, why string) {
 	ws.Reconcile(ctx, now, listed)
@@ -144,13 +163,13 @@ func (ws *Workers) StopAll(ctx context.Context, now time.Time, listed []units.Wo
 	}
 }
 
-// live and draining count the workers as of the last listing and the
+// Live and draining count the workers as of the last listing and the
 // starts and stops since; live counts the starts in flight too: they are
 // what the pool has asked for, never to be decided again.
 func (ws *Workers) Live() int     { return len(ws.Slots.Live) + len(ws.Slots.Starting) }
 func (ws *Workers) Draining() int { return ws.Slots.DrainingSlots() }
 
-// list lists the pool's units, for an owner outside the loop (Drain).
+// List lists the pool's units, for an owner outside the loop (Drain).
 func (ws *Workers) List(ctx context.Context) ([]units.Worker, error) {
 	l := ws.ListPlan().List(ctx)
 	if l.Err == nil {
