@@ -20,8 +20,8 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
-// readySet is the pool's ready replicas as discovery shows them.
-func (s *service) readySet() (discovery.Set, string) {
+// ReadySet is the pool's ready replicas as discovery shows them.
+func (s *service) ReadySet() (discovery.Set, string) {
 	ws := s.ws
 	addr := replicas.Address(ws.Cfg.Service)
 	var reps []discovery.Replica
@@ -52,7 +52,7 @@ func (s *service) PublishReady(ctx context.Context, now time.Time) {
 		return
 	}
 	s.armNotify()
-	set, key := s.readySet()
+	set, key := s.ReadySet()
 	if s.Pubs.Publish(now, set, key) {
 		s.releaseDrains(ctx, now)
 	}
