@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
-	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 )
@@ -143,8 +142,8 @@ func (p *Pool) noteWake() {
 		listen, mode, port, hold = s.Wake.Listen, s.Wake.Mode, s.Wake.Port, s.Wake.HoldTimeout
 	}
 	var addrs []string
-	if listen != "" && p.workers != nil && p.workers.svc != nil {
-		set, _ := p.workers.svc.readySet()
+	if listen != "" && p.workers != nil && p.workers.Svc != nil {
+		set, _ := p.workers.Svc.ReadySet()
 		for _, r := range set.Leaders() {
 			if n, ok := r.Ports[port]; ok {
 				addrs = append(addrs, net.JoinHostPort(r.Address, strconv.Itoa(n)))
@@ -163,20 +162,6 @@ func (p *Pool) noteWake() {
 		close(c.changed)
 		c.changed = make(chan struct{})
 	}
-}
-
-// wakeStartProbe is how often a starting replica of a pool with a wake
-// address is probed until it is first ready: a held request waits for it,
-// and a period_sec of 1 s would add half a second on average.
-const wakeStartProbe = 100 * time.Millisecond
-
-// wakeStartPeriod is a new replica's probe.Target.StartPeriod: fast for a
-// pool with a wake address, none for the others.
-func wakeStartPeriod(cfg *config.Pool) time.Duration {
-	if cfg.WakeAddress() == "" {
-		return 0
-	}
-	return wakeStartProbe
 }
 
 // applyWake holds the pool at one replica at least while a wake-up holds

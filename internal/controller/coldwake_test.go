@@ -47,7 +47,7 @@ func wakeRig(t *testing.T) *serviceRig {
 func TestWakeScalesFromZeroAndBack(t *testing.T) {
 	sr := wakeRig(t)
 	p := sr.pool
-	if n := p.workers.live(); n != 0 {
+	if n := p.workers.Live(); n != 0 {
 		t.Fatalf("%d live before the wake, want 0", n)
 	}
 	r0, err := p.WakeReady(context.Background(), 0, 0)
@@ -71,7 +71,7 @@ func TestWakeScalesFromZeroAndBack(t *testing.T) {
 	}
 	sr.tick(100 * time.Millisecond)
 	sr.settle()
-	if n := p.workers.live(); n != 1 {
+	if n := p.workers.Live(); n != 1 {
 		t.Fatalf("%d live after the wake's tick, want 1", n)
 	}
 	e := p.Explain(1)
@@ -92,7 +92,7 @@ func TestWakeScalesFromZeroAndBack(t *testing.T) {
 	}
 	// Within the hold, the policy's 0 is held at 1.
 	sr.tick(5 * time.Second)
-	if n := p.workers.live(); n != 1 {
+	if n := p.workers.Live(); n != 1 {
 		t.Errorf("%d live within the hold, want 1", n)
 	}
 	// Past it, back to zero.
@@ -126,7 +126,7 @@ func TestWakeRefusedOrOverridden(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.tick(100 * time.Millisecond)
-	if n := w.pool.workers.live(); n != 0 {
+	if n := w.pool.workers.Live(); n != 0 {
 		t.Errorf("a paused pool woken to %d", n)
 	}
 }

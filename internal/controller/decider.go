@@ -8,6 +8,7 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/controller/decide"
 	"github.com/flexiq/flexiq-scaled/internal/controller/snapshot"
+	"github.com/flexiq/flexiq-scaled/internal/controller/workers"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/source"
 )
@@ -29,15 +30,15 @@ func deciderOptions(log *eventlog.Logger, o Options) decide.Options {
 // decider runs on the pool's owner, so these do too.
 type deciderHooks struct{ p *Pool }
 
-func (h deciderHooks) Live() int     { return h.p.workers.live() }
-func (h deciderHooks) Draining() int { return h.p.workers.draining() }
+func (h deciderHooks) Live() int     { return h.p.workers.Live() }
+func (h deciderHooks) Draining() int { return h.p.workers.Draining() }
 
 // Starting counts a service pool's replicas started and not ready yet.
 func (h deciderHooks) Starting() int {
-	if h.p.workers.svc == nil {
+	if h.p.workers.Svc == nil {
 		return 0
 	}
-	_, starting := h.p.workers.svc.readyCount()
+	_, starting := h.p.workers.Svc.ReadyCount()
 	return starting
 }
 
@@ -55,7 +56,7 @@ func (h deciderHooks) Observed(now time.Time, read decide.Observed) (source.Coun
 	p := h.p
 	p.lastObs = snapshot.Observation{Counts: read.Counts, Valid: read.Err == nil, Err: read.Err}
 	if read.Err != nil {
-		p.report.sourceFailed(now, read.Err, p.workers.live())
+		p.report.sourceFailed(now, read.Err, p.workers.Live())
 		return read.Counts, read.Err
 	}
 	p.report.sourceOK(read.Counts)
@@ -65,7 +66,7 @@ func (h deciderHooks) Observed(now time.Time, read decide.Observed) (source.Coun
 func (h deciderHooks) Threads(r decide.ThreadsRead) int {
 	return h.p.threads.perWorker(h.p.cfg, h.p.log, r)
 }
-func (h deciderHooks) MeanUtil() (float64, bool) { return meanUtil(h.p.workers.slots) }
+func (h deciderHooks) MeanUtil() (float64, bool) { return workers.MeanUtil(h.p.workers.Slots) }
 func (h deciderHooks) Kick()                     { h.p.wake.kick() }
 
 // Resign hands a fleet pool's lease to another host at once (a restart,

@@ -8,7 +8,7 @@ package controller
 //     target: a pin below min_workers lowers it), and
 //   - a slot without a live worker has failed degradedFailures times in a
 //     row (crashes or failed starts, the crash backoff's count: a worker
-//     that stays up backoffReset starts it over).
+//     that stays up slots.BackoffReset starts it over).
 //
 // It leaves the state once it has held its baseline for degradedClear
 // without a break: the workers of a crash loop come up between their
@@ -25,7 +25,9 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
+	"github.com/flexiq/flexiq-scaled/internal/controller/workers"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+	"github.com/flexiq/flexiq-scaled/internal/slots"
 )
 
 const (
@@ -35,7 +37,7 @@ const (
 	degradedFailures = 3
 	// degradedClear is how long the baseline must hold to leave the
 	// state: the time after which a slot's backoff starts over.
-	degradedClear = backoffReset
+	degradedClear = slots.BackoffReset
 )
 
 // degradedState is what the pool knows of its degraded state.
@@ -52,11 +54,11 @@ type degradedState struct {
 // replacements; the owner calls it.
 func (dg *degradedState) check(p *Pool, now time.Time) {
 	ws := p.workers
-	if ws.stopping || dryRun(p.cfg) {
+	if ws.Stopping || dryRun(p.cfg) {
 		return
 	}
-	baseline := min(p.cfg.MinWorkers, ws.target)
-	live := ws.live()
+	baseline := min(p.cfg.MinWorkers, ws.Target)
+	live := ws.Live()
 	if live >= baseline {
 		if !dg.on {
 			return
@@ -77,7 +79,7 @@ func (dg *degradedState) check(p *Pool, now time.Time) {
 	if dg.on {
 		return
 	}
-	slots, failures := failingSlots(ws.slots)
+	slots, failures := failingSlots(ws.Slots)
 	if len(slots) == 0 {
 		return
 	}
@@ -96,7 +98,7 @@ func (dg *degradedState) check(p *Pool, now time.Time) {
 // failingSlots are the slots without a live worker that have failed at
 // least degradedFailures times in a row, sorted, and the most failures of
 // any of them.
-func failingSlots(f *slotTable) ([]int, int) {
+func failingSlots(f *workers.SlotTable) ([]int, int) {
 	var slots []int
 	most := 0
 	for slot, b := range f.Backoff {

@@ -61,7 +61,7 @@ func (r *rig) crashes(unit string, n int) {
 	r.t.Helper()
 	back := func() {
 		for range 70 {
-			if r.sd.count("active") == r.pool.workers.target {
+			if r.sd.count("active") == r.pool.workers.Target {
 				return
 			}
 			r.tick(time.Second)

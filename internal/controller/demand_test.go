@@ -43,7 +43,7 @@ func TestLittlesLawReachesThePolicyAndTheJournal(t *testing.T) {
 	src.demand = source.Demand{ArrivalRate: 2, ServiceTime: 2500 * time.Millisecond, Known: true}
 	src.mu.Unlock()
 	r.tick(time.Second)
-	if n := len(r.pool.workers.slots.Live); n != 5 {
+	if n := len(r.pool.workers.Slots.Live); n != 5 {
 		t.Errorf("%d live workers, want 5 by Little's law", n)
 	}
 	if src.window != 30*time.Second {
@@ -74,8 +74,8 @@ func TestDemandOffDoesNotRead(t *testing.T) {
 	r.start(r.pool)
 	r.tick(time.Second)
 	r.tick(time.Second)
-	if src.window != 0 || len(r.pool.workers.slots.Live) != 1 {
-		t.Errorf("window %s, %d workers: want the source never asked and min_workers 1", src.window, len(r.pool.workers.slots.Live))
+	if src.window != 0 || len(r.pool.workers.Slots.Live) != 1 {
+		t.Errorf("window %s, %d workers: want the source never asked and min_workers 1", src.window, len(r.pool.workers.Slots.Live))
 	}
 	if got := r.lines("FLEXIQ_ARRIVAL_RATE"); len(got) != 0 {
 		t.Errorf("demand fields without the knob: %q", got)

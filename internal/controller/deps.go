@@ -1,42 +1,22 @@
 package controller
 
 import (
-	"context"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/flexiq/flexiq-scaled/internal/controller/workers"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
-// Units is what a pool needs from systemd. *units.Manager is the real one;
-// the controller's tests drive a fake with the same semantics, so the
-// lifecycle rules get fast table tests and the sandbox suite proves them
-// against the real systemd.
-type Units interface {
-	// ListWorkers lists the pool's loaded worker units in any state.
-	ListWorkers(ctx context.Context, pool string) ([]units.Worker, error)
-	// StartWorker starts a worker and waits for its start job. An error
-	// wrapping units.ErrUnitExists means the name is still taken.
-	StartWorker(ctx context.Context, s units.WorkerSpec) error
-	// StopWorker queues a stop job and returns at once.
-	StopWorker(ctx context.Context, unit string) (<-chan string, error)
-	ResetFailed(ctx context.Context, unit string) error
-	CPUUsage(w units.Worker) (time.Duration, error)
-	// UnitStates reads the ActiveState of units a pool requires.
-	UnitStates(ctx context.Context, names []string) (map[string]string, error)
-	// KillMain sends a signal to a unit's main process (the quiet phase).
-	KillMain(ctx context.Context, unit string, signal int) error
-	// ControlGroup reads a running unit's cgroup path, whose listeners a
-	// replica's ports may have (portguard.go), before a listing says it.
-	ControlGroup(ctx context.Context, unit string) (string, error)
-}
+// Units is what a pool needs from systemd (package workers, which calls
+// it); a Clock tells the pool the time.
+type (
+	Units = workers.Units
+	Clock = workers.Clock
+)
 
 var _ Units = (*units.Manager)(nil)
-
-// A Clock tells the pool the time. Every window, backoff and age in the
-// controller is measured against it.
-type Clock func() time.Time
 
 // MonotonicClock is CLOCK_MONOTONIC as a time.Time counted from the Unix
 // epoch. The controller's notion of "now" is deliberately not the wall clock:

@@ -19,9 +19,9 @@ func (p *Pool) Drain(ctx context.Context, why string) {
 		dry, dec = dryRun(p.cfg), p.dec
 		p.stopWhy = why
 		// A dry-run pool's workers were never the daemon's to stop.
-		p.workers.stopping = true
+		p.workers.Stopping = true
 		if !dry {
-			p.workers.target = 0
+			p.workers.Target = 0
 		}
 	})
 	if dry {
@@ -53,14 +53,14 @@ func (p *Pool) Drain(ctx context.Context, why string) {
 // and whether its Status changed.
 func (p *Pool) drainStep(ctx context.Context, why string) (done, changed bool) {
 	now := p.clock()
-	listed, err := p.workers.list(ctx)
+	listed, err := p.workers.List(ctx)
 	// A cancelled drain (its pool was added back) stops nothing more:
 	// the units may be the new pool's by now.
 	if err == nil && ctx.Err() == nil {
-		p.workers.stopAll(ctx, now, listed, why)
+		p.workers.StopAll(ctx, now, listed, why)
 		p.settleOutside()
 	}
-	done = err == nil && p.workers.live() == 0 && p.workers.draining() == 0 && !anyLoaded(listed)
+	done = err == nil && p.workers.Live() == 0 && p.workers.Draining() == 0 && !anyLoaded(listed)
 	return done, p.pub.Summarise(p.facts(p.clock()), nil, nil)
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flexiq/flexiq-scaled/internal/capacity"
 	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/workers"
 	"github.com/flexiq/flexiq-scaled/internal/cpuset"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
@@ -24,7 +25,7 @@ type seqPorts struct {
 	err    error
 }
 
-func (s seqPorts) pick() (int, error) {
+func (s seqPorts) Pick() (int, error) {
 	if s.err != nil {
 		return 0, s.err
 	}
@@ -33,7 +34,7 @@ func (s seqPorts) pick() (int, error) {
 	return p, nil
 }
 
-func (s seqPorts) close() { *s.closed++ }
+func (s seqPorts) Close() { *s.closed++ }
 
 // gangRig is a rig whose pool runs groups of size ranks, its auto ports
 // picked by seqPorts, its allowed CPUs cpus.
@@ -62,9 +63,9 @@ func newGangRig(t *testing.T, cfg *config.Pool, ledger *capacity.Ledger, cpus st
 
 // wire gives p the rig's fake ports and CPUs.
 func (g *gangRig) wire(p *Pool, cpus string) {
-	p.workers.gang = gangDeps{
-		newPicker:   func() portPicker { return seqPorts{next: &g.picked, closed: &g.closed} },
-		allowedCPUs: func() (cpuset.Set, error) { return cpuset.Parse(cpus) },
+	p.workers.Gang = workers.GangDeps{
+		NewPicker:   func() workers.PortPicker { return seqPorts{next: &g.picked, closed: &g.closed} },
+		AllowedCPUs: func() (cpuset.Set, error) { return cpuset.Parse(cpus) },
 	}
 }
 
@@ -88,7 +89,7 @@ func TestGangStart(t *testing.T) {
 	g := newGangRig(t, cfg, nil, "0-5")
 	g.start(g.pool)
 
-	if n := g.pool.workers.live(); n != 2 {
+	if n := g.pool.workers.Live(); n != 2 {
 		t.Fatalf("%d live workers, want 2 groups", n)
 	}
 	for slot := 1; slot <= 2; slot++ {
@@ -121,7 +122,7 @@ func TestGangStart(t *testing.T) {
 		t.Errorf("listing %+v, want 2 rank-0 units, each with ranks 1 and 2", listed)
 	}
 	// Rank 0 is the worker: the fleet, readiness and discovery see it.
-	if w := g.pool.workers.slots.Live[1]; w == nil || w.unit != "flexiq-web@1.service" || w.size != 3 {
+	if w := g.pool.workers.Slots.Live[1]; w == nil || w.Unit() != "flexiq-web@1.service" || w.Size() != 3 {
 		t.Errorf("slot 1's worker = %+v, want rank 0's unit, size 3", w)
 	}
 	if v := g.pool.View(); v.Workers.GroupSize != 3 || v.Workers.Live != 2 {
@@ -156,7 +157,7 @@ func TestGangCapacity(t *testing.T) {
 	g.start(g.pool)
 	g.src.set(100, 0, nil)
 	g.tick(time.Second)
-	if n := g.pool.workers.live(); n != 2 {
+	if n := g.pool.workers.Live(); n != 2 {
 		t.Fatalf("%d groups live, want the 2 that fit in 8 cores", n)
 	}
 	if len(g.lines("capacity exhausted", "short of")) != 1 {
@@ -241,7 +242,7 @@ func TestGangCrashRanksStillStopping(t *testing.T) {
 	if !slices.Contains(g.sd.stops, "flexiq-web@1.service") {
 		t.Errorf("rank 0 still running and not stopped: stops %v", g.sd.stops)
 	}
-	if n := g.pool.workers.draining(); n != 1 {
+	if n := g.pool.workers.Draining(); n != 1 {
 		t.Errorf("draining = %d, want the one group", n)
 	}
 	// The backoff is over, the ranks are still stopping: slot 1 is
@@ -257,7 +258,7 @@ func TestGangCrashRanksStillStopping(t *testing.T) {
 		g.sd.finish(u, "success")
 	}
 	g.tick(time.Second)
-	if n := g.pool.workers.draining(); n != 0 {
+	if n := g.pool.workers.Draining(); n != 0 {
 		t.Errorf("draining = %d after every rank is gone, want 0", n)
 	}
 	if len(g.lines("stopped without being asked")) != 1 || len(g.lines(" stopped, Result=")) != 0 {
@@ -330,7 +331,7 @@ func TestGangAdoptAfterDaemonDown(t *testing.T) {
 	q := g.newPool()
 	g.wire(q, "")
 	g.start(q)
-	if w := q.workers.slots.Live[1]; w == nil || w.size != 3 || q.workers.live() != 1 {
+	if w := q.workers.Slots.Live[1]; w == nil || w.Size() != 3 || q.workers.Live() != 1 {
 		t.Fatalf("adopted %+v, want one group of 3", w)
 	}
 	if len(g.sd.starts) != 2 || len(g.lines("stopped without being asked")) != 1 {
@@ -347,33 +348,33 @@ func TestGangScaleDown(t *testing.T) {
 	ctx := t.Context()
 	// A scale-down never takes the ready replicas below min_workers: as
 	// after a reload that lowered it.
-	ws.cfg.MinWorkers = 1
-	ws.drainDownTo(ctx, g.clock.now, 1)
-	if ws.live() != 1 || ws.draining() != 1 {
-		t.Fatalf("live %d, draining %d; want 1 and 1", ws.live(), ws.draining())
+	ws.Cfg.MinWorkers = 1
+	ws.DrainDownTo(ctx, g.clock.now, 1)
+	if ws.Live() != 1 || ws.Draining() != 1 {
+		t.Fatalf("live %d, draining %d; want 1 and 1", ws.Live(), ws.Draining())
 	}
 	reconcile := func() {
-		listed, err := ws.list(ctx)
+		listed, err := ws.List(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ws.reconcile(ctx, g.clock.now, listed)
+		ws.Reconcile(ctx, g.clock.now, listed)
 	}
-	victim := ws.slots.LiveWorkers()[0].slot%2 + 1
+	victim := ws.Slots.LiveWorkers()[0].Slot()%2 + 1
 	g.sd.finish(units.UnitName("web", victim), "success")
 	reconcile()
-	if ws.draining() != 1 {
-		t.Fatalf("draining %d with ranks 1 and 2 still stopping, want 1", ws.draining())
+	if ws.Draining() != 1 {
+		t.Fatalf("draining %d with ranks 1 and 2 still stopping, want 1", ws.Draining())
 	}
-	if slots := ws.slots.FreeSlots(g.clock.now, 1, nil); len(slots) != 1 || slots[0] == victim {
+	if slots := ws.Slots.FreeSlots(g.clock.now, 1, nil); len(slots) != 1 || slots[0] == victim {
 		t.Fatalf("free slots %v: slot %d is free while its ranks stop", slots, victim)
 	}
 	for r := 1; r <= 2; r++ {
 		g.sd.finish(units.RankUnitName("web", victim, r), "success")
 	}
 	reconcile()
-	if ws.draining() != 0 {
-		t.Fatalf("draining %d after every rank is gone, want 0", ws.draining())
+	if ws.Draining() != 0 {
+		t.Fatalf("draining %d after every rank is gone, want 0", ws.Draining())
 	}
 	if n := len(g.lines(" stopped, Result=success")); n != 1 {
 		t.Errorf("%d stop entries, want one for the group:\n%s", n, g.log)

@@ -17,7 +17,7 @@ func TestOldestAgeReachesThePolicyAndTheJournal(t *testing.T) {
 	r := newRig(t, cfg)
 	r.start(r.pool)
 	r.tick(time.Second)
-	if n := len(r.pool.workers.slots.Live); n != 1 {
+	if n := len(r.pool.workers.Slots.Live); n != 1 {
 		t.Fatalf("%d live workers after the first tick, want min_workers 1", n)
 	}
 
@@ -26,7 +26,7 @@ func TestOldestAgeReachesThePolicyAndTheJournal(t *testing.T) {
 	r.src.counts = source.Counts{Pending: 4, OldestAge: 12500 * time.Millisecond, HasOldest: true}
 	r.src.mu.Unlock()
 	r.tick(time.Second)
-	if n := len(r.pool.workers.slots.Live); n != 3 {
+	if n := len(r.pool.workers.Slots.Live); n != 3 {
 		t.Errorf("%d live workers, want 3 by the latency signal", n)
 	}
 	got := r.lines(`FLEXIQ_ACTION="scale-up"`, `FLEXIQ_OLDEST_AGE="12.5"`, "latency=3", "oldest=12.5s")

@@ -124,8 +124,8 @@ func TestDeactivatingUnitCountsAsDraining(t *testing.T) {
 	if _, ok := r.sd.units["flexiq-work@4.service"]; !ok {
 		t.Errorf("the replacement did not take slot 4; units: %v", r.sd.unitsIn("active"))
 	}
-	if len(r.pool.workers.slots.Backoff) != 0 {
-		t.Errorf("backoff armed: %v", r.pool.workers.slots.Backoff)
+	if len(r.pool.workers.Slots.Backoff) != 0 {
+		t.Errorf("backoff armed: %v", r.pool.workers.Slots.Backoff)
 	}
 	st := r.pool.Status()
 	if st.Draining != 1 {
@@ -151,12 +151,12 @@ func TestUnitExistsTakesAnotherSlot(t *testing.T) {
 	r.sd.units["flexiq-work@3.service"] = &units.Worker{Unit: "flexiq-work@3.service", Pool: "work", Slot: 3, ActiveState: "deactivating"}
 	r.sd.mu.Unlock()
 	// Pretend the pool has not listed since: start two more directly.
-	r.pool.do(func() { r.pool.workers.startWorkers(context.Background(), r.clock.now, 2, "test", nil) })
+	r.pool.do(func() { r.pool.workers.StartWorkers(context.Background(), r.clock.now, 2, "test", nil) })
 	if n := r.sd.count("active"); n != 4 {
 		t.Errorf("%d active, want 4 (slots 1, 2, then 4 and 5 around the stopping 3)", n)
 	}
-	if len(r.pool.workers.slots.Backoff) != 0 {
-		t.Errorf("backoff armed for UnitExists: %v", r.pool.workers.slots.Backoff)
+	if len(r.pool.workers.Slots.Backoff) != 0 {
+		t.Errorf("backoff armed for UnitExists: %v", r.pool.workers.Slots.Backoff)
 	}
 	if got := r.lines("failed to start"); len(got) > 0 {
 		t.Errorf("UnitExists logged as a failed start: %v", got)
@@ -281,7 +281,7 @@ func TestRolloutReplacesOneAtATime(t *testing.T) {
 	r.start(r.pool)
 	r.src.set(0, 0, nil)
 	r.tick(time.Second)
-	old := r.pool.workers.revision()
+	old := r.pool.workers.Revision()
 	changed := *r.cfg
 	changed.Environment = map[string]string{"RELEASE": "2"}
 	r.pool.Update(&changed)
@@ -296,7 +296,7 @@ func TestRolloutReplacesOneAtATime(t *testing.T) {
 			r.sd.finish(u, "success")
 		}
 	}
-	newRev := r.pool.workers.revision()
+	newRev := r.pool.workers.Revision()
 	if newRev == old {
 		t.Fatal("the revision did not change with the environment")
 	}

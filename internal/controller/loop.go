@@ -80,7 +80,7 @@ func (p *Pool) do(f func()) {
 // status shows.
 func (p *Pool) serviceChanged(ctx context.Context) {
 	now := p.clock()
-	p.workers.svc.publishReady(ctx, now)
+	p.workers.Svc.PublishReady(ctx, now)
 	changed := p.pub.Publish(p.facts(now), nil, nil, p.pub.Listed(), nil)
 	p.storeSnapshot()
 	p.tell.changed(changed)
@@ -141,23 +141,23 @@ func (p *Pool) Run(ctx context.Context) {
 		case f := <-p.own.inbox:
 			f()
 			continue
-		case t, ok := <-p.workers.svc.transitions():
+		case t, ok := <-p.workers.Svc.Transitions():
 			if ok {
-				p.workers.svc.onTransition(t)
+				p.workers.Svc.OnTransition(t)
 				p.serviceChanged(ctx)
 			}
 			continue
-		case d := <-p.workers.svc.svcDone():
-			p.workers.svc.commandsFinished(ctx, p.clock(), d)
+		case d := <-p.workers.Svc.SvcDone():
+			p.workers.Svc.CommandsFinished(ctx, p.clock(), d)
 			p.serviceChanged(ctx)
 			continue
-		case <-p.workers.svc.guardC():
-			if p.workers.svc.guardRound(p.clock()) {
+		case <-p.workers.Svc.GuardC():
+			if p.workers.Svc.GuardRound(p.clock()) {
 				p.serviceChanged(ctx)
 			}
 			continue
-		case <-p.workers.svc.relistC():
-			p.workers.svc.checkNotify(ctx)
+		case <-p.workers.Svc.RelistC():
+			p.workers.Svc.CheckNotify(ctx)
 			p.serviceChanged(ctx)
 			continue
 		case <-p.acting.Ready():

@@ -18,38 +18,32 @@
 // held across a D-Bus call or a source read.
 //
 // The decision and the workers are apart. Pool decides (package
-// decide, package override) and reports; workers (workers.go) owns the
-// slots, the starts and stops, the backoff, the victims, the quiet phase
-// and the rollout, and the tick drives it after the decision. Both are
-// the loop's alone.
+// decide, package override) and reports; the workers (package workers)
+// own the slots, the starts and stops, the backoff, the victims, the quiet
+// phase and the rollout, and the tick drives them after the decision.
+// Both are the loop's alone.
 //
 // The files: pool.go (life cycle, the operator's operations), loop.go (the
 // owner, its messages, the calls in flight), tick.go (one control cycle, in
-// three phases), package acting and
-// acting.go (the acting jobs: starts, stops, listings off the loop, their
-// results back on it), package snapshot (what
-// readers see), drain.go (draining the whole pool); the workers: workers.go
-// (their type and what the tick calls), worker.go (the slot table of internal/slots, victims;
-// no I/O), act.go (starting and stopping), quiet.go (the quiet phase),
-// readiness.go (requires, start conditions, the host's budget: the
-// admit package), rollout.go;
-// a service pool's replicas (issue 19): service.go (readiness, the prober,
-// replacing unready replicas, scale-down victims), ports.go (the
-// WorkerSpec; the ports themselves are the replicas package's),
-// portguard.go (replicas.Guard), publish.go (discovery through
-// replicas.Publishing, the drain after leaving discovery), gang.go and gang_report.go
-// (gang groups: ranks, their ports and peers, a group's end and its
-// journal entry);
+// three phases), package acting (the acting jobs' runner), package
+// snapshot (what readers see), drain.go (draining the whole pool);
+// package workers (issue 28) is the side that owns the units: their slots
+// (internal/slots), victims, starting and stopping, the acting jobs'
+// starts, stops and listings, the quiet phase, what holds a start back
+// (the admit package), the rollout, a service pool's replicas (issue 19:
+// readiness, the prober, the port guard, discovery, the drain after
+// leaving it; the ports themselves are the replicas package's), gang
+// groups and the workers' CPU samples; it does not import this package,
+// which hands it workers.Deps;
 // the decision: package decide (the local pipeline with the daemon-wide
 // host guard and the source's reads, the fleet decider with its
 // coordinator, explain's steps; decider.go is what it asks of the pool),
-// threads.go, cpu.go (the signals' bookkeeping), degraded.go, override.go
+// threads.go (the signals' bookkeeping), degraded.go, override.go
 // and package override (pause and pin), explain.go; view.go (the facts
 // status and explain show, published on package snapshot), report.go (the
-// journal, what the daemon hears), state.go (what survives a restart),
-// package watch (the source's wake-ups), srcguard.go (opening the source),
-// deps.go (what the
-// pool needs from systemd, its clock).
+// decisions' journal, what the daemon hears), state.go (what survives a
+// restart), package watch (the source's wake-ups), srcguard.go (opening
+// the source), deps.go (what the pool needs from systemd, its clock).
 package controller
 
 import (
@@ -67,6 +61,7 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/controller/override"
 	"github.com/flexiq/flexiq-scaled/internal/controller/snapshot"
 	"github.com/flexiq/flexiq-scaled/internal/controller/watch"
+	"github.com/flexiq/flexiq-scaled/internal/controller/workers"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	fleetmode "github.com/flexiq/flexiq-scaled/internal/fleet"
 	"github.com/flexiq/flexiq-scaled/internal/portowner"
@@ -76,8 +71,7 @@ import (
 )
 
 const (
-	startTimeout  = units.StartTimeout // one start job, Type=exec: the exec itself
-	callTimeout   = units.CallTimeout  // one D-Bus round trip
+	callTimeout   = units.CallTimeout // one D-Bus round trip
 	sourceLogRate = time.Minute
 	// drainPoll is how often Drain re-lists while it waits for the units
 	// to go: a stop is short next to the drain timeouts it waits out.
@@ -129,7 +123,7 @@ type Options struct {
 	ProbeCommands func(user, group string) source.CommandRunner
 	// NewProber makes a service pool's readiness prober; nil is probe.New.
 	// Tests inject one they drive.
-	NewProber func(probe.Clock) ReadinessProber
+	NewProber func(probe.Clock) workers.ReadinessProber
 	// PortOwners reads the listening sockets of the host, whose owners a
 	// service replica's ports are checked against (portguard.go); nil is
 	// portowner.Dump. Tests inject a table of their own.
@@ -171,7 +165,7 @@ type Pool struct {
 	srcGen uint64
 	// workers are the pool's slots, starts and stops, backoff, quiet phase
 	// and rollout (workers.go): what follows the decision.
-	workers *workers
+	workers *workers.Workers
 	threads threadState
 	state   stateFile // what survives a restart (state.go)
 	report  reporter
@@ -225,18 +219,18 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 	}
 	p.override = override.New(cfg.Name, opts.OverrideDir, log, opts.WallClock, overrideChanged(p))
 	p.wall = p.override.Now
-	p.workers = newWorkers(p)
+	p.workers = workers.New(workers.Deps{Name: p.name, Units: p.units, Jobs: p.acting, Log: p.log, Ledger: opts.Ledger, StateDir: opts.StateDir, Kick: p.wake.kick, Cfg: p.cfg})
 	p.watch = watch.New(log, p.clock, fleetWake(p.wake.kick, &p.flWake))
-	p.workers.ready = newGate(p.workers)
+	p.workers.Ready = workers.NewGate(p.workers)
 	if cfg.Service != nil {
-		if p.workers.svc, err = newService(cfg, p.clock, opts, p.workers); err != nil {
+		if p.workers.Svc, err = workers.NewService(cfg, p.clock, serviceOptions(opts), p.workers); err != nil {
 			src.Close()
 			return nil, err
 		}
 	}
 	p.dec, err = decide.New(cfg, deciderHooks{p}, deciderOptions(log, opts))
 	if err != nil {
-		p.workers.svc.close()
+		p.workers.Svc.Close()
 		src.Close()
 		return nil, err
 	}
@@ -275,13 +269,13 @@ func (p *Pool) Start(ctx context.Context, existing []units.Worker) {
 func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 	now := p.clock()
 	// Workers a previous daemon quieted are draining, not live (quiet.go).
-	p.workers.restoreQuiet(now, existing)
+	p.workers.RestoreQuiet(now, existing)
 	p.override.Load()
-	p.workers.endedWhileAway(now, existing)
-	p.workers.reconcile(ctx, now, existing)
-	p.workers.quietStep(ctx, now)
-	adopted := p.workers.live()
-	p.workers.target = max(adopted, p.cfg.MinWorkers)
+	p.workers.EndedWhileAway(now, existing)
+	p.workers.Reconcile(ctx, now, existing)
+	p.workers.QuietStep(ctx, now)
+	adopted := p.workers.Live()
+	p.workers.Target = max(adopted, p.cfg.MinWorkers)
 	p.restoreState(now)
 	// As the HPA does for a target it has no history of, the count found
 	// counts as a recommendation made now, so that the first ticks cannot
@@ -291,17 +285,17 @@ func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 	if adopted > 0 {
 		p.dec.Memory().Recommender().Seed(now, adopted)
 	}
-	p.workers.target = min(max(p.workers.target, p.cfg.MinWorkers), p.cfg.MaxWorkers)
+	p.workers.Target = min(max(p.workers.Target, p.cfg.MinWorkers), p.cfg.MaxWorkers)
 	if adopted > 0 {
 		p.log.Event(eventlog.Lifecycle, eventlog.Info, nil, "adopted %d running workers", adopted)
 	}
 	if o := p.override.InForce(p.wall()); o.Kind == api.OverridePinned {
-		p.workers.target = min(o.Workers, p.cfg.MaxWorkers)
-		p.workers.drainDownTo(ctx, now, p.workers.target)
+		p.workers.Target = min(o.Workers, p.cfg.MaxWorkers)
+		p.workers.DrainDownTo(ctx, now, p.workers.Target)
 	}
-	p.workers.startUpTo(ctx, now, p.workers.target, "min_workers")
+	p.workers.StartUpTo(ctx, now, p.workers.Target, "min_workers")
 	p.settleOutside()
-	p.workers.svc.publishReady(ctx, now)
+	p.workers.Svc.PublishReady(ctx, now)
 	p.saveState(now)
 	changed := p.pub.Publish(p.facts(now), nil, nil, existing, nil)
 	return changed
@@ -326,7 +320,7 @@ func (p *Pool) update(cfg *config.Pool) error {
 	p.flWake.Store(decide.FleetOf(dec))
 	full := cfg
 	cfg = decide.LocalBounds(cfg)
-	if err := p.workers.reconfigure(p.clock, p.opts, cfg); err != nil {
+	if err := p.workers.Reconfigure(p.clock, serviceOptions(p.opts), cfg); err != nil {
 		return err
 	}
 	if !reflect.DeepEqual(p.cfg.Source, cfg.Source) {
@@ -344,7 +338,7 @@ func (p *Pool) update(cfg *config.Pool) error {
 	}
 	p.dec.Configure(full)
 	p.cfg = cfg
-	p.workers.cfg = cfg
+	p.workers.Cfg = cfg
 	p.pub.Reconfigured(cfg.PollInterval, cfg.MaxWorkers, p.override.Mode(p.wall(), dryRun(p.cfg)))
 	// Starts not yet sent were decided under the old configuration.
 	p.acting.Supersede()
@@ -356,8 +350,8 @@ func (p *Pool) update(cfg *config.Pool) error {
 // after a deploy of new worker code with no change to the configuration.
 func (p *Pool) Roll(reason string) {
 	p.do(func() {
-		p.workers.roll.nonce = fmt.Sprintf("%d", time.Now().UnixNano())
-		p.workers.roll.reason = reason
+		p.workers.Roll.Nonce = fmt.Sprintf("%d", time.Now().UnixNano())
+		p.workers.Roll.Reason = reason
 		p.saveState(p.clock())
 		p.acting.Supersede()
 		p.wake.kick()
@@ -391,7 +385,7 @@ func (p *Pool) Close() error {
 		p.dec = dec.Memory()
 		p.flWake.Store(nil)
 		srcs = append(p.watch.TakeRetired(), p.src)
-		p.workers.svc.close()
+		p.workers.Svc.Close()
 		dec.Memory().Close()
 	})
 	// A stop or the pool's removal: a leader hands the lease over at once
@@ -404,4 +398,10 @@ func (p *Pool) Close() error {
 		}
 	}
 	return err
+}
+
+// serviceOptions are the Options a service pool's side (package workers)
+// runs its commands, probes and port checks with.
+func serviceOptions(o Options) workers.ServiceOptions {
+	return workers.ServiceOptions{Commands: o.Commands, ProbeCommands: o.ProbeCommands, NewProber: o.NewProber, PortOwners: o.PortOwners}
 }

@@ -126,8 +126,8 @@ func TestConditionSkipIsNotACrash(t *testing.T) {
 	if got := append(r.lines("crashed"), r.lines("failed to start")...); len(got) != 0 {
 		t.Errorf("a skip was reported as a crash or failed start:\n%s", strings.Join(got, "\n"))
 	}
-	if len(r.pool.workers.slots.Backoff) != 0 {
-		t.Errorf("a skip armed a backoff: %v", r.pool.workers.slots.Backoff)
+	if len(r.pool.workers.Slots.Backoff) != 0 {
+		t.Errorf("a skip armed a backoff: %v", r.pool.workers.Slots.Backoff)
 	}
 	r.sd.condFails = false
 	r.tick(2 * time.Second)
@@ -219,7 +219,7 @@ func TestQuietPhase(t *testing.T) {
 	if got := r.lines("quiet phase, SIGTSTP sent"); len(got) != 2 {
 		t.Errorf("%d draining events for the quiet phase, want 2:\n%s", len(got), r.log)
 	}
-	if _, err := os.Stat(r.pool.workers.quietFile.path()); err != nil {
+	if _, err := os.Stat(r.pool.workers.QuietFile.Path()); err != nil {
 		t.Errorf("no quiet file: %v", err)
 	}
 	r.tick(9 * time.Second)
@@ -240,7 +240,7 @@ func TestQuietPhase(t *testing.T) {
 	if got := r.lines("stopped, Result=success"); len(got) != 2 {
 		t.Errorf("%d stopped events, want 2:\n%s", len(got), r.log)
 	}
-	if _, err := os.Stat(r.pool.workers.quietFile.path()); !os.IsNotExist(err) {
+	if _, err := os.Stat(r.pool.workers.QuietFile.Path()); !os.IsNotExist(err) {
 		t.Errorf("quiet file left behind: %v", err)
 	}
 }
@@ -335,7 +335,7 @@ func TestQuietSignalFailureStopsAtOnce(t *testing.T) {
 	if got := r.lines("cannot send SIGTSTP"); len(got) != 1 {
 		t.Errorf("no warning about the quiet signal:\n%s", r.log)
 	}
-	if len(r.pool.workers.quiet) != 0 {
-		t.Errorf("quiet workers %v, want none", r.pool.workers.quiet)
+	if len(r.pool.workers.Quiet) != 0 {
+		t.Errorf("quiet workers %v, want none", r.pool.workers.Quiet)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -50,7 +49,7 @@ func TestServicePorts(t *testing.T) {
 					t.Fatalf("slot %d got port %d (seen %v)", slot, port, seen)
 				}
 				seen[port] = true
-				if got := sr.pool.workers.slots.Live[slot].ports["http"]; got != port {
+				if got := sr.pool.workers.Slots.Live[slot].Ports()["http"]; got != port {
 					t.Fatalf("slot %d remembers port %d, its unit has %d", slot, got, port)
 				}
 			}
@@ -107,9 +106,9 @@ func TestServiceRestartKeepsPortsAndDiscovery(t *testing.T) {
 				t.Fatalf("the restart started %d units and ran %d commands", len(sr.sd.starts)-starts, sr.runner.runs()-runs)
 			}
 			for _, u := range before {
-				w := sr.pool.workers.slots.Live[sr.sd.units[u].Slot]
-				if w.ports["http"] != ports[u] || w.rd != repReady {
-					t.Fatalf("%s adopted with ports %v, %s; want http=%d, ready", u, w.ports, w.rd, ports[u])
+				w := sr.pool.workers.Slots.Live[sr.sd.units[u].Slot]
+				if w.Ports()["http"] != ports[u] || !w.Ready() {
+					t.Fatalf("%s adopted with ports %v, ready %v; want http=%d, ready", u, w.Ports(), w.Ready(), ports[u])
 				}
 				if kind == config.ReadyHTTP {
 					if tg, ok := sr.prober.target(u); !ok || tg.Initial != probe.Ready {
@@ -149,7 +148,7 @@ func TestServiceReadinessInAndOutOfDiscovery(t *testing.T) {
 		if got := sr.published(); !slices.Equal(got, st.want) {
 			t.Fatalf("step %d (%s %s): discovery lists %v, want %v", i, st.unit, st.to, got, st.want)
 		}
-		ready, notReady := sr.pool.workers.svc.readyCount()
+		ready, notReady := sr.pool.workers.Svc.ReadyCount()
 		if ready+notReady != 2 || ready != len(st.want) {
 			t.Fatalf("step %d: %d ready, %d not ready", i, ready, notReady)
 		}
@@ -174,7 +173,7 @@ func TestServiceNotifyReadiness(t *testing.T) {
 	if got := sr.published(); len(got) != 0 {
 		t.Fatalf("discovery lists %v while the replica is activating", got)
 	}
-	if live := sr.pool.workers.live(); live != 1 {
+	if live := sr.pool.workers.Live(); live != 1 {
 		t.Fatalf("%d live, want the activating replica counted", live)
 	}
 	sr.sd.set(u, "active", "success")
@@ -219,8 +218,8 @@ func TestServiceReplacesUnreadyReplicas(t *testing.T) {
 			}
 			sr.tick(2 * time.Second)
 			if tc.drains {
-				if len(sr.sd.stops) != 0 || sr.pool.workers.draining() != 1 {
-					t.Fatalf("stops %v, %d draining: want it draining", sr.sd.stops, sr.pool.workers.draining())
+				if len(sr.sd.stops) != 0 || sr.pool.workers.Draining() != 1 {
+					t.Fatalf("stops %v, %d draining: want it draining", sr.sd.stops, sr.pool.workers.Draining())
 				}
 				sr.settle()
 				sr.tick(31 * time.Second)
@@ -231,7 +230,7 @@ func TestServiceReplacesUnreadyReplicas(t *testing.T) {
 			if len(sr.lines(`FLEXIQ_REASON="`+tc.reason+`"`, u, "stopping and replacing")) != 1 {
 				t.Fatalf("no journal entry for the replacement:\n%s", sr.log)
 			}
-			if n := sr.pool.workers.live(); n != 1 || sr.pool.workers.slots.Live[2] == nil {
+			if n := sr.pool.workers.Live(); n != 1 || sr.pool.workers.Slots.Live[2] == nil {
 				t.Fatalf("%d live, want the replacement in slot 2", n)
 			}
 			if _, ok := sr.prober.target(u); ok {
@@ -276,8 +275,8 @@ func TestServiceDrainOrder(t *testing.T) {
 	if slices.Contains(unitsIn(seen), u2) {
 		t.Fatalf("the after-change command ran while the file still listed %s:\n%s", u2, seen)
 	}
-	if sr.pool.workers.live() != 1 || sr.pool.workers.draining() != 1 {
-		t.Fatalf("%d live, %d draining; want 1 and 1", sr.pool.workers.live(), sr.pool.workers.draining())
+	if sr.pool.workers.Live() != 1 || sr.pool.workers.Draining() != 1 {
+		t.Fatalf("%d live, %d draining; want 1 and 1", sr.pool.workers.Live(), sr.pool.workers.Draining())
 	}
 	sr.tick(time.Hour) // long after any drain period: the command holds it
 	if len(sr.sd.stops) != 0 {
@@ -324,49 +323,6 @@ func TestServiceRestartMidDrain(t *testing.T) {
 	}
 }
 
-// A scale-down takes not-ready replicas first, and never a ready one that
-// would take the ready count below min_workers.
-func TestServiceVictims(t *testing.T) {
-	cases := []struct {
-		name  string
-		ready []bool // by slot 1..n
-		min   int
-		n     int
-		want  []int
-	}{
-		{"not ready first", []bool{true, true, false}, 1, 1, []int{3}},
-		{"then ready ones above min", []bool{true, true, false}, 1, 2, []int{3, 2}},
-		{"ready held back at min", []bool{true, false, false}, 1, 3, []int{3, 2}},
-		{"min counts ready replicas", []bool{true, true, true}, 2, 2, []int{3}},
-		// Slot 1 runs an old revision (oldRev): a rollout is under way.
-		{"a rollout's new replica is kept", []bool{true, false}, 1, 1, nil},
-		{"a rollout's old one is not", []bool{true, false, true}, 1, 1, []int{1}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			sr := newServiceRig(t, config.ReadyTCP, 0)
-			sr.cfg.MinWorkers = tc.min
-			for i, ready := range tc.ready {
-				w := &worker{slot: i + 1, unit: units.UnitName("web", i+1)}
-				if strings.HasPrefix(tc.name, "a rollout") && i == 0 {
-					w.revision = "oldrev"
-				}
-				if ready {
-					w.rd = repReady
-				}
-				sr.pool.workers.slots.Live[i+1] = w
-			}
-			var got []int
-			for _, w := range sr.pool.workers.svc.serviceVictims(tc.n) {
-				got = append(got, w.slot)
-			}
-			if !slices.Equal(got, tc.want) {
-				t.Fatalf("victims %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
 // A replica that fails (its port taken, say) is a crash with backoff; its
 // replacement gets its ports assigned again, and remembers those.
 func TestServiceCrashReassignsPorts(t *testing.T) {
@@ -386,8 +342,8 @@ func TestServiceCrashReassignsPorts(t *testing.T) {
 	if len(sr.sd.starts) != 2 {
 		t.Fatalf("starts %v, want the replacement after the backoff", sr.sd.starts)
 	}
-	w := sr.pool.workers.slots.Live[1]
-	if w == nil || w.ports["http"] != sr.envPort(u) {
+	w := sr.pool.workers.Slots.Live[1]
+	if w == nil || w.Ports()["http"] != sr.envPort(u) {
 		t.Fatalf("the replacement remembers %v, its unit has http=%d", w, sr.envPort(u))
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/controller/replicas"
+	"github.com/flexiq/flexiq-scaled/internal/controller/workers"
 	"github.com/flexiq/flexiq-scaled/internal/discovery"
 	"github.com/flexiq/flexiq-scaled/internal/portowner"
 	"github.com/flexiq/flexiq-scaled/internal/probe"
@@ -214,7 +215,7 @@ func newServiceRig(t *testing.T, kind string, base int) *serviceRig {
 	r := &rig{t: t, sd: newFakeSystemd(), src: &fakeSource{}, clock: &fakeClock{now: monoTime(1000 * time.Hour)}, log: &syncBuffer{}, cfg: cfg, dir: t.TempDir()}
 	r.tweak = func(o *Options) {
 		o.Commands = sr.runner
-		o.NewProber = func(probe.Clock) ReadinessProber { return sr.prober }
+		o.NewProber = func(probe.Clock) workers.ReadinessProber { return sr.prober }
 		o.PortOwners = sr.owners.dump
 	}
 	r.pool = r.newPool()
@@ -249,8 +250,8 @@ func (sr *serviceRig) finishCommands() {
 	ok := false
 	sr.pool.do(func() {
 		select {
-		case d := <-sr.pool.workers.svc.pubs.Done():
-			sr.pool.workers.svc.commandsFinished(context.Background(), sr.clock.now, d)
+		case d := <-sr.pool.workers.Svc.Pubs.Done():
+			sr.pool.workers.Svc.CommandsFinished(context.Background(), sr.clock.now, d)
 			ok = true
 		case <-time.After(5 * time.Second):
 		}
@@ -263,8 +264,8 @@ func (sr *serviceRig) finishCommands() {
 // pump takes the prober's transitions and publishes, as the loop does.
 func (sr *serviceRig) pump() {
 	sr.pool.do(func() {
-		sr.pool.workers.svc.pumpService(context.Background(), sr.clock.now)
-		sr.pool.workers.svc.publishReady(context.Background(), sr.clock.now)
+		sr.pool.workers.Svc.PumpService(context.Background(), sr.clock.now)
+		sr.pool.workers.Svc.PublishReady(context.Background(), sr.clock.now)
 	})
 }
 
@@ -273,7 +274,7 @@ func (sr *serviceRig) settle() {
 	sr.t.Helper()
 	for range 10 {
 		busy := false
-		sr.pool.do(func() { busy = sr.pool.workers.svc.pubs.Busy })
+		sr.pool.do(func() { busy = sr.pool.workers.Svc.Pubs.Busy })
 		if !busy {
 			return
 		}

@@ -62,8 +62,8 @@ func TestServiceCommandFailureRetried(t *testing.T) {
 	}
 	sr.runner.fail = nil
 	sr.pool.do(func() {
-		sr.pool.workers.svc.pubs.Dirty = true
-		sr.pool.workers.svc.publishReady(context.Background(), sr.clock.now)
+		sr.pool.workers.Svc.Pubs.Dirty = true
+		sr.pool.workers.Svc.PublishReady(context.Background(), sr.clock.now)
 	})
 	sr.settle()
 	if sr.runner.runs() != 2 || !strings.Contains(sr.log.String(), "done in") {
@@ -87,7 +87,7 @@ func TestServiceFailingCommandWaitsForAChange(t *testing.T) {
 	}
 	publishTimes := func(n int) {
 		for range n {
-			sr.pool.do(func() { sr.pool.workers.svc.publishReady(context.Background(), sr.clock.now) })
+			sr.pool.do(func() { sr.pool.workers.Svc.PublishReady(context.Background(), sr.clock.now) })
 		}
 	}
 	publishTimes(5) // the same set, while the command runs
@@ -115,7 +115,7 @@ func TestReloadAddingPortsGuardsThem(t *testing.T) {
 	defer sr.pool.Close()
 	sr.start(sr.pool)
 	guarded := func() (g bool) {
-		sr.pool.do(func() { g = sr.pool.workers.svc.guard != nil })
+		sr.pool.do(func() { g = sr.pool.workers.Svc.Guard != nil })
 		return g
 	}
 	if guarded() {
@@ -205,11 +205,11 @@ func TestServiceRolloutWaitsForReady(t *testing.T) {
 	sr.tick(time.Second)
 	sr.settle()
 	u2 := units.UnitName("web", 2)
-	if sr.pool.workers.slots.Live[2] == nil || len(sr.sd.stops) != 0 || sr.pool.workers.draining() != 0 {
-		t.Fatalf("want the surge replica started and the old one kept: live %d, draining %d", sr.pool.workers.live(), sr.pool.workers.draining())
+	if sr.pool.workers.Slots.Live[2] == nil || len(sr.sd.stops) != 0 || sr.pool.workers.Draining() != 0 {
+		t.Fatalf("want the surge replica started and the old one kept: live %d, draining %d", sr.pool.workers.Live(), sr.pool.workers.Draining())
 	}
 	sr.tick(time.Second)
-	if sr.pool.workers.draining() != 0 {
+	if sr.pool.workers.Draining() != 0 {
 		t.Fatal("the old replica left before the new one was ready")
 	}
 	sr.prober.send(t, u2, probe.Ready, sr.clock.now)
@@ -236,7 +236,7 @@ func TestServicePoolRemovalDrains(t *testing.T) {
 	sr.settle()
 	step := func() (done bool) {
 		sr.pool.do(func() {
-			sr.pool.workers.stopping = true
+			sr.pool.workers.Stopping = true
 			done, _ = sr.pool.drainStep(context.Background(), "pool removed")
 		})
 		return done

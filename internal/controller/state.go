@@ -9,6 +9,7 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 	"github.com/flexiq/flexiq-scaled/internal/poolstore"
+	"github.com/flexiq/flexiq-scaled/internal/slots"
 )
 
 // The state file carries across a restart of the daemon (a package upgrade,
@@ -111,13 +112,13 @@ func (p *Pool) saveState(now time.Time) {
 	if p.state.path() == "" {
 		return
 	}
-	st := savedState{Version: stateVersion, Pool: p.name, SavedAt: int64(monoSince(now)), Target: p.workers.target, Roll: p.workers.roll.nonce,
+	st := savedState{Version: stateVersion, Pool: p.name, SavedAt: int64(monoSince(now)), Target: p.workers.Target, Roll: p.workers.Roll.Nonce,
 		SavedScaling: p.dec.Memory().SaveScaling()}
 	for _, s := range p.dec.Memory().Recommender().History() {
 		st.History = append(st.History, savedSample{At: int64(monoSince(s.At)), Raw: s.Raw})
 	}
-	for slot, b := range p.workers.slots.Backoff {
-		if now.Before(b.Until) || b.Delay > backoffMin {
+	for slot, b := range p.workers.Slots.Backoff {
+		if now.Before(b.Until) || b.Delay > slots.BackoffMin {
 			if st.Backoff == nil {
 				st.Backoff = map[int]savedBackoff{}
 			}
@@ -150,18 +151,18 @@ func parseState(b []byte, pool string, now time.Time, longest time.Duration) (*s
 
 // restoreState applies the state file at start, and says what it did.
 func (p *Pool) restoreState(now time.Time) {
-	st, roll, why := p.state.load(now, max(p.cfg.ScaleUpWindow, p.cfg.ScaleDownWindow, backoffMax, p.dec.Memory().ScalingLongest()))
+	st, roll, why := p.state.load(now, max(p.cfg.ScaleUpWindow, p.cfg.ScaleDownWindow, slots.BackoffMax, p.dec.Memory().ScalingLongest()))
 	if st == nil {
-		if p.workers.roll.nonce == "" {
-			p.workers.roll.nonce = roll
+		if p.workers.Roll.Nonce == "" {
+			p.workers.Roll.Nonce = roll
 		}
 		if why != "" {
 			p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "ignoring its state file: %s", why)
 		}
 		return
 	}
-	p.workers.target = st.Target
-	p.workers.roll.nonce = st.Roll
+	p.workers.Target = st.Target
+	p.workers.Roll.Nonce = st.Roll
 	samples := make([]policy.Sample, 0, len(st.History))
 	for _, s := range st.History {
 		samples = append(samples, policy.Sample{At: monoTime(time.Duration(s.At)), Raw: s.Raw})
@@ -170,9 +171,9 @@ func (p *Pool) restoreState(now time.Time) {
 	p.dec.Memory().RestoreScaling(now, st.SavedScaling)
 	for slot, b := range st.Backoff {
 		if slot > 0 && b.Delay > 0 {
-			p.workers.slots.Backoff[slot] = &slotBackoff{Delay: time.Duration(b.Delay), Until: monoTime(time.Duration(b.Until))}
+			p.workers.Slots.Backoff[slot] = &slots.Backoff{Delay: time.Duration(b.Delay), Until: monoTime(time.Duration(b.Until))}
 		}
 	}
 	p.log.Event(eventlog.Lifecycle, eventlog.Info, nil,
-		"restored its state from %s: target %d, %d recommendations in its windows", p.state.path(), p.workers.target, len(st.History))
+		"restored its state from %s: target %d, %d recommendations in its windows", p.state.path(), p.workers.Target, len(st.History))
 }

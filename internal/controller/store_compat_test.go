@@ -10,6 +10,7 @@ import (
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/controller/override"
+	"github.com/flexiq/flexiq-scaled/internal/controller/workers"
 	"github.com/flexiq/flexiq-scaled/internal/poolstore"
 )
 
@@ -77,10 +78,10 @@ func TestFilesOfTheOldDaemonStillLoad(t *testing.T) {
 	if len(r.lines("restored its state from", "target 3, 2 recommendations")) != 1 {
 		t.Errorf("no restored-state line:\n%s", r.log)
 	}
-	if r.pool.workers.roll.nonce != "r1" {
-		t.Errorf("rollout nonce %q, want r1", r.pool.workers.roll.nonce)
+	if r.pool.workers.Roll.Nonce != "r1" {
+		t.Errorf("rollout nonce %q, want r1", r.pool.workers.Roll.Nonce)
 	}
-	if b := r.pool.workers.slots.Backoff[2]; b == nil || b.Delay != 2*time.Second {
+	if b := r.pool.workers.Slots.Backoff[2]; b == nil || b.Delay != 2*time.Second {
 		t.Errorf("slot 2's backoff %+v, want a delay of 2s", b)
 	}
 	if len(r.lines("resumed the quiet phase of "+quieted)) != 1 {
@@ -90,7 +91,7 @@ func TestFilesOfTheOldDaemonStillLoad(t *testing.T) {
 		t.Errorf("status %+v: want the quiet worker draining", st)
 	}
 	// The new daemon writes the quiet file back as the old one did.
-	if b, _ := os.ReadFile(r.pool.workers.quietFile.path()); string(b) != files["quiet-work.json"] {
+	if b, _ := os.ReadFile(r.pool.workers.QuietFile.Path()); string(b) != files["quiet-work.json"] {
 		t.Errorf("quiet file rewritten as\n%s\nwant\n%s", b, files["quiet-work.json"])
 	}
 }
@@ -101,7 +102,7 @@ func TestStoresWriteTheOldFormat(t *testing.T) {
 	now := monoTime(1000 * time.Hour)
 	roundTrip(t, poolstore.Store[override.File]{Prefix: "override-"}, oldOverrideFile)
 	roundTrip(t, poolstore.Store[savedState]{Prefix: "pool-"}, atMono(oldStateFile, now))
-	roundTrip(t, poolstore.Store[savedQuiet]{Prefix: "quiet-"}, strings.Replace(atMono(oldQuietFile, now), "INV", "abc", 1))
+	roundTrip(t, poolstore.Store[workers.SavedQuiet]{Prefix: "quiet-"}, strings.Replace(atMono(oldQuietFile, now), "INV", "abc", 1))
 }
 
 func roundTrip[T any](t *testing.T, s poolstore.Store[T], content string) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/flexiq/flexiq-scaled/internal/controller/decide"
 	"github.com/flexiq/flexiq-scaled/internal/controller/snapshot"
+	"github.com/flexiq/flexiq-scaled/internal/controller/workers"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 	"github.com/flexiq/flexiq-scaled/internal/source"
@@ -28,13 +29,13 @@ type tickRun struct {
 	// done says the tick ended in its first phase, with hold.
 	done bool
 	hold policy.Decision
-	list listPlan
+	list workers.ListPlan
 	read func(context.Context) decide.Observed
 }
 
 // tickCalls are the answers of a tick's calls.
 type tickCalls struct {
-	listing listing
+	listing workers.Listing
 	obs     decide.Observed
 }
 
@@ -42,8 +43,8 @@ type tickCalls struct {
 // nothing of the pool.
 func (run tickRun) calls(ctx context.Context) tickCalls {
 	var c tickCalls
-	listed := make(chan listing, 1)
-	go func() { listed <- run.list.list(ctx) }()
+	listed := make(chan workers.Listing, 1)
+	go func() { listed <- run.list.List(ctx) }()
 	c.obs = run.read(ctx)
 	c.listing = <-listed
 	return c
@@ -78,40 +79,40 @@ func (p *Pool) beginTick(ctx context.Context) tickRun {
 	now := p.clock()
 	run := tickRun{start: time.Now(), now: now}
 	p.lastObs = snapshot.Observation{}
-	run.hold = policy.Decision{Now: now, Action: policy.Hold, Current: p.workers.live(), Desired: p.workers.live()}
-	if p.workers.stopping {
+	run.hold = policy.Decision{Now: now, Action: policy.Hold, Current: p.workers.Live(), Desired: p.workers.Live()}
+	if p.workers.Stopping {
 		run.hold.Rationale, run.done = "hold: draining", true
 		return run
 	}
-	run.list, run.read = p.workers.listPlan(), p.dec.Reader(p.src)
+	run.list, run.read = p.workers.ListPlan(), p.dec.Reader(p.src)
 	return run
 }
 
 // tickListed takes in the tick's listing, before the decision: what
 // changed by itself (crashes, stops from outside), and the replacements.
 // It says false when there is no listing to act on.
-func (p *Pool) tickListed(ctx context.Context, run *tickRun, l listing) bool {
+func (p *Pool) tickListed(ctx context.Context, run *tickRun, l workers.Listing) bool {
 	now := run.now
-	if l.err != nil {
+	if l.Err != nil {
 		// Without the unit list the current count is unknown: act on nothing.
-		p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "cannot list workers: %v", l.err)
+		p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "cannot list workers: %v", l.Err)
 		run.hold.Rationale, run.done = "hold: cannot list workers", true
 		return false
 	}
-	run.listed = l.workers
-	p.workers.ready.RequiredRead(p.workers.cfg, l.required, l.reqErr)
+	run.listed = l.Workers
+	p.workers.Ready.RequiredRead(p.workers.Cfg, l.Required, l.ReqErr)
 	p.override.Expire(p.wall())
-	p.workers.svc.pumpService(ctx, now)
-	p.workers.slots.AsOf = l.seq
-	r := p.workers.reconcile(ctx, now, l.workers)
-	p.workers.slots.AsOf = 0
-	p.workers.quietStep(ctx, now)
+	p.workers.Svc.PumpService(ctx, now)
+	p.workers.Slots.AsOf = l.Seq
+	r := p.workers.Reconcile(ctx, now, l.Workers)
+	p.workers.Slots.AsOf = 0
+	p.workers.QuietStep(ctx, now)
 	// Crashed workers come back first, before the decision.
-	p.workers.replaceCrashed(ctx, now, r)
-	p.workers.svc.replaceUnready(ctx, now)
-	p.workers.svc.publishReady(ctx, now)
+	p.workers.ReplaceCrashed(ctx, now, r)
+	p.workers.Svc.ReplaceUnready(ctx, now)
+	p.workers.Svc.PublishReady(ctx, now)
 	p.degraded.check(p, now)
-	sampleCPU(p.units, p.cfg, p.workers.slots, now, l.workers)
+	workers.SampleCPU(p.units, p.cfg, p.workers.Slots, now, l.Workers)
 	return true
 }
 
@@ -126,28 +127,28 @@ func (p *Pool) endTick(ctx context.Context, run *tickRun, read decide.Observed) 
 	t := p.dec.Decide(now, run.start, read)
 	d, e, obs, counts, srcErr := t.D, t.E, t.Obs, t.Counts, t.SrcErr
 	wall := p.wall()
-	d = p.override.Apply(wall, d, e, p.workers.target, p.cfg.MaxWorkers)
+	d = p.override.Apply(wall, d, e, p.workers.Target, p.cfg.MaxWorkers)
 	d = p.applyWake(wall, d, e)
 	if dryRun(p.cfg) {
 		p.override.WouldScale(d, e)
 	}
 	decide.Finish(e, d, p.override.Mode(wall, dryRun(p.cfg)))
 	if dryRun(p.cfg) {
-		p.workers.target = d.Desired
+		p.workers.Target = d.Desired
 		d.Action = policy.Hold // nothing below acts
 	} else {
-		p.report.decision(d, obs, counts, srcErr == nil && !t.Unread, p.workers.draining())
+		p.report.decision(d, obs, counts, srcErr == nil && !t.Unread, p.workers.Draining())
 	}
-	p.workers.scaleTo(ctx, now, d)
+	p.workers.ScaleTo(ctx, now, d)
 	p.dec.Acted(now, d)
 	p.settleOutside()
-	addReadiness(e, readyStateOf(p.workers.ready))
+	addReadiness(e, p.workers.Ready.Held())
 	if !dryRun(p.cfg) {
-		p.workers.rolloutStep(ctx, now)
+		p.workers.RolloutStep(ctx, now)
 		p.settleOutside()
 	}
-	p.workers.svc.publishReady(ctx, now)
-	p.workers.recount()
+	p.workers.Svc.PublishReady(ctx, now)
+	p.workers.Recount()
 	p.saveState(now)
 	var c *source.Counts
 	if srcErr == nil && !t.Unread {

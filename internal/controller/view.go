@@ -8,11 +8,11 @@ package controller
 // request never waits behind a tick: it reads the last tick's picture.
 
 import (
-	"maps"
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/controller/snapshot"
+	"github.com/flexiq/flexiq-scaled/internal/controller/workers"
 	"github.com/flexiq/flexiq-scaled/internal/source"
 )
 
@@ -58,9 +58,9 @@ func (p *Pool) facts(now time.Time) snapshot.Facts {
 		DryRun:   dryRun(p.cfg),
 		Mode:     p.override.Mode(wall, dryRun(p.cfg)),
 		Override: p.override.InForce(wall),
-		Current:  p.workers.live(),
+		Current:  p.workers.Live(),
 		Workers: api.WorkerCounts{
-			Live: len(p.workers.slots.Live), Draining: p.workers.draining(), Target: p.workers.target,
+			Live: len(p.workers.Slots.Live), Draining: p.workers.Draining(), Target: p.workers.Target,
 			Min: p.cfg.MinWorkers, Max: p.cfg.MaxWorkers,
 		},
 		GroupSize: p.cfg.GroupSize(),
@@ -73,38 +73,12 @@ func (p *Pool) facts(now time.Time) snapshot.Facts {
 		Degraded:     p.degraded.view(),
 		Fleet:        p.dec.View(),
 		FleetSummary: p.dec.Summary(),
-		WorkerList:   workerViews(p.workers, now, p.cfg.CPUPerWorker),
+		WorkerList:   workers.Views(p.workers, now, p.cfg.CPUPerWorker),
 	}
-	f.Workers.Starting, f.Workers.Stopping = p.workers.actingCounts()
-	if p.workers.svc != nil {
-		ready, notReady := p.workers.svc.readyCount()
+	f.Workers.Starting, f.Workers.Stopping = p.workers.ActingCounts()
+	if p.workers.Svc != nil {
+		ready, notReady := p.workers.Svc.ReadyCount()
 		f.Workers.Ready, f.Workers.NotReady = &ready, &notReady
 	}
 	return f
-}
-
-// workerViews are the pool's workers as status shows them: the live ones,
-// then the draining ones.
-func workerViews(ws *workers, now time.Time, cpuPerWorker float64) []api.WorkerView {
-	out := make([]api.WorkerView, 0, ws.live()+ws.draining())
-	for _, w := range ws.slots.LiveWorkers() {
-		wv := api.WorkerView{Slot: w.slot, Unit: w.unit, State: "active", Restarts: ws.restarts[w.slot]}
-		if !w.since.IsZero() && now.After(w.since) {
-			up := now.Sub(w.since).Seconds()
-			wv.UptimeSec = &up
-		}
-		if ws.svc != nil {
-			wv.Readiness, wv.Ports = w.rd.String(), maps.Clone(w.ports)
-		}
-		if w.utilKnown {
-			pct := w.util * cpuPerWorker * 100
-			wv.CPUPercent = &pct
-		}
-		out = append(out, wv)
-	}
-	for _, unit := range sortedKeys(ws.slots.Draining) {
-		d := ws.slots.Draining[unit]
-		out = append(out, api.WorkerView{Slot: d.Slot, Unit: unit, State: "draining", Restarts: ws.restarts[d.Slot]})
-	}
-	return out
 }

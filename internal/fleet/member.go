@@ -78,7 +78,7 @@ type Totals struct {
 	Capacity int
 	// Live is what policy.Observation.Current means on one host: the
 	// workers active or activating, not draining. Member.Live must count
-	// the same way (the controller's workers.live()); Starting is the
+	// the same way (the controller's workers.Live()); Starting is the
 	// part of it still activating, kept for status.
 	Live     int
 	Starting int

@@ -122,3 +122,17 @@ func (p *Probes[W]) Close() {
 		p.prober.Close()
 	}
 }
+
+// StartProbeWake is how often a starting replica of a pool with a wake
+// address is probed until it is first ready: a held request waits for it,
+// and a period_sec of 1 s would add half a second on average.
+const StartProbeWake = 100 * time.Millisecond
+
+// StartPeriod is a new replica's probe.Target.StartPeriod: fast for a
+// pool with a wake address, none for the others.
+func StartPeriod(cfg *config.Pool) time.Duration {
+	if cfg.WakeAddress() == "" {
+		return 0
+	}
+	return StartProbeWake
+}

@@ -1,4 +1,4 @@
-package controller
+package workers
 
 // The WorkerSpecs of a service pool's starts, with their ports
 // (replicas.PortsFor) in their environment.
@@ -15,31 +15,31 @@ import (
 // specsFor are the WorkerSpecs of the starts in slots, with the ports
 // assigned to each. A slot whose ports cannot be assigned has none: its
 // failed start is reported here and its slot backs off.
-func (ws *workers) specsFor(now time.Time, slots []int, revision, why string) (map[int]units.WorkerSpec, map[int]map[string]int) {
+func (ws *Workers) specsFor(now time.Time, slots []int, revision, why string) (map[int]units.WorkerSpec, map[int]map[string]int) {
 	specs := make(map[int]units.WorkerSpec, len(slots))
 	ports := make(map[int]map[string]int, len(slots))
 	held := ws.portsHeld()
-	ws.svc.avoidedPorts(held)
+	ws.Svc.avoidedPorts(held)
 	for _, slot := range slots {
-		if ws.cfg.GroupSize() >= 2 {
+		if ws.Cfg.GroupSize() >= 2 {
 			// A gang group's ranks get their ports, and their peers', in
 			// gang.go; rank 0's are the replica's.
-			spec := specFor(ws.cfg, slot, revision, nil)
+			spec := specFor(ws.Cfg, slot, revision, nil)
 			if err := ws.gangSpec(&spec); err != nil {
-				ws.report.startFailed(slot, units.UnitName(ws.name, slot), why, err, ws.slots.ArmBackoff(slot, now))
+				ws.report.startFailed(slot, units.UnitName(ws.name, slot), why, err, ws.Slots.ArmBackoff(slot, now))
 				continue
 			}
-			ports[slot] = replicas.PortsFromEnvironment(ws.cfg.Service, replicas.EnvList(spec.Ranks[0].Environment))
+			ports[slot] = replicas.PortsFromEnvironment(ws.Cfg.Service, replicas.EnvList(spec.Ranks[0].Environment))
 			specs[slot] = spec
 			continue
 		}
-		pm, err := replicas.PortsFor(ws.cfg.Service, slot, 0, held)
+		pm, err := replicas.PortsFor(ws.Cfg.Service, slot, 0, held)
 		if err != nil {
-			ws.report.startFailed(slot, units.UnitName(ws.name, slot), why, err, ws.slots.ArmBackoff(slot, now))
+			ws.report.startFailed(slot, units.UnitName(ws.name, slot), why, err, ws.Slots.ArmBackoff(slot, now))
 			continue
 		}
 		ports[slot] = pm
-		specs[slot] = specFor(ws.cfg, slot, revision, pm)
+		specs[slot] = specFor(ws.Cfg, slot, revision, pm)
 	}
 	return specs, ports
 }

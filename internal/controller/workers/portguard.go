@@ -1,4 +1,4 @@
-package controller
+package workers
 
 // The workers' side of a service pool's port guard (replicas.Guard,
 // issue 27 item 1): a replica enters discovery only while the listeners
@@ -20,32 +20,32 @@ import (
 // that lost its last has nothing to check.
 func (s *service) guardPorts(cfg *config.Pool, clock Clock, dump func() (*portowner.Table, error), log *eventlog.Logger, fields replicas.Fields) {
 	switch has := len(cfg.Service.Ports) > 0; {
-	case has && s.guard == nil:
-		s.guard = replicas.NewGuard(clock, dump, log, fields)
-	case !has && s.guard != nil:
-		s.guard.Stop()
-		s.guard = nil
+	case has && s.Guard == nil:
+		s.Guard = replicas.NewGuard(clock, dump, log, fields)
+	case !has && s.Guard != nil:
+		s.Guard.Stop()
+		s.Guard = nil
 	}
 }
 
-// guardC is the channel of the port checks due, nil without a guard.
-func (s *service) guardC() <-chan time.Time {
+// GuardC is the channel of the port checks due, nil without a guard.
+func (s *service) GuardC() <-chan time.Time {
 	if s == nil {
 		return nil
 	}
-	return s.guard.C()
+	return s.Guard.C()
 }
 
 // checkPorts judges w's listeners against its units (rank 0, and a gang
 // group's other ranks for their ports): nil when all are theirs, or none
 // listens yet.
-func (s *service) checkPorts(w *worker, notBefore time.Time) *replicas.Verdict {
+func (s *service) checkPorts(w *Worker, notBefore time.Time) *replicas.Verdict {
 	ws := s.ws
-	g := s.guard
+	g := s.Guard
 	if g == nil || (len(w.ports) == 0 && len(w.rankPorts) == 0) {
 		return nil
 	}
-	us := []replicas.Unit{{Name: w.unit, Ports: w.ports, SocketPorts: replicas.SocketPorts(ws.cfg.Service, w.ports),
+	us := []replicas.Unit{{Name: w.unit, Ports: w.ports, SocketPorts: replicas.SocketPorts(ws.Cfg.Service, w.ports),
 		SocketUnit: units.SocketName(ws.name, w.slot), Cgroup: &w.cgroup, SocketCg: &w.socketCgroup}}
 	for len(w.rankCgroups) < len(w.rankPorts) {
 		w.rankCgroups = append(w.rankCgroups, "")
@@ -61,22 +61,22 @@ func (s *service) checkPorts(w *worker, notBefore time.Time) *replicas.Verdict {
 }
 
 // noteHeld keeps the guard's journal episodes of w.
-func (s *service) noteHeld(w *worker, v *replicas.Verdict) {
+func (s *service) noteHeld(w *Worker, v *replicas.Verdict) {
 	ws := s.ws
-	s.guard.Note(w.slot, v, func(port int) bool { return replicas.IsAutoPort(ws.cfg.Service, w.ports, port) })
+	s.Guard.Note(w.slot, v, func(port int) bool { return replicas.IsAutoPort(ws.Cfg.Service, w.ports, port) })
 }
 
-// guardRound checks every replica that says it is ready: one whose port is
+// GuardRound checks every replica that says it is ready: one whose port is
 // held by another leaves discovery (or never enters), one whose ports are
 // its own again enters. It runs every guardPeriod on the loop, and at
 // every reconcile. It reports whether a replica's readiness changed.
-func (s *service) guardRound(now time.Time) bool {
-	if s == nil || s.guard == nil {
+func (s *service) GuardRound(now time.Time) bool {
+	if s == nil || s.Guard == nil {
 		return false
 	}
 	ws := s.ws
 	changed := false
-	for _, w := range ws.slots.LiveWorkers() {
+	for _, w := range ws.Slots.LiveWorkers() {
 		if w.claim != repReady {
 			continue
 		}
@@ -92,8 +92,8 @@ func (s *service) guardRound(now time.Time) bool {
 			changed = true
 		}
 	}
-	s.guard.EndHeld(now, func(slot int) string {
-		if w := ws.slots.Live[slot]; w != nil {
+	s.Guard.EndHeld(now, func(slot int) string {
+		if w := ws.Slots.Live[slot]; w != nil {
 			return w.unit
 		}
 		return ""
@@ -108,9 +108,9 @@ func (s *service) heldSlots(now time.Time, slots []int) map[int]bool {
 		return nil
 	}
 	ws := s.ws
-	return s.guard.HeldSlots(now, ws.cfg, slots, func(port int) bool {
+	return s.Guard.HeldSlots(now, ws.Cfg, slots, func(port int) bool {
 		// A replica of the pool still stopping holds its own port.
-		for _, d := range ws.slots.Draining {
+		for _, d := range ws.Slots.Draining {
 			for _, p := range d.Ports {
 				if p == port {
 					return true
@@ -124,6 +124,6 @@ func (s *service) heldSlots(now time.Time, slots []int) map[int]bool {
 // avoidedPorts adds the auto ports found held to taken.
 func (s *service) avoidedPorts(taken map[int]bool) {
 	if s != nil {
-		s.guard.Avoided(taken)
+		s.Guard.Avoided(taken)
 	}
 }

@@ -1,4 +1,4 @@
-package controller
+package workers
 
 // The workers' side of the acting jobs (package acting): what a start, a stop and
 // a reset send to systemd off the loop, and what their results change back
@@ -20,14 +20,14 @@ import (
 )
 
 // startJob emits the start of w, in its slot, with spec.
-func (ws *workers) startJob(ctx context.Context, now time.Time, w *worker, spec units.WorkerSpec, why string, then func(*worker), attempt int) {
-	ws.slots.Starting[w.slot] = w
+func (ws *Workers) startJob(ctx context.Context, now time.Time, w *Worker, spec units.WorkerSpec, why string, then func(*Worker), attempt int) {
+	ws.Slots.Starting[w.slot] = w
 	ws.dropLogged = false
 	u := ws.units
 	// A replica's port guard judges its listeners by its units' cgroups:
 	// read with the start, they need no call on the loop (portguard.go).
 	var cgUnits []string
-	if ws.svc != nil && ws.svc.guard != nil {
+	if ws.Svc != nil && ws.Svc.Guard != nil {
 		cgUnits = append(cgUnits, w.unit)
 		for r := 1; r < len(spec.Ranks); r++ {
 			cgUnits = append(cgUnits, units.RankUnitName(ws.name, w.slot, r))
@@ -55,8 +55,8 @@ func (ws *workers) startJob(ctx context.Context, now time.Time, w *worker, spec 
 			if len(cgroups) > 0 {
 				w.cgroup, w.rankCgroups = cgroups[0], cgroups[1:]
 			}
-			if ws.startDone(now, w, why, sent, err, then) && attempt == 0 && !ws.stopping &&
-				ws.live() < ws.cfg.MaxWorkers+maxSurge(ws.cfg) {
+			if ws.startDone(now, w, why, sent, err, then) && attempt == 0 && !ws.Stopping &&
+				ws.Live() < ws.Cfg.MaxWorkers+maxSurge(ws.Cfg) {
 				ws.startIn(ctx, now, 1, why, then, 1)
 			}
 		},
@@ -65,11 +65,11 @@ func (ws *workers) startJob(ctx context.Context, now time.Time, w *worker, spec 
 
 // startDone takes in the result of w's start, on the loop. It says
 // whether the slot was found taken: the start may go to another.
-func (ws *workers) startDone(now time.Time, w *worker, why string, sent bool, err error, then func(*worker)) (taken bool) {
-	if ws.slots.Starting[w.slot] == w {
-		delete(ws.slots.Starting, w.slot)
+func (ws *Workers) startDone(now time.Time, w *Worker, why string, sent bool, err error, then func(*Worker)) (taken bool) {
+	if ws.Slots.Starting[w.slot] == w {
+		delete(ws.Slots.Starting, w.slot)
 	}
-	defer ws.recount()
+	defer ws.Recount()
 	switch {
 	case !sent:
 		// Superseded before its turn: the next tick decides again. One
@@ -83,32 +83,32 @@ func (ws *workers) startDone(now time.Time, w *worker, why string, sent bool, er
 		return false
 	case errors.Is(err, units.ErrUnitExists):
 		ws.log.Event(eventlog.Lifecycle, eventlog.Info, ws.workerFields(w.slot, w.unit, nil),
-			"slot %d is still taken (%v); re-listing and using another slot", w.slot, err)
+			"slot %d is still taken (%v); re-Listing and using another slot", w.slot, err)
 		// The next tick's listing tells what holds the slot: a unit
 		// still stopping becomes a draining one, a running one is
 		// adopted. Until then no start takes it.
-		ws.slots.Take(w.slot)
+		ws.Slots.Take(w.slot)
 		ws.kick()
 		return true
 	case admit.IsConditionSkip(err):
-		ws.ready.ConditionSkipped(now, ws.cfg, w.slot, w.unit, err)
+		ws.Ready.ConditionSkipped(now, ws.Cfg, w.slot, w.unit, err)
 		return false
 	case err != nil:
-		delay := ws.slots.ArmBackoff(w.slot, now)
+		delay := ws.Slots.ArmBackoff(w.slot, now)
 		ws.report.startFailed(w.slot, w.unit, why, err, delay)
 		return false
 	}
 	// The listing begun before this start ended may not show it yet
 	// (slots.Table.Reconcile).
-	w.listedFrom = ws.slots.Listings + 1
-	ws.slots.Live[w.slot] = w
-	ws.svc.replicaStarted(now, w)
+	w.listedFrom = ws.Slots.Listings + 1
+	ws.Slots.Live[w.slot] = w
+	ws.Svc.replicaStarted(now, w)
 	ranks := ""
 	if w.size > 1 {
 		ranks = fmt.Sprintf(" with its %d ranks", w.size)
 	}
 	ws.log.Event(eventlog.WorkerStarted, eventlog.Info, ws.workerFields(w.slot, w.unit, nil), "started %s%s (%s)", w.unit, ranks, why)
-	ws.ready.ConditionPassed(w.slot, w.unit)
+	ws.Ready.ConditionPassed(w.slot, w.unit)
 	if then != nil {
 		then(w)
 	}
@@ -118,14 +118,14 @@ func (ws *workers) startDone(now time.Time, w *worker, why string, sent bool, er
 // stopJob emits the stop of w, which is draining already. Should systemd
 // refuse it (unreachable for longer than a call's timeout), w is live
 // again, as it was before the stop was decided: the next tick decides anew.
-func (ws *workers) stopJob(ctx context.Context, w *worker, why string) {
+func (ws *Workers) stopJob(ctx context.Context, w *Worker, why string) {
 	ws.callJob(ctx, acting.Stop, stopUnit(w.unit), func(err error) {
 		if err == nil {
 			return
 		}
 		ws.log.Event(eventlog.WorkerDraining, eventlog.Err, ws.workerFields(w.slot, w.unit, nil), "cannot stop %s (%s): %v", w.unit, why, err)
-		ws.slots.Unstop(w)
-		ws.svc.replicaStarted(w.since, w)
+		ws.Slots.Unstop(w)
+		ws.Svc.replicaStarted(w.since, w)
 	})
 }
 
@@ -145,13 +145,13 @@ func killMain(unit string, sig int) func(context.Context, Units) error {
 
 // forget emits a call whose result nothing waits for (a reset, a stop of
 // a group's last ranks): it only must not run on the loop.
-func (ws *workers) forget(ctx context.Context, kind acting.Kind, call func(context.Context, Units) error) {
+func (ws *Workers) forget(ctx context.Context, kind acting.Kind, call func(context.Context, Units) error) {
 	ws.callJob(ctx, kind, call, nil)
 }
 
 // callJob emits one call to systemd, bounded by a call's timeout; done,
 // when not nil, takes its error on the loop.
-func (ws *workers) callJob(ctx context.Context, kind acting.Kind, call func(context.Context, Units) error, done func(error)) {
+func (ws *Workers) callJob(ctx context.Context, kind acting.Kind, call func(context.Context, Units) error, done func(error)) {
 	u := ws.units
 	var err error
 	j := &acting.Job{Kind: kind, Call: func(ctx context.Context) {
@@ -165,47 +165,47 @@ func (ws *workers) callJob(ctx context.Context, kind acting.Kind, call func(cont
 	ws.jobs.Submit(ctx, j)
 }
 
-// listing is what a tick's first call to systemd found: the pool's units,
+// Listing is what a tick's first call to systemd found: the pool's units,
 // and the states of the units it requires (readiness.go).
-type listing struct {
-	workers  []units.Worker
-	err      error
-	required map[string]string
-	reqErr   error
-	// seq numbers the listing (slots.Table.Listings): workers started after it
+type Listing struct {
+	Workers  []units.Worker
+	Err      error
+	Required map[string]string
+	ReqErr   error
+	// Seq numbers the listing (slots.Table.Listings): workers started after it
 	// began are not judged by it.
-	seq uint64
+	Seq uint64
 }
 
-// listPlan is what a listing needs, taken from the pool by its owner.
-type listPlan struct {
+// ListPlan is what a listing needs, taken from the pool by its owner.
+type ListPlan struct {
 	units    Units
 	pool     string
 	requires []string
 	seq      uint64
 }
 
-// listPlan numbers a new listing and hands it what it needs; owner only.
-func (ws *workers) listPlan() listPlan {
-	ws.slots.Listings++
-	return listPlan{units: ws.units, pool: ws.name, requires: ws.cfg.Requires, seq: ws.slots.Listings}
+// ListPlan numbers a new listing and hands it what it needs; owner only.
+func (ws *Workers) ListPlan() ListPlan {
+	ws.Slots.Listings++
+	return ListPlan{units: ws.units, pool: ws.name, requires: ws.Cfg.Requires, seq: ws.Slots.Listings}
 }
 
-// list lists the pool's units, off the loop.
-func (pl listPlan) list(ctx context.Context) listing {
-	l := listing{seq: pl.seq}
+// List lists the pool's units, off the loop.
+func (pl ListPlan) List(ctx context.Context) Listing {
+	l := Listing{Seq: pl.seq}
 	lctx, cancel := context.WithTimeout(ctx, callTimeout)
-	l.workers, l.err = pl.units.ListWorkers(lctx, pl.pool)
+	l.Workers, l.Err = pl.units.ListWorkers(lctx, pl.pool)
 	cancel()
-	if l.err == nil && len(pl.requires) > 0 {
+	if l.Err == nil && len(pl.requires) > 0 {
 		rctx, cancel := context.WithTimeout(ctx, callTimeout)
-		l.required, l.reqErr = pl.units.UnitStates(rctx, pl.requires)
+		l.Required, l.ReqErr = pl.units.UnitStates(rctx, pl.requires)
 		cancel()
 	}
 	return l
 }
 
-// actingCounts are the jobs in flight, for the snapshot.
-func (ws *workers) actingCounts() (starting, stopping int) {
-	return len(ws.slots.Starting), ws.jobs.Count(acting.Stop)
+// ActingCounts are the jobs in flight, for the snapshot.
+func (ws *Workers) ActingCounts() (starting, stopping int) {
+	return len(ws.Slots.Starting), ws.jobs.Count(acting.Stop)
 }

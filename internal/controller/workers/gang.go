@@ -1,4 +1,4 @@
-package controller
+package workers
 
 // Gang groups (issue 19): a service pool whose group size N is 2 or more
 // runs each worker (each slot) as N units, ranks 0 … N-1, that systemd
@@ -24,11 +24,11 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
-// portPicker hands out free TCP ports. Each port it picked stays held
-// until close, so that no two ranks of one group get the same one.
-type portPicker interface {
-	pick() (int, error)
-	close()
+// PortPicker hands out free TCP ports. Each port it picked stays held
+// until Close, so that no two ranks of one group get the same one.
+type PortPicker interface {
+	Pick() (int, error)
+	Close()
 }
 
 // freePorts picks ports the kernel says are free, by listening on port 0
@@ -38,9 +38,9 @@ type portPicker interface {
 // failed start with backoff, and the next start picks again.
 type freePorts struct{ held []net.Listener }
 
-func newFreePorts() portPicker { return &freePorts{} }
+func newFreePorts() PortPicker { return &freePorts{} }
 
-func (f *freePorts) pick() (int, error) {
+func (f *freePorts) Pick() (int, error) {
 	l, err := net.Listen("tcp", ":0")
 	if err != nil {
 		return 0, fmt.Errorf("picking a free port: %w", err)
@@ -49,7 +49,7 @@ func (f *freePorts) pick() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func (f *freePorts) close() {
+func (f *freePorts) Close() {
 	for _, l := range f.held {
 		l.Close()
 	}
@@ -128,15 +128,15 @@ func groupRanks(svc *config.Service, size, slot int, pick func() (int, error), c
 // gangSpec makes spec the gang group of the pool's size, when the pool has
 // groups. An error (no free port, too few CPUs to split) fails the start,
 // and the slot backs off as after any failed start.
-func (ws *workers) gangSpec(spec *units.WorkerSpec) error {
-	size := ws.cfg.GroupSize()
+func (ws *Workers) gangSpec(spec *units.WorkerSpec) error {
+	size := ws.Cfg.GroupSize()
 	if size < 2 {
 		return nil
 	}
-	svc := ws.cfg.Service
+	svc := ws.Cfg.Service
 	var cpus []cpuset.Set
 	if svc.CPUSetSplit {
-		allowed, err := ws.gang.allowedCPUs()
+		allowed, err := ws.Gang.AllowedCPUs()
 		if err != nil {
 			return fmt.Errorf("cpuset_split: %w", err)
 		}
@@ -144,9 +144,9 @@ func (ws *workers) gangSpec(spec *units.WorkerSpec) error {
 			return fmt.Errorf("cpuset_split: %w", err)
 		}
 	}
-	picker := ws.gang.newPicker()
-	defer picker.close()
-	ranks, err := groupRanks(svc, size, spec.Slot, picker.pick, cpus)
+	picker := ws.Gang.NewPicker()
+	defer picker.Close()
+	ranks, err := groupRanks(svc, size, spec.Slot, picker.Pick, cpus)
 	if err != nil {
 		return err
 	}
@@ -154,14 +154,14 @@ func (ws *workers) gangSpec(spec *units.WorkerSpec) error {
 	return nil
 }
 
-// gangDeps are what gang groups need from the host; tests replace them.
-type gangDeps struct {
-	newPicker   func() portPicker
-	allowedCPUs func() (cpuset.Set, error)
+// GangDeps are what gang groups need from the host; tests replace them.
+type GangDeps struct {
+	NewPicker   func() PortPicker
+	AllowedCPUs func() (cpuset.Set, error)
 }
 
-func defaultGangDeps() gangDeps {
-	return gangDeps{newPicker: newFreePorts, allowedCPUs: func() (cpuset.Set, error) { return cpuset.Allowed("/") }}
+func defaultGangDeps() GangDeps {
+	return GangDeps{NewPicker: newFreePorts, AllowedCPUs: func() (cpuset.Set, error) { return cpuset.Allowed("/") }}
 }
 
 // withGroupShape adds a gang pool's group shape to the spec its revision

@@ -1,4 +1,4 @@
-package controller
+package workers
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 )
 
 // apply reports what a reconcile found and clears failed units.
-func (ws *workers) apply(ctx context.Context, now time.Time, r reconciled) {
+func (ws *Workers) apply(ctx context.Context, now time.Time, r reconciled) {
 	for _, c := range r.Crashed {
 		ws.report.crashed(c)
 		ws.restarts[c.Worker.slot]++
@@ -27,7 +27,7 @@ func (ws *workers) apply(ctx context.Context, now time.Time, r reconciled) {
 	for _, s := range r.Stopped {
 		ws.report.stopped(s)
 	}
-	if dryRun(ws.cfg) {
+	if dryRun(ws.Cfg) {
 		return // a dry-run pool touches no unit
 	}
 	for _, unit := range r.Stops {
@@ -40,65 +40,65 @@ func (ws *workers) apply(ctx context.Context, now time.Time, r reconciled) {
 	}
 }
 
-// startUpTo starts workers until the pool has want live ones (at most
+// StartUpTo starts workers until the pool has want live ones (at most
 // max_workers).
-func (ws *workers) startUpTo(ctx context.Context, now time.Time, want int, why string) {
-	if ws.stopping {
+func (ws *Workers) StartUpTo(ctx context.Context, now time.Time, want int, why string) {
+	if ws.Stopping {
 		return
 	}
-	want = min(want, ws.cfg.MaxWorkers)
+	want = min(want, ws.Cfg.MaxWorkers)
 	// admit: required units, start condition, host capacity (readiness.go).
-	if n := ws.admit(ctx, now, want-ws.live(), why); n > 0 {
-		ws.startWorkers(ctx, now, n, why, nil)
-		ws.recount()
+	if n := ws.admit(ctx, now, want-ws.Live(), why); n > 0 {
+		ws.StartWorkers(ctx, now, n, why, nil)
+		ws.Recount()
 	}
 }
 
-// startWorkers emits the starts of n workers of the current definition, in
+// StartWorkers emits the starts of n workers of the current definition, in
 // the lowest free slots whose backoff has expired: each slot is reserved
 // for its start (slots.Table.Starting) until its result comes back to the loop
 // (startDone, acting.go). then, when not nil, runs after each start that
 // went through (a rollout stops the worker it replaces). A slot whose unit
 // name turns out to be taken (a unit still stopping that the last listing
 // did not show) is not a failure: the next tick re-lists and takes others.
-func (ws *workers) startWorkers(ctx context.Context, now time.Time, n int, why string, then func(*worker)) {
+func (ws *Workers) StartWorkers(ctx context.Context, now time.Time, n int, why string, then func(*Worker)) {
 	ws.startIn(ctx, now, n, why, then, 0)
 }
 
-// startIn is startWorkers, for its first attempt or its second (a slot
+// startIn is StartWorkers, for its first attempt or its second (a slot
 // found taken is tried once more elsewhere).
-func (ws *workers) startIn(ctx context.Context, now time.Time, n int, why string, then func(*worker), attempt int) {
-	if dryRun(ws.cfg) || n <= 0 {
+func (ws *Workers) startIn(ctx context.Context, now time.Time, n int, why string, then func(*Worker), attempt int) {
+	if dryRun(ws.Cfg) || n <= 0 {
 		return // a dry-run pool starts nothing
 	}
-	slots := ws.slots.FreeSlots(now, n, nil)
+	slots := ws.Slots.FreeSlots(now, n, nil)
 	taken := map[int]bool{}
-	for held := ws.svc.heldSlots(now, slots); len(held) > 0; held = ws.svc.heldSlots(now, slots) {
+	for held := ws.Svc.heldSlots(now, slots); len(held) > 0; held = ws.Svc.heldSlots(now, slots) {
 		maps.Copy(taken, held)
-		slots = ws.slots.FreeSlots(now, n, taken)
+		slots = ws.Slots.FreeSlots(now, n, taken)
 	}
-	revision := ws.revision()
+	revision := ws.Revision()
 	specs, ports := ws.specsFor(now, slots, revision, why)
 	for _, slot := range slots {
 		spec, ok := specs[slot]
 		if !ok {
 			continue // reported in specsFor, its slot backing off
 		}
-		w := &worker{slot: slot, unit: units.UnitName(ws.name, slot), revision: revision, since: now, ports: ports[slot],
-			size: len(spec.Ranks), rankPorts: rankPortsOf(ws.cfg.Service, spec.Ranks)}
+		w := &Worker{slot: slot, unit: units.UnitName(ws.name, slot), revision: revision, since: now, ports: ports[slot],
+			size: len(spec.Ranks), rankPorts: rankPortsOf(ws.Cfg.Service, spec.Ranks)}
 		ws.startJob(ctx, now, w, spec, why, then, attempt)
 	}
 }
 
-// drainDownTo stops workers until want remain (see pickVictims). systemd
+// DrainDownTo stops workers until want remain (see PickVictims). systemd
 // does the draining: the drain signal, drain_timeout_sec, SIGKILL; with a
 // quiet_signal, a quiet phase comes first (quiet.go).
-func (ws *workers) drainDownTo(ctx context.Context, now time.Time, want int) {
+func (ws *Workers) DrainDownTo(ctx context.Context, now time.Time, want int) {
 	// Workers still starting count: the stops come out of the live ones.
-	excess := min(ws.live()-want, len(ws.slots.Live))
-	victims := pickVictims(ws.slots.LiveWorkers(), excess, ws.revision())
-	if ws.svc != nil {
-		victims = ws.svc.serviceVictims(excess)
+	excess := min(ws.Live()-want, len(ws.Slots.Live))
+	victims := PickVictims(ws.Slots.LiveWorkers(), excess, ws.Revision())
+	if ws.Svc != nil {
+		victims = ws.Svc.ServiceVictims(excess)
 	}
 	for _, w := range victims {
 		ws.retire(ctx, now, w, "scale-down")
@@ -110,12 +110,12 @@ func (ws *workers) drainDownTo(ctx context.Context, now time.Time, want int) {
 // however long the drain takes: the listing, not the stop job's result (which
 // a bus restart can lose), says when. The stop itself is a job (acting.go):
 // should systemd refuse it, the worker is live again.
-func (ws *workers) stopWorker(ctx context.Context, w *worker, why string) bool {
-	if dryRun(ws.cfg) {
+func (ws *Workers) stopWorker(ctx context.Context, w *Worker, why string) bool {
+	if dryRun(ws.Cfg) {
 		return false // a dry-run pool stops nothing
 	}
-	ws.svc.untrack(w)
-	ws.slots.Stop(w, w.ports)
+	ws.Svc.untrack(w)
+	ws.Slots.Stop(w, w.ports)
 	ws.report.draining(w.slot, w.unit, why)
 	ws.stopJob(ctx, w, why)
 	return true
@@ -123,28 +123,28 @@ func (ws *workers) stopWorker(ctx context.Context, w *worker, why string) bool {
 
 // portsHeld are the ports this pool's replicas hold, live or draining: an
 // auto port avoids them.
-func (ws *workers) portsHeld() map[int]bool {
+func (ws *Workers) portsHeld() map[int]bool {
 	held := map[int]bool{}
-	if ws.svc == nil {
+	if ws.Svc == nil {
 		return held
 	}
-	for _, w := range ws.slots.Live {
+	for _, w := range ws.Slots.Live {
 		holdPorts(held, w)
 	}
-	for _, d := range ws.slots.Draining {
+	for _, d := range ws.Slots.Draining {
 		for _, p := range d.Ports {
 			held[p] = true
 		}
 	}
 	// A start in flight holds its slot's ports as it holds the slot.
-	for _, w := range ws.slots.Starting {
+	for _, w := range ws.Slots.Starting {
 		holdPorts(held, w)
 	}
 	return held
 }
 
 // holdPorts adds w's ports, its ranks' too, to held.
-func holdPorts(held map[int]bool, w *worker) {
+func holdPorts(held map[int]bool, w *Worker) {
 	for _, p := range w.ports {
 		held[p] = true
 	}

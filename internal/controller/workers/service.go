@@ -1,4 +1,4 @@
-package controller
+package workers
 
 // Service pools (issue 19): the pool's workers are replicas that serve
 // traffic. Each gets its ports (ports.go) and is admitted by its
@@ -19,10 +19,21 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/controller/replicas"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+	"github.com/flexiq/flexiq-scaled/internal/portowner"
 	"github.com/flexiq/flexiq-scaled/internal/probe"
 	"github.com/flexiq/flexiq-scaled/internal/source"
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
+
+// ServiceOptions are the pool's Options a service pool's side needs: how
+// it runs commands and probes, and where it reads the host's sockets
+// (controller.Options says what each is).
+type ServiceOptions struct {
+	Commands      source.CommandRunner
+	ProbeCommands func(user, group string) source.CommandRunner
+	NewProber     func(probe.Clock) ReadinessProber
+	PortOwners    func() (*portowner.Table, error)
+}
 
 // ReadinessProber is what a service pool needs of a probe.Prober; tests
 // inject one that they drive.
@@ -40,13 +51,13 @@ const (
 
 // service is a service pool's side of the workers: what a replica needs
 // beyond a queue worker (probes, the port guard, discovery, the drain
-// after leaving it). A queue pool has none (workers.svc is nil), and the
+// after leaving it). A queue pool has none (workers.Svc is nil), and the
 // methods that the loop and the workers call on it do nothing on nil.
 type service struct {
-	ws     *workers // the workers it is the side of
-	probes *replicas.Probes[*worker]
+	ws     *Workers // the workers it is the side of
+	probes *replicas.Probes[*Worker]
 	run    source.CommandRunner
-	pubs   *replicas.Publishing // publish.go
+	Pubs   *replicas.Publishing // publish.go
 	// listed are the units the discovery file listed when the pool began:
 	// adopted ones among them start ready, so that a restart of the
 	// daemon takes none out of discovery.
@@ -55,16 +66,16 @@ type service struct {
 	// due.
 	relist      chan struct{}
 	relistArmed bool
-	guard       *replicas.Guard // portguard.go; nil for a pool without ports
+	Guard       *replicas.Guard // portguard.go; nil for a pool without ports
 }
 
-// newService prepares the service side of a pool whose cfg.Service is set.
-func newService(cfg *config.Pool, clock Clock, opts Options, ws *workers) (*service, error) {
+// NewService prepares the service side of a pool whose cfg.Service is set.
+func NewService(cfg *config.Pool, clock Clock, opts ServiceOptions, ws *Workers) (*service, error) {
 	s := &service{ws: ws, run: opts.Commands, relist: make(chan struct{}, 1)}
 	if s.run == nil {
 		s.run = source.ProcessGroupRunner{}
 	}
-	s.probes = replicas.NewProbes[*worker](cfg.Service, func() replicas.Prober {
+	s.probes = replicas.NewProbes[*Worker](cfg.Service, func() replicas.Prober {
 		if opts.NewProber != nil {
 			return opts.NewProber(probe.SystemClock(clock))
 		}
@@ -74,23 +85,23 @@ func newService(cfg *config.Pool, clock Clock, opts Options, ws *workers) (*serv
 	if err != nil {
 		return nil, err
 	}
-	s.pubs = replicas.NewPublishing(cfg.Name, pub, s.run, ws.log)
+	s.Pubs = replicas.NewPublishing(cfg.Name, pub, s.run, ws.log)
 	s.listed = replicas.ListedUnits(cfg)
 	s.guardPorts(cfg, clock, opts.PortOwners, ws.log, ws.workerFields)
 	return s, nil
 }
 
-// close stops the prober; the pool's loop has ended.
-func (s *service) close() {
+// Close stops the prober; the pool's loop has ended.
+func (s *service) Close() {
 	if s == nil {
 		return
 	}
 	s.probes.Close()
-	s.guard.Stop()
+	s.Guard.Stop()
 }
 
-// transitions is the prober's channel, nil without one.
-func (s *service) transitions() <-chan probe.Transition {
+// Transitions is the prober's channel, nil without one.
+func (s *service) Transitions() <-chan probe.Transition {
 	if s == nil {
 		return nil
 	}
@@ -98,16 +109,16 @@ func (s *service) transitions() <-chan probe.Transition {
 }
 
 // probeID names one run of a replica: a restarted unit is a new target.
-func probeID(w *worker) string { return w.unit + "/" + w.invocation }
+func probeID(w *Worker) string { return w.unit + "/" + w.invocation }
 
 // started takes in a replica just started by the pool.
-func (s *service) replicaStarted(now time.Time, w *worker) {
+func (s *service) replicaStarted(now time.Time, w *Worker) {
 	if s == nil {
 		return
 	}
 	ws := s.ws
 	w.rd, w.readyFrom = repStarting, now
-	if ws.cfg.Service.Readiness.Kind == config.ReadyActive || ws.cfg.Service.Readiness.Kind == "" {
+	if ws.Cfg.Service.Readiness.Kind == config.ReadyActive || ws.Cfg.Service.Readiness.Kind == "" {
 		// Type=exec: the start job is done once the command runs.
 		s.setReadiness(w, repReady, nil, now)
 	}
@@ -115,17 +126,17 @@ func (s *service) replicaStarted(now time.Time, w *worker) {
 }
 
 // track makes the prober probe w, from initial.
-func (s *service) track(w *worker, initial probe.State) {
+func (s *service) track(w *Worker, initial probe.State) {
 	ws := s.ws
 	ps := s.probes
 	if !ps.On() {
 		return
 	}
-	check, spec, err := ps.Target(ws.cfg, w.ports)
+	check, spec, err := ps.Target(ws.Cfg, w.ports)
 	if err == nil {
 		s.untrack(w)
 		w.probeID = probeID(w)
-		err = ps.Add(w, w.probeID, check, spec, initial, wakeStartPeriod(ws.cfg))
+		err = ps.Add(w, w.probeID, check, spec, initial, replicas.StartPeriod(ws.Cfg))
 	}
 	if err != nil {
 		ws.log.Event(eventlog.ReplicaReadiness, eventlog.Err, ws.workerFields(w.slot, w.unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
@@ -134,7 +145,7 @@ func (s *service) track(w *worker, initial probe.State) {
 }
 
 // untrack stops probing w.
-func (s *service) untrack(w *worker) {
+func (s *service) untrack(w *Worker) {
 	if s == nil || w.probeID == "" {
 		return
 	}
@@ -153,13 +164,13 @@ func (s *service) replicasReconciled(now time.Time, listed []units.Worker, r rec
 	byUnit := indexByUnit(listed)
 	for _, w := range r.Adopted {
 		lw, _ := byUnit.Get(w.unit)
-		w.ports = replicas.PortsFromEnvironment(ws.cfg.Service, lw.Environment)
-		w.rankPorts = listedRankPorts(ws.cfg.Service, lw.Ranks)
+		w.ports = replicas.PortsFromEnvironment(ws.Cfg.Service, lw.Environment)
+		w.rankPorts = listedRankPorts(ws.Cfg.Service, lw.Ranks)
 		// Its ready timeout counts from now: the daemon was not there to
 		// see it start.
 		w.readyFrom = now
 		initial := probe.Unknown
-		if s.listed[w.unit] || (!replicas.IsProbe(ws.cfg.Service) && lw.ActiveState == "active") {
+		if s.listed[w.unit] || (!replicas.IsProbe(ws.Cfg.Service) && lw.ActiveState == "active") {
 			// Ready as it was: no journal entry, no probe's "not ready"
 			// for a replica that served all along.
 			initial = probe.Ready
@@ -177,7 +188,7 @@ func (s *service) replicasReconciled(now time.Time, listed []units.Worker, r rec
 	for _, st := range r.Stopping {
 		s.untrack(st.Worker)
 	}
-	for _, w := range ws.slots.LiveWorkers() {
+	for _, w := range ws.Slots.LiveWorkers() {
 		if lw, ok := byUnit.Get(w.unit); ok {
 			w.cgroup = cmp.Or(lw.ControlGroup, w.cgroup)
 			for i, r := range lw.Ranks {
@@ -189,10 +200,10 @@ func (s *service) replicasReconciled(now time.Time, listed []units.Worker, r rec
 	}
 	// Only the first listing may vouch for what the last daemon published.
 	s.listed = nil
-	if replicas.IsProbe(ws.cfg.Service) {
+	if replicas.IsProbe(ws.Cfg.Service) {
 		return
 	}
-	for _, w := range ws.slots.LiveWorkers() {
+	for _, w := range ws.Slots.LiveWorkers() {
 		lw, ok := byUnit.Get(w.unit)
 		if !ok {
 			continue
@@ -209,14 +220,14 @@ func (s *service) replicasReconciled(now time.Time, listed []units.Worker, r rec
 	}
 }
 
-// onTransition takes a prober's transition, on the pool's loop.
-func (s *service) onTransition(t probe.Transition) {
+// OnTransition takes a prober's transition, on the pool's loop.
+func (s *service) OnTransition(t probe.Transition) {
 	if s == nil {
 		return
 	}
 	ws := s.ws
 	w, ok := s.probes.Get(t.ID)
-	if !ok || ws.slots.Live[w.slot] != w {
+	if !ok || ws.Slots.Live[w.slot] != w {
 		return // a target since removed
 	}
 	switch t.To {
@@ -234,9 +245,9 @@ func (s *service) onTransition(t probe.Transition) {
 // at: a replica that says it is ready is ready only if the listeners on
 // its ports are its own (portguard.go), read at or after at; else it
 // stays out of discovery, or leaves it.
-func (s *service) setReadiness(w *worker, rd readiness, why error, at time.Time) {
+func (s *service) setReadiness(w *Worker, rd readiness, why error, at time.Time) {
 	w.claim = rd
-	if rd == repReady && s.guard != nil {
+	if rd == repReady && s.Guard != nil {
 		v := s.checkPorts(w, at)
 		s.noteHeld(w, v)
 		if v != nil {
@@ -250,7 +261,7 @@ func (s *service) setReadiness(w *worker, rd readiness, why error, at time.Time)
 }
 
 // applyReadiness records w's readiness and says a change in the journal.
-func (s *service) applyReadiness(w *worker, rd readiness, why error) {
+func (s *service) applyReadiness(w *Worker, rd readiness, why error) {
 	ws := s.ws
 	if w.rd == rd {
 		return
@@ -270,16 +281,16 @@ func (s *service) applyReadiness(w *worker, rd readiness, why error) {
 	ws.log.Event(eventlog.ReplicaReadiness, eventlog.Notice, f, "%s is not ready (%s): it leaves discovery until it is again%s", w.unit, rd, detail)
 }
 
-// replaceUnready stops and replaces the replicas that never became ready
+// ReplaceUnready stops and replaces the replicas that never became ready
 // within ready_timeout_sec, or stayed unready for unready_timeout_sec.
-func (s *service) replaceUnready(ctx context.Context, now time.Time) {
-	if s == nil || s.ws.stopping || dryRun(s.ws.cfg) {
+func (s *service) ReplaceUnready(ctx context.Context, now time.Time) {
+	if s == nil || s.ws.Stopping || dryRun(s.ws.Cfg) {
 		return
 	}
 	ws := s.ws
-	svc := ws.cfg.Service
+	svc := ws.Cfg.Service
 	replaced := 0
-	for _, w := range ws.slots.LiveWorkers() {
+	for _, w := range ws.Slots.LiveWorkers() {
 		var reason, text string
 		switch {
 		case w.rd == repStarting && svc.ReadyTimeout > 0 && now.Sub(w.readyFrom) >= svc.ReadyTimeout:
@@ -294,19 +305,19 @@ func (s *service) replaceUnready(ctx context.Context, now time.Time) {
 		if ws.retire(ctx, now, w, "replacing a replica "+reason) {
 			// Its slot waits as after a crash: a replica that cannot get
 			// ready must not be restarted in a tight loop.
-			ws.slots.ArmBackoff(w.slot, now)
+			ws.Slots.ArmBackoff(w.slot, now)
 			replaced++
 		}
 	}
 	if replaced > 0 {
-		ws.startUpTo(ctx, now, ws.target, "replacing unready replica")
+		ws.StartUpTo(ctx, now, ws.Target, "replacing unready replica")
 	}
 }
 
-// readyCount is the replicas that are ready, and those that are not.
-func (s *service) readyCount() (ready, notReady int) {
+// ReadyCount is the replicas that are ready, and those that are not.
+func (s *service) ReadyCount() (ready, notReady int) {
 	ws := s.ws
-	for _, w := range ws.slots.Live {
+	for _, w := range ws.Slots.Live {
 		if w.rd == repReady {
 			ready++
 		} else {
@@ -316,20 +327,20 @@ func (s *service) readyCount() (ready, notReady int) {
 	return ready, notReady
 }
 
-// serviceVictims picks n replicas to retire on a scale-down: the ones not
+// ServiceVictims picks n replicas to retire on a scale-down: the ones not
 // ready first, and no ready one that would take the ready count below
 // min_workers. While a rollout runs, its new replicas that are not ready
 // yet are kept: each is to replace an old one once it is ready, and taking
 // it would only start another.
-func (s *service) serviceVictims(n int) []*worker {
+func (s *service) ServiceVictims(n int) []*Worker {
 	ws := s.ws
-	rev := ws.revision()
+	rev := ws.Revision()
 	rolling := false
-	for _, w := range ws.slots.Live {
+	for _, w := range ws.Slots.Live {
 		rolling = rolling || outdated(w, rev)
 	}
-	var notReady, ready []*worker
-	for _, w := range ws.slots.LiveWorkers() {
+	var notReady, ready []*Worker
+	for _, w := range ws.Slots.LiveWorkers() {
 		switch {
 		case w.rd == repReady:
 			ready = append(ready, w)
@@ -337,34 +348,34 @@ func (s *service) serviceVictims(n int) []*worker {
 			notReady = append(notReady, w)
 		}
 	}
-	out := pickVictims(notReady, n, rev)
-	spare := max(0, len(ready)-ws.cfg.MinWorkers)
-	return append(out, pickVictims(ready, min(n-len(out), spare), rev)...)
+	out := PickVictims(notReady, n, rev)
+	spare := max(0, len(ready)-ws.Cfg.MinWorkers)
+	return append(out, PickVictims(ready, min(n-len(out), spare), rev)...)
 }
 
-// reconfigure brings the service side to a reloaded configuration: a new
+// Reconfigure brings the service side to a reloaded configuration: a new
 // Publisher when what it writes changed (it reads the files in place, so
 // an unchanged set rewrites none), the service side made or dropped when
 // the pool became or stopped being a service. A changed probe applies to
 // the replicas started from then on.
-func (ws *workers) reconfigure(clock Clock, opts Options, cfg *config.Pool) error {
-	old := ws.cfg.Service
+func (ws *Workers) Reconfigure(clock Clock, opts ServiceOptions, cfg *config.Pool) error {
+	old := ws.Cfg.Service
 	switch {
 	case cfg.Service == nil:
-		ws.svc.close()
-		ws.svc = nil
+		ws.Svc.Close()
+		ws.Svc = nil
 		return nil
-	case ws.svc == nil || old == nil || replicas.IsProbe(old) != replicas.IsProbe(cfg.Service):
-		svc, err := newService(cfg, clock, opts, ws)
+	case ws.Svc == nil || old == nil || replicas.IsProbe(old) != replicas.IsProbe(cfg.Service):
+		svc, err := NewService(cfg, clock, opts, ws)
 		if err != nil {
 			return err
 		}
-		ws.svc.close()
-		ws.svc = svc
+		ws.Svc.Close()
+		ws.Svc = svc
 		svc.listed = nil
 		// The running replicas are taken as ready, unprobed: a change of
 		// the readiness kind reaches them through the rollout.
-		for _, w := range ws.slots.LiveWorkers() {
+		for _, w := range ws.Slots.LiveWorkers() {
 			w.probeID, w.rd, w.claim, w.everReady = "", repReady, repReady, true
 		}
 		return nil
@@ -374,8 +385,8 @@ func (ws *workers) reconfigure(clock Clock, opts Options, cfg *config.Pool) erro
 		if err != nil {
 			return err
 		}
-		ws.svc.pubs.Replace(pub)
+		ws.Svc.Pubs.Replace(pub)
 	}
-	ws.svc.guardPorts(cfg, clock, opts.PortOwners, ws.log, ws.workerFields)
+	ws.Svc.guardPorts(cfg, clock, opts.PortOwners, ws.log, ws.workerFields)
 	return nil
 }

@@ -1,4 +1,4 @@
-package controller
+package workers
 
 import (
 	"slices"
@@ -10,8 +10,8 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
-// worker is a live worker: active or activating, not draining.
-type worker struct {
+// Worker is a live worker: active or activating, not draining.
+type Worker struct {
 	slot       int
 	unit       string
 	invocation string
@@ -50,9 +50,9 @@ type worker struct {
 // The slot table (internal/slots) keeps the pool's workers; these are the
 // names the package uses for its types.
 type (
-	slotTable    = slots.Table[*worker]
-	reconciled   = slots.Reconciled[*worker]
-	crash        = slots.Crash[*worker]
+	SlotTable    = slots.Table[*Worker]
+	reconciled   = slots.Reconciled[*Worker]
+	crash        = slots.Crash[*Worker]
 	stopped      = slots.Stopped
 	drainingUnit = slots.Draining
 	slotBackoff  = slots.Backoff
@@ -66,22 +66,22 @@ const (
 	backoffReset = slots.BackoffReset
 )
 
-func newSlotTable() *slotTable {
-	return slots.New(func(w units.Worker, since time.Time, size int) *worker {
-		return &worker{slot: w.Slot, unit: w.Unit, invocation: w.InvocationID, revision: w.Revision, since: since, size: size}
+func newSlotTable() *SlotTable {
+	return slots.New(func(w units.Worker, since time.Time, size int) *Worker {
+		return &Worker{slot: w.Slot, unit: w.Unit, invocation: w.InvocationID, revision: w.Revision, since: since, size: size}
 	})
 }
 
 // What the slot table reads and updates of a worker (slots.Worker).
 
-func (w *worker) Slot() int          { return w.slot }
-func (w *worker) Unit() string       { return w.unit }
-func (w *worker) Invocation() string { return w.invocation }
-func (w *worker) Since() time.Time   { return w.since }
-func (w *worker) Size() int          { return w.size }
-func (w *worker) ListedFrom() uint64 { return w.listedFrom }
+func (w *Worker) Slot() int          { return w.slot }
+func (w *Worker) Unit() string       { return w.unit }
+func (w *Worker) Invocation() string { return w.invocation }
+func (w *Worker) Since() time.Time   { return w.since }
+func (w *Worker) Size() int          { return w.size }
+func (w *Worker) ListedFrom() uint64 { return w.listedFrom }
 
-func (w *worker) Listed(invocation, revision string) {
+func (w *Worker) Listed(invocation, revision string) {
 	if invocation != "" {
 		w.invocation = invocation
 	}
@@ -92,7 +92,7 @@ func (w *worker) Listed(invocation, revision string) {
 
 // Restarted starts its CPU accounting over: the new run's usage counts
 // from zero.
-func (w *worker) Restarted(invocation, revision string, since time.Time) {
+func (w *Worker) Restarted(invocation, revision string, since time.Time) {
 	w.invocation, w.revision, w.since, w.havePrev = invocation, revision, since, false
 }
 
@@ -100,9 +100,9 @@ func indexByUnit(listed []units.Worker) unitIndex { return slots.IndexByUnit(lis
 
 func sortedKeys[K int | string, V any](m map[K]V) []K { return slots.SortedKeys(m) }
 
-// pickVictims chooses the n workers to stop, in policy.VictimBefore's
+// PickVictims chooses the n workers to stop, in policy.VictimBefore's
 // order, which the workload simulator shares.
-func pickVictims(ws []*worker, n int, revision string) []*worker {
+func PickVictims(ws []*Worker, n int, revision string) []*Worker {
 	ws = slices.Clone(ws)
 	sort.Slice(ws, func(i, j int) bool {
 		return policy.VictimBefore(victim(ws[i], revision), victim(ws[j], revision))
@@ -111,13 +111,18 @@ func pickVictims(ws []*worker, n int, revision string) []*worker {
 }
 
 // victim is what the victim order looks at.
-func victim(w *worker, revision string) policy.Victim {
+func victim(w *Worker, revision string) policy.Victim {
 	return policy.Victim{Slot: w.slot, Util: w.util, Outdated: outdated(w, revision)}
 }
 
 // outdated says whether w runs another definition than revision. A worker
 // whose revision is unknown (started by a daemon that did not record it) is
 // taken as current: an upgrade of the daemon must not replace every worker.
-func outdated(w *worker, revision string) bool {
+func outdated(w *Worker, revision string) bool {
 	return w.revision != "" && revision != "" && w.revision != revision
 }
+
+// Ports are a service replica's ports, by name; Ready says whether it is in
+// discovery's ready set (its probe passed and its ports are its own).
+func (w *Worker) Ports() map[string]int { return w.ports }
+func (w *Worker) Ready() bool           { return w.rd == repReady }

@@ -1,4 +1,4 @@
-package controller
+package workers
 
 // What the journal says of gang groups (gang.go): a group's end is one
 // entry, naming the rank that ended it, whether the daemon saw it happen
@@ -83,12 +83,12 @@ func rankOf(unit string) (int, bool) {
 	return n, true
 }
 
-// endedWhileAway reports the gang groups that ended while no daemon
+// EndedWhileAway reports the gang groups that ended while no daemon
 // watched them (rank 0 gone or failed, a rank of it still listed), as the
 // daemon that started them would have: one crash entry for each, naming
 // the rank, and the slot's backoff before the group is placed again. It
 // runs once, at Start, before the first reconcile resets what they left.
-func (ws *workers) endedWhileAway(now time.Time, listed []units.Worker) {
+func (ws *Workers) EndedWhileAway(now time.Time, listed []units.Worker) {
 	for _, w := range listed {
 		if len(w.Ranks) == 0 {
 			continue
@@ -96,7 +96,7 @@ func (ws *workers) endedWhileAway(now time.Time, listed []units.Worker) {
 		if st := slots.Classify(w, true); st == slots.Running || st == slots.Stopping {
 			continue // adopted; the first reconcile judges it
 		}
-		size := max(slots.ListedGroupSize(w), ws.cfg.GroupSize())
+		size := max(slots.ListedGroupSize(w), ws.Cfg.GroupSize())
 		for _, rk := range w.Ranks {
 			size = max(size, rk.Rank+1)
 		}
@@ -104,8 +104,8 @@ func (ws *workers) endedWhileAway(now time.Time, listed []units.Worker) {
 		if !ok || e.Rank < 0 {
 			continue
 		}
-		lw := &worker{slot: w.Slot, unit: w.Unit, size: size}
-		ws.report.crashed(crash{Worker: lw, Unit: w, Delay: ws.slots.ArmBackoff(w.Slot, now), Exit: &e})
+		lw := &Worker{slot: w.Slot, unit: w.Unit, size: size}
+		ws.report.crashed(crash{Worker: lw, Unit: w, Delay: ws.Slots.ArmBackoff(w.Slot, now), Exit: &e})
 		ws.restarts[w.Slot]++
 	}
 }

@@ -1,4 +1,4 @@
-package controller
+package workers
 
 import (
 	"time"
@@ -26,11 +26,11 @@ func cpuWindow(cfg *config.Pool) time.Duration {
 	return max(w, idleCPUWindow)
 }
 
-// sampleCPU updates each live worker's utilisation over the last sampling
+// SampleCPU updates each live worker's utilisation over the last sampling
 // window (cpuWindow): Δusage / Δwall / cpu_per_worker. A worker needs two
 // samples of the same invocation, a window apart, before it counts; between
 // samples its last utilisation stands.
-func sampleCPU(u Units, cfg *config.Pool, t *slotTable, now time.Time, listed []units.Worker) {
+func SampleCPU(u Units, cfg *config.Pool, t *SlotTable, now time.Time, listed []units.Worker) {
 	window := cpuWindow(cfg)
 	byUnit := indexByUnit(listed)
 	for _, lw := range t.Live {
@@ -60,8 +60,8 @@ func sampleCPU(u Units, cfg *config.Pool, t *slotTable, now time.Time, listed []
 	}
 }
 
-// meanUtil is the mean utilisation of t's live workers that have one.
-func meanUtil(t *slotTable) (float64, bool) {
+// MeanUtil is the mean utilisation of t's live workers that have one.
+func MeanUtil(t *SlotTable) (float64, bool) {
 	var sum float64
 	n := 0
 	for _, w := range t.Live {

@@ -1,4 +1,4 @@
-package controller
+package workers
 
 // Type=notify replicas (readiness = "notify") are ready once systemd says
 // they are active, which only a listing tells. Rather than wait for the
@@ -19,11 +19,11 @@ const notifyPoll = time.Second
 
 // notifyPending says whether a notify replica is waiting for READY=1.
 func (s *service) notifyPending() bool {
-	if s == nil || s.ws.cfg.Service.Readiness.Kind != config.ReadyNotify {
+	if s == nil || s.ws.Cfg.Service.Readiness.Kind != config.ReadyNotify {
 		return false
 	}
 	ws := s.ws
-	for _, w := range ws.slots.Live {
+	for _, w := range ws.Slots.Live {
 		if w.rd != repReady {
 			return true
 		}
@@ -47,28 +47,28 @@ func (s *service) armNotify() {
 	})
 }
 
-// relistC is the channel of the re-lists due, nil without a service.
-func (s *service) relistC() <-chan struct{} {
+// RelistC is the channel of the re-lists due, nil without a service.
+func (s *service) RelistC() <-chan struct{} {
 	if s == nil {
 		return nil
 	}
 	return s.relist
 }
 
-// checkNotify re-lists the pool off the loop and takes in the replicas
+// CheckNotify re-lists the pool off the loop and takes in the replicas
 // that became active, back on it.
-func (s *service) checkNotify(ctx context.Context) {
+func (s *service) CheckNotify(ctx context.Context) {
 	ws := s.ws
 	s.relistArmed = false
 	if !s.notifyPending() {
 		return
 	}
-	pl := ws.listPlan()
-	var l listing
-	ws.jobs.Submit(ctx, &acting.Job{Kind: acting.Other, Call: func(ctx context.Context) { l = pl.list(ctx) }, Done: func(bool) {
-		if l.err == nil {
-			byUnit := indexByUnit(l.workers)
-			for _, w := range ws.slots.LiveWorkers() {
+	pl := ws.ListPlan()
+	var l Listing
+	ws.jobs.Submit(ctx, &acting.Job{Kind: acting.Other, Call: func(ctx context.Context) { l = pl.List(ctx) }, Done: func(bool) {
+		if l.Err == nil {
+			byUnit := indexByUnit(l.Workers)
+			for _, w := range ws.Slots.LiveWorkers() {
 				if lw, ok := byUnit.Get(w.unit); ok && (w.invocation == "" || w.invocation == lw.InvocationID) && lw.ActiveState == "active" {
 					s.setReadiness(w, repReady, nil, time.Time{})
 				}

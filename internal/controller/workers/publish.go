@@ -1,4 +1,4 @@
-package controller
+package workers
 
 // The workers' side of discovery (replicas.Publishing): which replicas
 // are ready, and the drain of one that leaves. A ready replica that
@@ -20,13 +20,13 @@ import (
 	"github.com/flexiq/flexiq-scaled/internal/units"
 )
 
-// readySet is the pool's ready replicas as discovery shows them.
-func (s *service) readySet() (discovery.Set, string) {
+// ReadySet is the pool's ready replicas as discovery shows them.
+func (s *service) ReadySet() (discovery.Set, string) {
 	ws := s.ws
-	addr := replicas.Address(ws.cfg.Service)
+	addr := replicas.Address(ws.Cfg.Service)
 	var reps []discovery.Replica
 	var key strings.Builder
-	for _, w := range ws.slots.LiveWorkers() {
+	for _, w := range ws.Slots.LiveWorkers() {
 		if w.rd != repReady {
 			continue
 		}
@@ -44,48 +44,48 @@ func (s *service) readySet() (discovery.Set, string) {
 	return discovery.NewSet(ws.name, reps), addr + "|" + key.String()
 }
 
-// publishReady publishes the ready set if it changed (and starts the
+// PublishReady publishes the ready set if it changed (and starts the
 // after-change commands of what it rewrote), and begins the drain periods
 // it allows.
-func (s *service) publishReady(ctx context.Context, now time.Time) {
-	if s == nil || dryRun(s.ws.cfg) {
+func (s *service) PublishReady(ctx context.Context, now time.Time) {
+	if s == nil || dryRun(s.ws.Cfg) {
 		return
 	}
 	s.armNotify()
-	set, key := s.readySet()
-	if s.pubs.Publish(now, set, key) {
+	set, key := s.ReadySet()
+	if s.Pubs.Publish(now, set, key) {
 		s.releaseDrains(ctx, now)
 	}
 }
 
-// commandsFinished takes the end of a batch of commands, on the loop: the
+// CommandsFinished takes the end of a batch of commands, on the loop: the
 // replicas waiting for them begin their drain periods, and a publish that
 // came due meanwhile is made.
-func (s *service) commandsFinished(ctx context.Context, now time.Time, d replicas.CommandsDone) {
-	s.pubs.Finished(d)
+func (s *service) CommandsFinished(ctx context.Context, now time.Time, d replicas.CommandsDone) {
+	s.Pubs.Finished(d)
 	s.releaseDrains(ctx, now)
-	if s.pubs.Dirty {
-		s.publishReady(ctx, now)
+	if s.Pubs.Dirty {
+		s.PublishReady(ctx, now)
 	}
 }
 
-// pumpService takes the service's messages that are waiting, without
+// PumpService takes the service's messages that are waiting, without
 // blocking: for the owner when no loop runs (Tick, Drain).
-func (s *service) pumpService(ctx context.Context, now time.Time) {
+func (s *service) PumpService(ctx context.Context, now time.Time) {
 	if s == nil {
 		return
 	}
 	for {
 		select {
-		case t, ok := <-s.transitions():
+		case t, ok := <-s.Transitions():
 			if !ok {
 				return
 			}
-			s.onTransition(t)
-		case d := <-s.pubs.Done():
-			s.commandsFinished(ctx, now, d)
+			s.OnTransition(t)
+		case d := <-s.Pubs.Done():
+			s.CommandsFinished(ctx, now, d)
 		case <-s.relist:
-			s.checkNotify(ctx)
+			s.CheckNotify(ctx)
 		default:
 			return
 		}
@@ -98,23 +98,23 @@ func (s *service) pumpService(ctx context.Context, now time.Time) {
 // a quiet worker is, until the publish without it and its commands are
 // done, and then its drain period: a proxy may still send it a request it
 // took before its reload.
-func (s *service) retireReplica(ctx context.Context, now time.Time, w *worker, why string) bool {
+func (s *service) retireReplica(ctx context.Context, now time.Time, w *Worker, why string) bool {
 	ws := s.ws
-	if dryRun(ws.cfg) {
+	if dryRun(ws.Cfg) {
 		return false
 	}
 	if !w.everReady {
 		return ws.stopWorker(ctx, w, why)
 	}
 	s.untrack(w)
-	ws.slots.Stop(w, w.ports)
-	svc := ws.cfg.Service
+	ws.Slots.Stop(w, w.ports)
+	svc := ws.Cfg.Service
 	// Until its commands are done the deadline is an upper bound, what a
 	// restart of the daemon meanwhile goes by.
 	q := &quietUnit{slot: w.slot, invocation: w.invocation, deadline: now.Add(svc.DrainPeriod + replicas.CommandBound(svc)),
-		awaitGen: s.pubs.PubGen() + 1}
+		awaitGen: s.Pubs.PubGen() + 1}
 	ws.addQuiet(now, w.unit, q)
-	ws.quietFile.save(ws.quiet, ws.log)
+	ws.QuietFile.save(ws.Quiet, ws.log)
 	ws.report.draining(w.slot, w.unit, fmt.Sprintf("%s: leaves discovery, then serves out a drain period of %s", why, svc.DrainPeriod))
 	return true
 }
@@ -124,25 +124,25 @@ func (s *service) retireReplica(ctx context.Context, now time.Time, w *worker, w
 func (s *service) releaseDrains(ctx context.Context, now time.Time) {
 	ws := s.ws
 	released := false
-	for _, unit := range sortedKeys(ws.quiet) {
-		q := ws.quiet[unit]
-		if q.awaitGen == 0 || q.awaitGen > s.pubs.DoneGen() {
+	for _, unit := range sortedKeys(ws.Quiet) {
+		q := ws.Quiet[unit]
+		if q.awaitGen == 0 || q.awaitGen > s.Pubs.DoneGen() {
 			continue
 		}
 		q.awaitGen = 0
 		q.timer.Stop()
-		q.deadline = now.Add(ws.cfg.Service.DrainPeriod)
+		q.deadline = now.Add(ws.Cfg.Service.DrainPeriod)
 		ws.addQuiet(now, unit, q)
 		released = true
 		ws.log.Event(eventlog.WorkerDraining, eventlog.Info, ws.workerFields(q.slot, unit, nil),
-			"%s is out of discovery: its drain period of %s begins", unit, ws.cfg.Service.DrainPeriod)
-		if sig := ws.cfg.QuietSignalNumber; sig != 0 {
+			"%s is out of discovery: its drain period of %s begins", unit, ws.Cfg.Service.DrainPeriod)
+		if sig := ws.Cfg.QuietSignalNumber; sig != 0 {
 			s.drainSignal(ctx, q.slot, unit, sig)
 		}
 	}
 	if released {
-		ws.quietFile.save(ws.quiet, ws.log)
-		ws.quietStep(ctx, now)
+		ws.QuietFile.save(ws.Quiet, ws.log)
+		ws.QuietStep(ctx, now)
 	}
 }
 
@@ -150,7 +150,7 @@ func (s *service) releaseDrains(ctx context.Context, now time.Time) {
 // begins, off the loop (acting.go); a failure is only logged.
 func (s *service) drainSignal(ctx context.Context, slot int, unit string, sig int) {
 	ws := s.ws
-	name := ws.cfg.QuietSignal
+	name := ws.Cfg.QuietSignal
 	ws.callJob(ctx, acting.Other, killMain(unit, sig), func(err error) {
 		if err != nil {
 			ws.log.Event(eventlog.WorkerDraining, eventlog.Warning, ws.workerFields(slot, unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
@@ -159,11 +159,11 @@ func (s *service) drainSignal(ctx context.Context, slot int, unit string, sig in
 	})
 }
 
-// svcDone is the channel of the after-change commands' ends, nil for a
+// SvcDone is the channel of the after-change commands' ends, nil for a
 // queue pool.
-func (s *service) svcDone() <-chan replicas.CommandsDone {
+func (s *service) SvcDone() <-chan replicas.CommandsDone {
 	if s == nil {
 		return nil
 	}
-	return s.pubs.Done()
+	return s.Pubs.Done()
 }

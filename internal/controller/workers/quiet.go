@@ -1,4 +1,4 @@
-package controller
+package workers
 
 import (
 	"context"
@@ -39,7 +39,7 @@ type quietUnit struct {
 
 const quietVersion = 1
 
-type savedQuiet struct {
+type SavedQuiet struct {
 	Version int               `json:"version"`
 	Pool    string            `json:"pool"`
 	Units   []savedQuietEntry `json:"units"`
@@ -57,27 +57,27 @@ type savedQuietEntry struct {
 
 // retire takes a live worker out of service: a quiet phase first when the
 // pool has a quiet_signal, else the stop at once.
-func (ws *workers) retire(ctx context.Context, now time.Time, w *worker, why string) bool {
-	if ws.svc != nil {
-		return ws.svc.retireReplica(ctx, now, w, why)
+func (ws *Workers) retire(ctx context.Context, now time.Time, w *Worker, why string) bool {
+	if ws.Svc != nil {
+		return ws.Svc.retireReplica(ctx, now, w, why)
 	}
-	if ws.cfg.QuietSignalNumber == 0 || ws.cfg.QuietPeriod <= 0 {
+	if ws.Cfg.QuietSignalNumber == 0 || ws.Cfg.QuietPeriod <= 0 {
 		return ws.stopWorker(ctx, w, why)
 	}
-	ws.slots.Stop(w, w.ports)
-	q := &quietUnit{slot: w.slot, invocation: w.invocation, deadline: now.Add(ws.cfg.QuietPeriod)}
+	ws.Slots.Stop(w, w.ports)
+	q := &quietUnit{slot: w.slot, invocation: w.invocation, deadline: now.Add(ws.Cfg.QuietPeriod)}
 	ws.addQuiet(now, w.unit, q)
-	ws.quietFile.save(ws.quiet, ws.log)
+	ws.QuietFile.save(ws.Quiet, ws.log)
 	ws.report.draining(w.slot, w.unit, fmt.Sprintf("%s: quiet phase, %s sent to its main process; stop in %s",
-		why, ws.cfg.QuietSignal, ws.cfg.QuietPeriod))
+		why, ws.Cfg.QuietSignal, ws.Cfg.QuietPeriod))
 	// The signal is a job (acting.go): should it fail, the worker is
 	// stopped at once instead, without a quiet phase.
-	ws.callJob(ctx, acting.Other, killMain(w.unit, ws.cfg.QuietSignalNumber), func(err error) {
-		if err == nil || ws.quiet[w.unit] != q || q.stopping {
+	ws.callJob(ctx, acting.Other, killMain(w.unit, ws.Cfg.QuietSignalNumber), func(err error) {
+		if err == nil || ws.Quiet[w.unit] != q || q.stopping {
 			return
 		}
 		ws.log.Event(eventlog.WorkerDraining, eventlog.Warning, ws.workerFields(w.slot, w.unit, eventlog.Fields{"FLEXIQ_ERROR": err.Error()}),
-			"cannot send %s to %s (%v): stopping it without a quiet phase", ws.cfg.QuietSignal, w.unit, err)
+			"cannot send %s to %s (%v): stopping it without a quiet phase", ws.Cfg.QuietSignal, w.unit, err)
 		ws.quietStop(ctx, now, w.unit, q)
 	})
 	return true
@@ -85,27 +85,27 @@ func (ws *workers) retire(ctx context.Context, now time.Time, w *worker, why str
 
 // addQuiet records a quiet worker and wakes the pool's loop when its stop
 // is due, however long the poll interval.
-func (ws *workers) addQuiet(now time.Time, unit string, q *quietUnit) {
-	if ws.quiet == nil {
-		ws.quiet = map[string]*quietUnit{}
+func (ws *Workers) addQuiet(now time.Time, unit string, q *quietUnit) {
+	if ws.Quiet == nil {
+		ws.Quiet = map[string]*quietUnit{}
 	}
 	// A hair late rather than early: the tick it causes must find the
 	// deadline passed.
 	q.timer = time.AfterFunc(max(0, q.deadline.Sub(now))+5*time.Millisecond, ws.kick)
-	ws.quiet[unit] = q
+	ws.Quiet[unit] = q
 }
 
-// quietStep asks for the stop of every quiet worker whose quiet period is
+// QuietStep asks for the stop of every quiet worker whose quiet period is
 // over, and forgets those that are gone (a worker may exit by itself once
 // quiet). It runs after each reconcile.
-func (ws *workers) quietStep(ctx context.Context, now time.Time) {
+func (ws *Workers) QuietStep(ctx context.Context, now time.Time) {
 	changed := false
-	for _, unit := range sortedKeys(ws.quiet) {
-		q := ws.quiet[unit]
-		if _, ok := ws.slots.Draining[unit]; !ok {
+	for _, unit := range sortedKeys(ws.Quiet) {
+		q := ws.Quiet[unit]
+		if _, ok := ws.Slots.Draining[unit]; !ok {
 			// Gone; reconcile has reported its stop.
 			q.timer.Stop()
-			delete(ws.quiet, unit)
+			delete(ws.Quiet, unit)
 			changed = true
 			continue
 		}
@@ -115,14 +115,14 @@ func (ws *workers) quietStep(ctx context.Context, now time.Time) {
 		ws.quietStop(ctx, now, unit, q)
 	}
 	if changed {
-		ws.quietFile.save(ws.quiet, ws.log)
+		ws.QuietFile.save(ws.Quiet, ws.log)
 	}
 }
 
 // quietStop emits the stop of a quiet worker whose quiet period is over;
 // it stays quiet until systemd has taken the stop, and is asked again at
 // the next tick should systemd refuse it.
-func (ws *workers) quietStop(ctx context.Context, now time.Time, unit string, q *quietUnit) {
+func (ws *Workers) quietStop(ctx context.Context, now time.Time, unit string, q *quietUnit) {
 	q.stopping = true
 	ws.callJob(ctx, acting.Stop, stopUnit(unit), func(err error) {
 		q.stopping = false
@@ -133,36 +133,36 @@ func (ws *workers) quietStop(ctx context.Context, now time.Time, unit string, q 
 		}
 		late := now.Sub(q.deadline).Round(time.Millisecond)
 		ws.log.Event(eventlog.WorkerQuiet, eventlog.Info, ws.workerFields(q.slot, unit, eventlog.Fields{"FLEXIQ_LATE_MS": fmt.Sprint(late.Milliseconds())}),
-			"%s of %s over: stopping it (%s, then SIGKILL after %s)", ws.quietName(), unit, ws.cfg.DrainSignal, ws.cfg.DrainTimeout)
-		if ws.quiet[unit] == q {
+			"%s of %s over: stopping it (%s, then SIGKILL after %s)", ws.quietName(), unit, ws.Cfg.DrainSignal, ws.Cfg.DrainTimeout)
+		if ws.Quiet[unit] == q {
 			q.timer.Stop()
-			delete(ws.quiet, unit)
-			ws.quietFile.save(ws.quiet, ws.log)
+			delete(ws.Quiet, unit)
+			ws.QuietFile.save(ws.Quiet, ws.log)
 		}
 	})
 }
 
 // endQuiet cuts every quiet phase short: the pool is being drained
 // entirely (removed, or the daemon stopped), which stops every worker now.
-func (ws *workers) endQuiet(ctx context.Context, now time.Time) {
-	for _, q := range ws.quiet {
+func (ws *Workers) endQuiet(ctx context.Context, now time.Time) {
+	for _, q := range ws.Quiet {
 		q.deadline = now
 	}
-	ws.quietStep(ctx, now)
+	ws.QuietStep(ctx, now)
 }
 
 // quietFile is where the quiet workers are kept: quiet-POOL.json in the
 // runtime directory, beside the state file.
 type quietFile struct {
-	store poolstore.Store[savedQuiet]
+	store poolstore.Store[SavedQuiet]
 	pool  string
 }
 
 func newQuietFile(pool, dir string) quietFile {
-	return quietFile{store: poolstore.Store[savedQuiet]{Dir: dir, Prefix: "quiet-"}, pool: pool}
+	return quietFile{store: poolstore.Store[SavedQuiet]{Dir: dir, Prefix: "quiet-"}, pool: pool}
 }
 
-func (f quietFile) path() string { return f.store.Path(f.pool) }
+func (f quietFile) Path() string { return f.store.Path(f.pool) }
 
 // save writes the quiet workers, atomically; with none, it removes the
 // file. A failure is logged: a restart would then adopt the quiet workers
@@ -172,7 +172,7 @@ func (f quietFile) save(quiet map[string]*quietUnit, log *eventlog.Logger) {
 	if len(quiet) == 0 {
 		err = f.store.Remove(f.pool)
 	} else {
-		st := savedQuiet{Version: quietVersion, Pool: f.pool}
+		st := SavedQuiet{Version: quietVersion, Pool: f.pool}
 		for _, unit := range sortedKeys(quiet) {
 			q := quiet[unit]
 			st.Units = append(st.Units, savedQuietEntry{Unit: unit, Slot: q.slot, Invocation: q.invocation, Deadline: int64(monoSince(q.deadline))})
@@ -187,7 +187,7 @@ func (f quietFile) save(quiet map[string]*quietUnit, log *eventlog.Logger) {
 
 // load reads the quiet workers a previous daemon left; ok is false when
 // there is no file, err says why one is of no use.
-func (f quietFile) load() (st savedQuiet, ok bool, err error) {
+func (f quietFile) load() (st SavedQuiet, ok bool, err error) {
 	st, ok, err = f.store.Load(f.pool)
 	if ok && err == nil && (st.Version != quietVersion || st.Pool != f.pool) {
 		err = fmt.Errorf("version %d of pool %q, want version %d of %q", st.Version, st.Pool, quietVersion, f.pool)
@@ -195,17 +195,17 @@ func (f quietFile) load() (st savedQuiet, ok bool, err error) {
 	return st, ok, err
 }
 
-// restoreQuiet reads the quiet workers a previous daemon left, before the
+// RestoreQuiet reads the quiet workers a previous daemon left, before the
 // first reconcile: those still running the same invocation are draining,
 // with their deadlines. A worker whose stop is already under way, that is
 // gone, or that was restarted since, is not quiet any more.
-func (ws *workers) restoreQuiet(now time.Time, existing []units.Worker) {
-	st, ok, err := ws.quietFile.load()
+func (ws *Workers) RestoreQuiet(now time.Time, existing []units.Worker) {
+	st, ok, err := ws.QuietFile.load()
 	if !ok {
 		return
 	}
 	if err != nil {
-		ws.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "ignoring its quiet workers file %s: %v", ws.quietFile.path(), err)
+		ws.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "ignoring its quiet workers file %s: %v", ws.QuietFile.Path(), err)
 		return
 	}
 	byUnit := indexByUnit(existing)
@@ -218,18 +218,18 @@ func (ws *workers) restoreQuiet(now time.Time, existing []units.Worker) {
 			continue
 		}
 		deadline := monoTime(time.Duration(e.Deadline))
-		ws.slots.Draining[e.Unit] = drainingUnit{Slot: e.Slot, Ours: true}
+		ws.Slots.Draining[e.Unit] = drainingUnit{Slot: e.Slot, Ours: true}
 		ws.addQuiet(now, e.Unit, &quietUnit{slot: e.Slot, invocation: w.InvocationID, deadline: deadline})
 		ws.log.Event(eventlog.Lifecycle, eventlog.Info, ws.workerFields(e.Slot, e.Unit, nil),
 			"resumed the quiet phase of %s: its stop is due in %s", e.Unit, max(0, deadline.Sub(now)).Round(time.Millisecond))
 	}
-	ws.quietFile.save(ws.quiet, ws.log)
+	ws.QuietFile.save(ws.Quiet, ws.log)
 }
 
 // quietName is what the journal calls the phase: a service replica's is
 // its drain period, after it has left discovery (publish.go).
-func (ws *workers) quietName() string {
-	if ws.svc != nil {
+func (ws *Workers) quietName() string {
+	if ws.Svc != nil {
 		return "drain period"
 	}
 	return "quiet phase"

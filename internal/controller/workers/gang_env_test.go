@@ -1,4 +1,4 @@
-package controller
+package workers
 
 import (
 	"errors"
@@ -28,7 +28,7 @@ func TestGangPortsFor(t *testing.T) {
 	}
 	for _, tc := range cases {
 		next, closed := 0, 0
-		pp := portPlan{ports: ports, size: tc.size, pick: seqPorts{next: &next, closed: &closed}.pick}
+		pp := portPlan{ports: ports, size: tc.size, pick: seqPorts{next: &next, closed: &closed}.Pick}
 		got, err := pp.portsFor(tc.slot, tc.rank)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
@@ -38,7 +38,7 @@ func TestGangPortsFor(t *testing.T) {
 		}
 	}
 	next, closed := 0, 0
-	pp := portPlan{ports: ports, size: 2, pick: seqPorts{next: &next, closed: &closed, err: errors.New("no ports left")}.pick}
+	pp := portPlan{ports: ports, size: 2, pick: seqPorts{next: &next, closed: &closed, err: errors.New("no ports left")}.Pick}
 	if _, err := pp.portsFor(2, 1); err == nil || !strings.Contains(err.Error(), "port metrics of slot 2 rank 1: no ports left") {
 		t.Errorf("pick error = %v", err)
 	}
@@ -70,7 +70,7 @@ func TestGroupRanksEnvironment(t *testing.T) {
 	}
 	for _, tc := range cases {
 		next, closed := 0, 0
-		got, err := groupRanks(&tc.svc, 2, tc.slot, seqPorts{next: &next, closed: &closed}.pick, tc.cpus)
+		got, err := groupRanks(&tc.svc, 2, tc.slot, seqPorts{next: &next, closed: &closed}.Pick, tc.cpus)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -120,7 +120,7 @@ func TestFreePorts(t *testing.T) {
 	p := newFreePorts()
 	seen := map[int]bool{}
 	for range 3 {
-		port, err := p.pick()
+		port, err := p.Pick()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +129,7 @@ func TestFreePorts(t *testing.T) {
 		}
 		seen[port] = true
 	}
-	p.close()
+	p.Close()
 	for port := range seen {
 		l, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(port)))
 		if err != nil {
@@ -156,3 +156,22 @@ func TestRankOf(t *testing.T) {
 		}
 	}
 }
+
+// seqPorts picks ports from 40000 up, as a kernel with nothing else
+// listening would.
+type seqPorts struct {
+	next   *int
+	closed *int
+	err    error
+}
+
+func (s seqPorts) Pick() (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	p := 40000 + *s.next
+	*s.next++
+	return p, nil
+}
+
+func (s seqPorts) Close() { *s.closed++ }

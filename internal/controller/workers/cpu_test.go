@@ -1,4 +1,4 @@
-package controller
+package workers
 
 import (
 	"testing"
@@ -20,9 +20,9 @@ func TestCPUWindow(t *testing.T) {
 		{"no CPU in the policy: half a minute", 5 * time.Second, 0, config.PolicyHPA, idleCPUWindow},
 		{"a slow poll is slower still", 2 * time.Minute, 0, config.PolicyHPA, time.Minute},
 	} {
-		p := &Pool{cfg: &config.Pool{PollInterval: c.poll, TargetCPUUtilisation: c.targetCPU}}
-		p.cfg.Scaling.Policy = c.policy
-		if got := cpuWindow(p.cfg); got != c.want {
+		cfg := &config.Pool{PollInterval: c.poll, TargetCPUUtilisation: c.targetCPU}
+		cfg.Scaling.Policy = c.policy
+		if got := cpuWindow(cfg); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}

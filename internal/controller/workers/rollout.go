@@ -1,4 +1,4 @@
-package controller
+package workers
 
 import (
 	"context"
@@ -22,15 +22,15 @@ import (
 // Description; `flexiq-scaled roll` changes the nonce that goes into it, to
 // replace workers after a deploy with no change to the configuration.
 type rollout struct {
-	nonce  string // from the last Roll; part of the revision
-	reason string // why the current rollout began, for the journal
+	Nonce  string // from the last Roll; part of the revision
+	Reason string // why the current rollout began, for the journal
 	active bool   // a rollout is under way: its end gets a journal entry
 	from   int    // how many workers were outdated when it began
 }
 
-// revision names the pool's current worker definition.
-func (ws *workers) revision() string {
-	return specRevision(revisionSpec(ws.cfg), ws.roll.nonce)
+// Revision names the pool's current worker definition.
+func (ws *Workers) Revision() string {
+	return specRevision(revisionSpec(ws.Cfg), ws.Roll.Nonce)
 }
 
 // specRevision hashes a worker definition (slot aside). Only fields that are
@@ -57,56 +57,56 @@ func specRevision(s units.WorkerSpec, nonce string) string {
 // maxSurge is how many workers a rollout may start beyond the current count.
 func maxSurge(c *config.Pool) int { return max(c.MaxSurge, 1) }
 
-// rolloutStep replaces up to max_surge outdated workers: starts as many new
+// RolloutStep replaces up to max_surge outdated workers: starts as many new
 // ones, and drains an old one as each new one's start goes through.
-func (ws *workers) rolloutStep(ctx context.Context, now time.Time) {
-	if ws.stopping {
+func (ws *Workers) RolloutStep(ctx context.Context, now time.Time) {
+	if ws.Stopping {
 		return
 	}
-	rev := ws.revision()
-	var old []*worker
-	for _, w := range ws.slots.LiveWorkers() {
+	rev := ws.Revision()
+	var old []*Worker
+	for _, w := range ws.Slots.LiveWorkers() {
 		if outdated(w, rev) {
 			old = append(old, w)
 		}
 	}
 	if len(old) == 0 {
-		if ws.roll.active {
-			ws.roll.active = false
+		if ws.Roll.active {
+			ws.Roll.active = false
 			ws.log.Event(eventlog.RolloutDone, eventlog.Notice, eventlog.Fields{"FLEXIQ_REVISION": rev},
-				"rollout done: all %d workers run revision %s", len(ws.slots.Live), rev)
+				"rollout done: all %d workers run revision %s", len(ws.Slots.Live), rev)
 		}
 		return
 	}
-	if !ws.roll.active {
-		ws.roll.active, ws.roll.from = true, len(old)
-		why := ws.roll.reason
+	if !ws.Roll.active {
+		ws.Roll.active, ws.Roll.from = true, len(old)
+		why := ws.Roll.Reason
 		if why == "" {
 			why = "the worker definition changed"
 		}
 		ws.log.Event(eventlog.RolloutProgress, eventlog.Notice, eventlog.Fields{
 			"FLEXIQ_REVISION": rev, "FLEXIQ_REMAINING": strconv.Itoa(len(old)),
-		}, "rollout to revision %s begins (%s): %d workers to replace, %d at a time", rev, why, len(old), maxSurge(ws.cfg))
+		}, "rollout to revision %s begins (%s): %d workers to replace, %d at a time", rev, why, len(old), maxSurge(ws.Cfg))
 	}
-	if ws.svc != nil {
+	if ws.Svc != nil {
 		ws.serviceRolloutStep(ctx, now, old, rev)
 		return
 	}
-	ws.startWorkers(ctx, now, ws.ready.Surge(ctx, now, ws.cfg, min(maxSurge(ws.cfg), len(old))), "rollout", func(nw *worker) {
+	ws.StartWorkers(ctx, now, ws.Ready.Surge(ctx, now, ws.Cfg, min(maxSurge(ws.Cfg), len(old))), "rollout", func(nw *Worker) {
 		ws.replaceOutdated(ctx, nw, rev)
 	})
 }
 
 // replaceOutdated drains the outdated worker that nw, just started,
 // replaces: the first victim among those still live.
-func (ws *workers) replaceOutdated(ctx context.Context, nw *worker, rev string) {
-	var old []*worker
-	for _, w := range ws.slots.LiveWorkers() {
+func (ws *Workers) replaceOutdated(ctx context.Context, nw *Worker, rev string) {
+	var old []*Worker
+	for _, w := range ws.Slots.LiveWorkers() {
 		if outdated(w, rev) {
 			old = append(old, w)
 		}
 	}
-	for _, w := range pickVictims(old, 1, rev) {
+	for _, w := range PickVictims(old, 1, rev) {
 		if !ws.stopWorker(ctx, w, "rollout: replaced by "+nw.unit) {
 			continue
 		}
@@ -114,7 +114,7 @@ func (ws *workers) replaceOutdated(ctx context.Context, nw *worker, rev string) 
 		ws.log.Event(eventlog.RolloutProgress, eventlog.Info, eventlog.Fields{
 			"FLEXIQ_REVISION": rev, "FLEXIQ_OLD_REVISION": w.revision, "FLEXIQ_REMAINING": strconv.Itoa(left),
 			"FLEXIQ_UNIT": w.unit, "FLEXIQ_NEW_UNIT": nw.unit,
-		}, "rollout: %s replaced by %s; %d of %d left", w.unit, nw.unit, left, ws.roll.from)
+		}, "rollout: %s replaced by %s; %d of %d left", w.unit, nw.unit, left, ws.Roll.from)
 	}
 }
 
@@ -122,25 +122,25 @@ func (ws *workers) replaceOutdated(ctx context.Context, nw *worker, rev string) 
 // replaces an old one only once it is ready, so the ready count never
 // dips. Old replicas leave as new ones beyond the target become ready;
 // the next surge starts once the last one is ready.
-func (ws *workers) serviceRolloutStep(ctx context.Context, now time.Time, old []*worker, rev string) {
+func (ws *Workers) serviceRolloutStep(ctx context.Context, now time.Time, old []*Worker, rev string) {
 	pending := 0
-	for _, w := range ws.slots.LiveWorkers() {
+	for _, w := range ws.Slots.LiveWorkers() {
 		if !outdated(w, rev) && w.rd != repReady {
 			pending++
 		}
 	}
-	surplus := min(len(old), max(0, len(ws.slots.Live)-max(ws.target, ws.cfg.MinWorkers)-pending))
-	for i, w := range pickVictims(old, surplus, rev) {
+	surplus := min(len(old), max(0, len(ws.Slots.Live)-max(ws.Target, ws.Cfg.MinWorkers)-pending))
+	for i, w := range PickVictims(old, surplus, rev) {
 		if !ws.retire(ctx, now, w, "rollout: replaced by a ready replica of revision "+rev) {
 			continue
 		}
 		ws.log.Event(eventlog.RolloutProgress, eventlog.Info, eventlog.Fields{
 			"FLEXIQ_REVISION": rev, "FLEXIQ_OLD_REVISION": w.revision, "FLEXIQ_REMAINING": strconv.Itoa(len(old) - i - 1),
 			"FLEXIQ_UNIT": w.unit,
-		}, "rollout: %s leaves; %d of %d left", w.unit, len(old)-i-1, ws.roll.from)
+		}, "rollout: %s leaves; %d of %d left", w.unit, len(old)-i-1, ws.Roll.from)
 	}
 	if pending > 0 || surplus == len(old) {
 		return
 	}
-	ws.startWorkers(ctx, now, ws.ready.Surge(ctx, now, ws.cfg, min(maxSurge(ws.cfg), len(old)-surplus)), "rollout", nil)
+	ws.StartWorkers(ctx, now, ws.Ready.Surge(ctx, now, ws.Cfg, min(maxSurge(ws.Cfg), len(old)-surplus)), "rollout", nil)
 }
