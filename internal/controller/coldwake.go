@@ -10,9 +10,9 @@ package controller
 // confused with wake.go: the early ticks of a source's wake-ups.
 //
 // The state is shared with the control API's goroutines under its own
-// lock; the loop writes what it knows (the ready set, the settings) at
-// every snapshot (noteWake), and reads the hold at every decision
-// (applyWake).
+// lock (ColdWake); the loop writes what it knows (the ready set, the
+// settings) at every snapshot (note), and reads the hold at every decision
+// (apply).
 
 import (
 	"context"
@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
+	"github.com/flexiq/flexiq-scaled/internal/config"
+	"github.com/flexiq/flexiq-scaled/internal/controller/workers"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 )
@@ -32,7 +34,16 @@ import (
 // ErrNoWake: the pool has no wake address.
 var ErrNoWake = errors.New("the pool has no wake address ([pools.NAME.service.wake])")
 
-type coldWake struct {
+// ColdWake is a pool's wake address as the control API sees it: the
+// requests of the wake process, and what the loop last told of the pool.
+type ColdWake struct {
+	// pool names the pool in replies; kick wakes its loop for a tick now;
+	// clock is the pool's.
+	pool  string
+	kick  func()
+	clock func() time.Time
+	log   *eventlog.Logger
+
 	mu sync.Mutex
 	// As the loop last wrote them: the wake address ("" = none), its
 	// mode and hold, and the ready replicas' addresses of the wake port.
@@ -50,10 +61,12 @@ type coldWake struct {
 	logged time.Time
 }
 
-// Wake is a wake request from the wake process (req.Wake) and its report.
-func (p *Pool) Wake(req api.WakeRequest) (api.WakeResponse, error) {
-	c := &p.cold
-	now := p.clock()
+// ColdWake is the pool's wake address, for the control API.
+func (p *Pool) ColdWake() *ColdWake { return &p.cold }
+
+// Request is a wake request from the wake process (req.Wake) and its report.
+func (c *ColdWake) Request(req api.WakeRequest) (api.WakeResponse, error) {
+	now := c.clock()
 	c.mu.Lock()
 	if c.listen == "" {
 		c.mu.Unlock()
@@ -62,7 +75,7 @@ func (p *Pool) Wake(req api.WakeRequest) (api.WakeResponse, error) {
 	c.stats = req.WakeStats
 	if !req.Wake {
 		c.mu.Unlock()
-		return api.WakeResponse{Pool: p.name}, nil
+		return api.WakeResponse{Pool: c.pool}, nil
 	}
 	c.requests++
 	first := !now.Before(c.until)
@@ -70,18 +83,17 @@ func (p *Pool) Wake(req api.WakeRequest) (api.WakeResponse, error) {
 	listen, held := c.listen, req.Held
 	c.mu.Unlock()
 	if first {
-		p.log.Event(eventlog.WakeRequested, eventlog.Info, eventlog.Fields{
+		c.log.Event(eventlog.WakeRequested, eventlog.Info, eventlog.Fields{
 			"FLEXIQ_WAKE_ADDRESS": listen, "FLEXIQ_HELD": strconv.FormatInt(held, 10),
 		}, "woken by a connection at its wake address %s (%d held): scaling to one replica at least", listen, held)
 	}
-	p.wake.kick()
-	return api.WakeResponse{Pool: p.name, Woken: true}, nil
+	c.kick()
+	return api.WakeResponse{Pool: c.pool, Woken: true}, nil
 }
 
-// WakeReady returns the ready replicas' wake-port addresses once their
+// Ready returns the ready replicas' wake-port addresses once their
 // generation differs from after, or when wait has passed or ctx ended.
-func (p *Pool) WakeReady(ctx context.Context, after uint64, wait time.Duration) (api.WakeReady, error) {
-	c := &p.cold
+func (c *ColdWake) Ready(ctx context.Context, after uint64, wait time.Duration) (api.WakeReady, error) {
 	var timeout <-chan time.Time
 	if wait > 0 {
 		t := time.NewTimer(wait)
@@ -112,38 +124,36 @@ func (p *Pool) WakeReady(ctx context.Context, after uint64, wait time.Duration) 
 	}
 }
 
-// WakeView is what status shows of the wake address; nil when none.
-func (p *Pool) WakeView() *api.WakeView {
-	c := &p.cold
+// View is what status shows of the wake address; nil when none.
+func (c *ColdWake) View() *api.WakeView {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.listen == "" {
 		return nil
 	}
 	return &api.WakeView{Address: c.listen, Mode: c.mode, Requests: c.requests,
-		Holding: p.clock().Before(c.until), WakeStats: c.stats}
+		Holding: c.clock().Before(c.until), WakeStats: c.stats}
 }
 
-// noteWake writes what the loop knows for the wake address's readers:
-// the settings, and the ready replicas, a new generation when they
-// changed. The owner calls it at every snapshot.
 // storeSnapshot publishes the pool's snapshot, and to the wake address's
-// holder what it needs of it (noteWake).
+// readers what they need of it.
 func (p *Pool) storeSnapshot() {
-	p.noteWake()
+	p.cold.note(p.cfg, p.workers)
 	p.pub.Store()
 }
 
-func (p *Pool) noteWake() {
-	c := &p.cold
+// note writes what the loop knows for the wake address's readers: the
+// settings, and the ready replicas, a new generation when they changed.
+// The owner calls it at every snapshot.
+func (c *ColdWake) note(cfg *config.Pool, ws *workers.Workers) {
 	var listen, mode, port string
 	var hold time.Duration
-	if s := p.cfg.Service; s != nil && s.Wake.Listen != "" {
+	if s := cfg.Service; s != nil && s.Wake.Listen != "" {
 		listen, mode, port, hold = s.Wake.Listen, s.Wake.Mode, s.Wake.Port, s.Wake.HoldTimeout
 	}
 	var addrs []string
-	if listen != "" && p.workers != nil && p.workers.Svc != nil {
-		set, _ := p.workers.Svc.ReadySet()
+	if listen != "" && ws != nil && ws.Svc != nil {
+		set, _ := ws.Svc.ReadySet()
 		for _, r := range set.Leaders() {
 			if n, ok := r.Ports[port]; ok {
 				addrs = append(addrs, net.JoinHostPort(r.Address, strconv.Itoa(n)))
@@ -164,19 +174,18 @@ func (p *Pool) noteWake() {
 	}
 }
 
-// applyWake holds the pool at one replica at least while a wake-up holds
-// it, unless the operator's pause or pin has the last word.
-func (p *Pool) applyWake(wall time.Time, d policy.Decision, e *api.Explanation) policy.Decision {
-	c := &p.cold
-	now := p.clock()
+// apply holds the pool at one replica at least while a wake-up holds it,
+// unless the operator's pause or pin (overridden) has the last word.
+func (c *ColdWake) apply(d policy.Decision, e *api.Explanation, overridden bool, maxWorkers int) policy.Decision {
+	now := c.clock()
 	c.mu.Lock()
 	until, listen := c.until, c.listen
 	c.mu.Unlock()
-	if listen == "" || !now.Before(until) || d.Desired >= 1 || p.override.Active(wall) {
+	if listen == "" || !now.Before(until) || d.Desired >= 1 || overridden {
 		return d
 	}
 	would := d
-	d.Desired = min(1, p.cfg.MaxWorkers)
+	d.Desired = min(1, maxWorkers)
 	d.Action = policy.Stable
 	if d.Desired > d.Current {
 		d.Action = policy.ScaleUp

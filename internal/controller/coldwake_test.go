@@ -50,17 +50,17 @@ func TestWakeScalesFromZeroAndBack(t *testing.T) {
 	if n := p.workers.Live(); n != 0 {
 		t.Fatalf("%d live before the wake, want 0", n)
 	}
-	r0, err := p.WakeReady(context.Background(), 0, 0)
+	r0, err := p.ColdWake().Ready(context.Background(), 0, 0)
 	if err != nil || len(r0.Addrs) != 0 || r0.Generation == 0 {
 		t.Fatalf("ready before the wake: %+v, %v", r0, err)
 	}
 	// A long poll waits for the replica.
 	polled := make(chan api.WakeReady, 1)
 	go func() {
-		r, _ := p.WakeReady(context.Background(), r0.Generation, 5*time.Second)
+		r, _ := p.ColdWake().Ready(context.Background(), r0.Generation, 5*time.Second)
 		polled <- r
 	}()
-	resp, err := p.Wake(api.WakeRequest{Wake: true, WakeStats: api.WakeStats{Held: 1}})
+	resp, err := p.ColdWake().Request(api.WakeRequest{Wake: true, WakeStats: api.WakeStats{Held: 1}})
 	if err != nil || !resp.Woken {
 		t.Fatalf("Wake: %+v, %v", resp, err)
 	}
@@ -87,7 +87,7 @@ func TestWakeScalesFromZeroAndBack(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the long poll did not see the ready replica")
 	}
-	if v := p.WakeView(); v == nil || !v.Holding || v.Requests != 1 || v.Held != 1 {
+	if v := p.ColdWake().View(); v == nil || !v.Holding || v.Requests != 1 || v.Held != 1 {
 		t.Errorf("WakeView %+v", v)
 	}
 	// Within the hold, the policy's 0 is held at 1.
@@ -115,14 +115,14 @@ func containsStep(e api.Explanation, name string) bool {
 // woken (the operator's override has the last word).
 func TestWakeRefusedOrOverridden(t *testing.T) {
 	sr := newServiceRig(t, config.ReadyActive, 0)
-	if _, err := sr.pool.Wake(api.WakeRequest{Wake: true}); !errors.Is(err, ErrNoWake) {
+	if _, err := sr.pool.ColdWake().Request(api.WakeRequest{Wake: true}); !errors.Is(err, ErrNoWake) {
 		t.Errorf("a pool without a wake address: %v, want ErrNoWake", err)
 	}
 	w := wakeRig(t)
 	if _, err := w.pool.SetOverride(api.Override{Kind: api.OverridePaused}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.pool.Wake(api.WakeRequest{Wake: true}); err != nil {
+	if _, err := w.pool.ColdWake().Request(api.WakeRequest{Wake: true}); err != nil {
 		t.Fatal(err)
 	}
 	w.tick(100 * time.Millisecond)
@@ -147,7 +147,7 @@ func TestWakeBranchBeforeLastReplicaStops(t *testing.T) {
 	if got := upstream(); got != "server 127.0.0.1:18080;\n" {
 		t.Fatalf("at zero the upstream is %q, want the wake address", got)
 	}
-	if _, err := sr.pool.Wake(api.WakeRequest{Wake: true}); err != nil {
+	if _, err := sr.pool.ColdWake().Request(api.WakeRequest{Wake: true}); err != nil {
 		t.Fatal(err)
 	}
 	sr.tick(100 * time.Millisecond)

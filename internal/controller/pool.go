@@ -181,7 +181,7 @@ type Pool struct {
 	inLoop  bool
 	wake    wakeup
 	watch   watch.Watch          // the source's wake-up (package watch)
-	cold    coldWake             // the wake address's requests (coldwake.go)
+	cold    ColdWake             // the wake address's requests (coldwake.go)
 	reading *pendingRead         // the tick waiting for its calls (loop.go)
 	parked  *parkedTick          // the tick waiting for its replacements (loop.go)
 	lastObs snapshot.Observation // the tick's reading, for its report
@@ -219,6 +219,7 @@ func NewPool(cfg *config.Pool, u Units, log *eventlog.Logger, opts Options) (*Po
 	}
 	p.override = override.New(cfg.Name, opts.OverrideDir, log, opts.WallClock, overrideChanged(p))
 	p.wall = p.override.Now
+	p.cold.pool, p.cold.kick, p.cold.clock, p.cold.log = p.name, p.wake.kick, p.clock, log
 	p.workers = workers.New(workers.Deps{Name: p.name, Units: p.units, Jobs: p.acting, Log: p.log, Ledger: opts.Ledger, StateDir: opts.StateDir, Kick: p.wake.kick, Cfg: p.cfg})
 	p.watch = watch.New(log, p.clock, fleetWake(p.wake.kick, &p.flWake))
 	p.workers.Ready = workers.NewGate(p.workers)
@@ -276,7 +277,7 @@ func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 	p.workers.QuietStep(ctx, now)
 	adopted := p.workers.Live()
 	p.workers.Target = max(adopted, p.cfg.MinWorkers)
-	p.restoreState(now)
+	p.state.restoreInto(now, p.cfg, p.workers, p.dec.Memory(), p.log)
 	// As the HPA does for a target it has no history of, the count found
 	// counts as a recommendation made now, so that the first ticks cannot
 	// drop below it within the scale-down window. With a restored history
@@ -296,7 +297,7 @@ func (p *Pool) start(ctx context.Context, existing []units.Worker) bool {
 	p.workers.StartUpTo(ctx, now, p.workers.Target, "min_workers")
 	p.settleOutside()
 	p.workers.Svc.PublishReady(ctx, now)
-	p.saveState(now)
+	p.state.saveFrom(now, p.workers, p.dec.Memory(), p.log)
 	changed := p.pub.Publish(p.facts(now), nil, nil, existing, nil)
 	return changed
 }
@@ -352,7 +353,7 @@ func (p *Pool) Roll(reason string) {
 	p.do(func() {
 		p.workers.Roll.Nonce = fmt.Sprintf("%d", time.Now().UnixNano())
 		p.workers.Roll.Reason = reason
-		p.saveState(p.clock())
+		p.state.saveFrom(p.clock(), p.workers, p.dec.Memory(), p.log)
 		p.acting.Supersede()
 		p.wake.kick()
 	})

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/config"
 	"github.com/flexiq/flexiq-scaled/internal/controller/decide"
+	"github.com/flexiq/flexiq-scaled/internal/controller/workers"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/internal/policy"
 	"github.com/flexiq/flexiq-scaled/internal/poolstore"
@@ -52,7 +54,7 @@ type savedBackoff struct {
 
 // stateFile is the pool's state file: pool-POOL.json in the runtime
 // directory. It reads and writes the file; what goes in it is the pool's
-// (saveState, restoreState).
+// (saveFrom, restoreInto).
 type stateFile struct {
 	pool  string
 	store poolstore.Store[savedState]
@@ -107,17 +109,18 @@ func (f stateFile) load(now time.Time, longest time.Duration) (st *savedState, r
 	return nil, roll, fmt.Sprintf("%s: %s", f.path(), why)
 }
 
-// saveState writes what the pool decided to the state file.
-func (p *Pool) saveState(now time.Time) {
-	if p.state.path() == "" {
+// saveFrom writes what the pool decided (the workers' target, rollout and
+// backoffs, the decision's memory) to the state file.
+func (f stateFile) saveFrom(now time.Time, ws *workers.Workers, mem *decide.Local, log *eventlog.Logger) {
+	if f.path() == "" {
 		return
 	}
-	st := savedState{Version: stateVersion, Pool: p.name, SavedAt: int64(monoSince(now)), Target: p.workers.Target, Roll: p.workers.Roll.Nonce,
-		SavedScaling: p.dec.Memory().SaveScaling()}
-	for _, s := range p.dec.Memory().Recommender().History() {
+	st := savedState{Version: stateVersion, Pool: f.pool, SavedAt: int64(monoSince(now)), Target: ws.Target, Roll: ws.Roll.Nonce,
+		SavedScaling: mem.SaveScaling()}
+	for _, s := range mem.Recommender().History() {
 		st.History = append(st.History, savedSample{At: int64(monoSince(s.At)), Raw: s.Raw})
 	}
-	for slot, b := range p.workers.Slots.Backoff {
+	for slot, b := range ws.Slots.Backoff {
 		if now.Before(b.Until) || b.Delay > slots.BackoffMin {
 			if st.Backoff == nil {
 				st.Backoff = map[int]savedBackoff{}
@@ -125,7 +128,7 @@ func (p *Pool) saveState(now time.Time) {
 			st.Backoff[slot] = savedBackoff{Delay: int64(b.Delay), Until: int64(monoSince(b.Until))}
 		}
 	}
-	p.state.save(now, st, p.log)
+	f.save(now, st, log)
 }
 
 // parseState checks a state file's content for the pool at now.
@@ -149,31 +152,32 @@ func parseState(b []byte, pool string, now time.Time, longest time.Duration) (*s
 	return &st, ""
 }
 
-// restoreState applies the state file at start, and says what it did.
-func (p *Pool) restoreState(now time.Time) {
-	st, roll, why := p.state.load(now, max(p.cfg.ScaleUpWindow, p.cfg.ScaleDownWindow, slots.BackoffMax, p.dec.Memory().ScalingLongest()))
+// restoreInto applies the state file to the workers and the decision's
+// memory at start, and says what it did.
+func (f stateFile) restoreInto(now time.Time, cfg *config.Pool, ws *workers.Workers, mem *decide.Local, log *eventlog.Logger) {
+	st, roll, why := f.load(now, max(cfg.ScaleUpWindow, cfg.ScaleDownWindow, slots.BackoffMax, mem.ScalingLongest()))
 	if st == nil {
-		if p.workers.Roll.Nonce == "" {
-			p.workers.Roll.Nonce = roll
+		if ws.Roll.Nonce == "" {
+			ws.Roll.Nonce = roll
 		}
 		if why != "" {
-			p.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "ignoring its state file: %s", why)
+			log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "ignoring its state file: %s", why)
 		}
 		return
 	}
-	p.workers.Target = st.Target
-	p.workers.Roll.Nonce = st.Roll
+	ws.Target = st.Target
+	ws.Roll.Nonce = st.Roll
 	samples := make([]policy.Sample, 0, len(st.History))
 	for _, s := range st.History {
 		samples = append(samples, policy.Sample{At: monoTime(time.Duration(s.At)), Raw: s.Raw})
 	}
-	p.dec.Memory().Recommender().Restore(now, samples)
-	p.dec.Memory().RestoreScaling(now, st.SavedScaling)
+	mem.Recommender().Restore(now, samples)
+	mem.RestoreScaling(now, st.SavedScaling)
 	for slot, b := range st.Backoff {
 		if slot > 0 && b.Delay > 0 {
-			p.workers.Slots.Backoff[slot] = &slots.Backoff{Delay: time.Duration(b.Delay), Until: monoTime(time.Duration(b.Until))}
+			ws.Slots.Backoff[slot] = &slots.Backoff{Delay: time.Duration(b.Delay), Until: monoTime(time.Duration(b.Until))}
 		}
 	}
-	p.log.Event(eventlog.Lifecycle, eventlog.Info, nil,
-		"restored its state from %s: target %d, %d recommendations in its windows", p.state.path(), p.workers.Target, len(st.History))
+	log.Event(eventlog.Lifecycle, eventlog.Info, nil,
+		"restored its state from %s: target %d, %d recommendations in its windows", f.path(), ws.Target, len(st.History))
 }

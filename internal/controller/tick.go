@@ -128,7 +128,7 @@ func (p *Pool) endTick(ctx context.Context, run *tickRun, read decide.Observed) 
 	d, e, obs, counts, srcErr := t.D, t.E, t.Obs, t.Counts, t.SrcErr
 	wall := p.wall()
 	d = p.override.Apply(wall, d, e, p.workers.Target, p.cfg.MaxWorkers)
-	d = p.applyWake(wall, d, e)
+	d = p.cold.apply(d, e, p.override.Active(wall), p.cfg.MaxWorkers)
 	if dryRun(p.cfg) {
 		p.override.WouldScale(d, e)
 	}
@@ -149,7 +149,7 @@ func (p *Pool) endTick(ctx context.Context, run *tickRun, read decide.Observed) 
 	}
 	p.workers.Svc.PublishReady(ctx, now)
 	p.workers.Recount()
-	p.saveState(now)
+	p.state.saveFrom(now, p.workers, p.dec.Memory(), p.log)
 	var c *source.Counts
 	if srcErr == nil && !t.Unread {
 		c = &counts

@@ -124,7 +124,7 @@ func views(ps []*controller.Pool) []api.View {
 	vs := make([]api.View, len(ps))
 	for i, p := range ps {
 		vs[i] = p.View()
-		vs[i].Wake = p.WakeView()
+		vs[i].Wake = p.ColdWake().View()
 	}
 	return vs
 }

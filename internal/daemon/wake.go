@@ -27,7 +27,7 @@ func (d *daemon) Wake(name string, req api.WakeRequest) (api.WakeResponse, error
 	if err != nil {
 		return api.WakeResponse{}, err
 	}
-	resp, err := p.Wake(req)
+	resp, err := p.ColdWake().Request(req)
 	if err == controller.ErrNoWake {
 		return resp, fmt.Errorf("pool %s: %w", name, ctlsock.ErrNoWake)
 	}
@@ -46,7 +46,7 @@ func (d *daemon) WakeReady(ctx context.Context, name string, after uint64, wait 
 	if err != nil {
 		return api.WakeReady{}, err
 	}
-	r, err := p.WakeReady(ctx, after, wait)
+	r, err := p.ColdWake().Ready(ctx, after, wait)
 	if err == controller.ErrNoWake {
 		return r, fmt.Errorf("pool %s: %w", name, ctlsock.ErrNoWake)
 	}
