@@ -45,7 +45,10 @@ type Target struct {
 	// StartPeriod, when set below Spec.Period, is the period until the
 	// target is first ready: a replica that a request waits for (a pool
 	// woken from zero, issue 29) is admitted within StartPeriod of its
-	// readiness rather than within Spec.Period. At least Quantum in effect.
+	// readiness rather than within Spec.Period. Below Quantum, the
+	// scheduler wakes for such a target at its exact due time rather than
+	// on the quantum's grain (hurried): a wake every StartPeriod for as long
+	// as it starts, not for the ready ones.
 	StartPeriod time.Duration
 }
 
@@ -271,10 +274,10 @@ func jitter(id string, period time.Duration) time.Duration {
 func (p *Prober) schedule() {
 	defer p.wg.Done()
 	for {
-		next, ok := p.dispatchDue()
+		wake, ok := p.dispatchDue()
 		var timer <-chan time.Time
 		if ok {
-			timer = p.clock.At(wakeAt(next, p.quantum))
+			timer = p.clock.At(wake)
 		}
 		select {
 		case <-timer:
@@ -296,7 +299,17 @@ func wakeAt(next time.Time, quantum time.Duration) time.Time {
 	return next
 }
 
-// dispatchDue starts every due attempt and returns when the next is due.
+// hurried says whether t is still starting with a StartPeriod below the
+// quantum: a held request may be waiting for it (issue 29), and on the
+// quantum's grain a 25 ms StartPeriod would be a 100 ms one, so the
+// scheduler wakes for it at its exact due time.
+func (t *target) hurried(quantum time.Duration) bool {
+	return !t.everReady && t.StartPeriod > 0 && t.StartPeriod < quantum
+}
+
+// dispatchDue starts every due attempt and returns when to wake next: the
+// next due time on the quantum's grain, or a hurried target's exact one
+// when that is sooner.
 func (p *Prober) dispatchDue() (time.Time, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -308,7 +321,7 @@ func (p *Prober) dispatchDue() (time.Time, bool) {
 			continue
 		}
 		if t.next.After(now) {
-			return t.next, true
+			return p.wakeFor(t.next), true
 		}
 		// Fixed rate from the phase the jitter set; rounds missed while the
 		// daemon was busy (or an attempt still ran) are skipped, not made up.
@@ -326,6 +339,19 @@ func (p *Prober) dispatchDue() (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
+}
+
+// wakeFor is when to wake for the next attempt, due at next: on the
+// quantum's grain, unless a hurried target is due before that. The scan
+// is of the targets in the heap (a few hundred at most), once per wake.
+func (p *Prober) wakeFor(next time.Time) time.Time {
+	wake := wakeAt(next, p.quantum)
+	for _, t := range p.due {
+		if !t.removed && t.hurried(p.quantum) && t.next.Before(wake) {
+			wake = t.next
+		}
+	}
+	return wake
 }
 
 func (p *Prober) attempt(t *target) {

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -337,5 +338,77 @@ func TestProberStartPeriod(t *testing.T) {
 	r.p.mu.Unlock()
 	if want := start.Add(j + 1300*time.Millisecond); !next.Equal(want) {
 		t.Errorf("once ready, next attempt due at +%v, want +%v", next.Sub(start), want.Sub(start))
+	}
+}
+
+// A target still starting with a StartPeriod below the quantum is woken
+// for at its exact due time, not on the quantum's grain (which would make
+// a 25 ms StartPeriod a 100 ms one), even behind a target due earlier; a
+// ready one, or one without a StartPeriod, stays on the grain.
+func TestProberHurriedWake(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		startPeriod time.Duration
+		wantExact   bool
+	}{
+		{"starting, 25 ms", 25 * time.Millisecond, true},
+		{"starting, at the quantum", Quantum, false},
+		{"no start period", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := &fakeClock{now: time.Unix(1_000_000, 0).Add(3 * time.Millisecond)}
+			done := make(chan string, 64)
+			p := newProber(clock, 16, Quantum)
+			p.afterAttempt = func(id string) { done <- id }
+			t.Cleanup(p.Close)
+			spec := Spec{Period: time.Second, Timeout: 10 * time.Millisecond, SuccessThreshold: 1, FailureThreshold: 3}
+			fail := func(context.Context) error { return errors.New("not yet") }
+			// A slow target due first: the grain alone would wake at the
+			// quantum after it.
+			if err := p.Add(Target{ID: "slow", Check: fail, Spec: spec, Initial: Ready}); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Add(Target{ID: "web@1", Check: fail, Spec: spec, StartPeriod: tc.startPeriod}); err != nil {
+				t.Fatal(err)
+			}
+			select { // its first attempt is at once
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no first attempt")
+			}
+			p.mu.Lock()
+			next := p.targets["web@1"].next
+			p.mu.Unlock()
+			// The scheduler's next wait, as a guard against a hang (not a
+			// timing assertion): a waiter at web@1's exact due time, or
+			// none but on the grain.
+			deadline := time.Now().Add(200 * time.Millisecond)
+			if tc.wantExact {
+				deadline = time.Now().Add(10 * time.Second)
+			}
+			for {
+				var exact, offGrain bool
+				clock.mu.Lock()
+				for _, w := range clock.waiters {
+					exact = exact || w.at.Equal(next)
+					offGrain = offGrain || !w.at.Equal(wakeAt(w.at, Quantum))
+				}
+				n := len(clock.waiters)
+				clock.mu.Unlock()
+				if tc.wantExact && exact {
+					return
+				}
+				if !tc.wantExact && offGrain {
+					t.Fatalf("a wait off the quantum's grain for a target not hurried (web@1 due at %v)", next)
+				}
+				if time.Now().After(deadline) {
+					if tc.wantExact {
+						t.Fatalf("%d waits, none at web@1's due time %v", n, next)
+					}
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
 	}
 }
