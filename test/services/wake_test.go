@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flexiq/flexiq-scaled/internal/eventlog"
+	"github.com/flexiq/flexiq-scaled/test/servers"
 )
 
 // Issue 29: a service pool idling at zero replicas is woken by a request at
@@ -132,6 +135,34 @@ func (e *env) mainStart(unit string) time.Time {
 	return ts
 }
 
+// journalTime is the time of the first journal entry matching match at
+// or after after.
+func (e *env) journalTime(after time.Time, match string) time.Time {
+	e.T.Helper()
+	var ts time.Time
+	e.Eventually(10*time.Second, "a journal entry "+match, func() (bool, string) {
+		out, _ := e.Try("journalctl", "-o", "short-unix", "-q", "--since", fmt.Sprintf("@%d", after.Unix()), match)
+		for _, line := range strings.Split(out, "\n") {
+			f := strings.Fields(line)
+			if len(f) == 0 {
+				continue
+			}
+			secs, frac, _ := strings.Cut(f[0], ".")
+			sec, err1 := strconv.ParseInt(secs, 10, 64)
+			us, err2 := strconv.ParseInt((frac + "000000")[:6], 10, 64)
+			if err1 != nil || err2 != nil {
+				continue
+			}
+			if t := time.Unix(sec, us*1000); !t.Before(after) {
+				ts = t
+				return true, ""
+			}
+		}
+		return false, out
+	})
+	return ts
+}
+
 // TestWakeColdRequestHeld is the issue's first Done-when: a single request
 // through nginx at zero replicas, whose replica takes 1.5 s to become
 // ready, is held and answered 200. Without the feature nothing listens at
@@ -154,6 +185,20 @@ func TestWakeColdRequestHeld(t *testing.T) {
 		"overhead", (cold - readyAfter).Round(time.Millisecond),
 		"request_to_replica_start", replicaStart.Sub(start).Round(time.Millisecond),
 		"replica_ready_to_answer", end.Sub(replicaStart.Add(readyAfter)).Round(time.Millisecond))
+	// Where the overhead goes, from systemd's and the journal's times: the
+	// wake process's start (socket activation), the daemon's wake request
+	// and decision, the replica's start, its admission (the probe's ready).
+	wakeStart := e.mainStart("flexiq-web-wake.service")
+	requested := e.journalTime(start, "MESSAGE_ID="+string(eventlog.WakeRequested))
+	decided := e.journalTime(start, "MESSAGE_ID="+string(eventlog.Decision))
+	admitted := e.journalTime(start, "MESSAGE_ID="+string(eventlog.ReplicaReadiness))
+	ms := func(a, b time.Time) time.Duration { return b.Sub(a).Round(time.Millisecond) }
+	e.figure("wake-cold-breakdown", "request_to_wake_process", ms(start, wakeStart),
+		"wake_process_to_wake_request", ms(wakeStart, requested),
+		"wake_request_to_decision", ms(requested, decided),
+		"decision_to_replica_start", ms(decided, replicaStart),
+		"replica_start_to_admitted", ms(replicaStart, admitted),
+		"admitted_to_answer", ms(admitted, end))
 	// The journal's wake-up entry, from the wake process.
 	e.Eventually(10*time.Second, "the wake-up's journal entry", func() (bool, string) {
 		out, _ := e.Try("journalctl", "-o", "verbose", "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b2a")
@@ -224,12 +269,43 @@ func (e *env) burst(n int, path string) map[string]int {
 }
 
 // TestWakeBurst is the issue's burst at zero: 200 concurrent requests
-// through nginx, all held and then answered 200, none refused.
+// through nginx, all held and then answered 200, none refused; and the
+// pool then scales to what its rules ask once the replicas export
+// metrics: each request takes 8 s, so some 200 are in flight on the first
+// replica, and the rule on the in-flight gauge that Prometheus scrapes
+// through the file_sd file asks for more replicas than the wake's one.
 func TestWakeBurst(t *testing.T) {
-	e := bootWake(t, wakePool(1500*time.Millisecond, "hold", 10))
+	cfg := wakePool(1500*time.Millisecond, "hold", 10)
+	for _, r := range [][2]string{
+		{`"-ready-after", "1.5s"]`, `"-ready-after", "1.5s", "-latency", "8s"]`},
+		{`when = "worker_cpu > 0.9"`, "when = 'promql(\"sum(flexiq_testservice_requests_in_flight{flexiq_pool=\\\"web\\\"}) >= bool 5\")'\ncooldown_sec = 1"},
+		{`when = "worker_cpu < 0.5"`, "when = 'promql(\"sum(flexiq_testservice_requests_in_flight{flexiq_pool=\\\"web\\\"}) < bool 1\")'"},
+		{"[pools.web.service]\n", "[pools.web.service]\nmetrics_port = \"http\"\n"},
+	} {
+		if !strings.Contains(cfg, r[0]) {
+			t.Fatalf("the wake pool's config has no %q", r[0])
+		}
+		cfg = strings.Replace(cfg, r[0], r[1], 1)
+	}
+	e := bootWake(t, "\n[prometheus]\nurl = \"http://127.0.0.1:9090\"\nscrape_interval_sec = 1\n"+cfg)
+	servers.Prometheus(t, e.SB, `  - job_name: flexiq-web
+    file_sd_configs:
+      - files: ["/run/flexiq-scaled/discovery/web.file_sd.json"]
+        refresh_interval: 1s
+`, time.Second)
 	start := time.Now()
-	codes := e.burst(200, "/burst-")
-	e.figure("wake-burst", "requests", 200, "ok", codes["200"], "took", time.Since(start).Round(time.Millisecond), "codes", fmt.Sprint(codes))
+	done := make(chan map[string]int, 1)
+	go func() { done <- e.burst(200, "/burst-") }()
+	// While the burst's requests are in flight: more than the wake's one
+	// replica, as the rule asks (a generous bound, not a timing).
+	most := 0
+	e.Eventually(90*time.Second, "the pool scaled past one replica on its rule", func() (bool, string) {
+		most = max(most, len(e.Workers("web")))
+		return most >= 2, fmt.Sprintf("%d workers at most", most)
+	})
+	codes := <-done
+	e.figure("wake-burst", "requests", 200, "ok", codes["200"], "took", time.Since(start).Round(time.Millisecond), "codes", fmt.Sprint(codes),
+		"workers_reached", most)
 	if codes["200"] != 200 {
 		e.Errorf("a burst of 200 at zero: %v, want 200 answered 200", codes)
 	}
