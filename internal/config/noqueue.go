@@ -54,7 +54,7 @@ func (l *loader) noQueue(p *Pool, r *rawPool, key func(...string) string) {
 		l.noQueueRules(p, key)
 	case p.TargetCPUUtilisation == 0 && p.MinWorkers != p.MaxWorkers:
 		l.add(key("target_cpu_utilisation"), `a pool without a queue scales on the CPU signal or on rules: set target_cpu_utilisation, or policy = "rules" (or min_workers = max_workers for a fixed size)`)
-	case p.TargetCPUUtilisation > 0 && p.MinWorkers < 1 && p.WakeAddress() == "":
+	case p.TargetCPUUtilisation > 0 && p.MinWorkers < 1 && p.Service.WakeAddress() == "":
 		// A wake address starts one: the first request does (issue 29).
 		l.add(key("min_workers"), "must be >= 1 for a pool without a queue that scales on the CPU signal: with no replica there is no CPU to read, and nothing would start one (a wake address, [%s], would)", poolKey(p, "service", "wake"))
 	}

@@ -44,13 +44,13 @@ func (w Wake) ListenPort() int {
 	return int(ap.Port())
 }
 
-// WakeAddress is the pool's wake address, "" when it has none or is not a
-// service pool.
-func (p *Pool) WakeAddress() string {
-	if p == nil || p.Service == nil {
+// WakeAddress is the service's wake address, "" when it has none or s is
+// nil (a pool that is not a service pool).
+func (s *Service) WakeAddress() string {
+	if s == nil {
 		return ""
 	}
-	return p.Service.Wake.Listen
+	return s.Wake.Listen
 }
 
 // wake reads [pools.NAME.service.wake] into s.Wake.
@@ -184,7 +184,7 @@ func (l *serviceLoader) wakePorts(c *Config) {
 func WakeWarnings(c *Config) []Problem {
 	var out []Problem
 	for _, p := range sortedPools(c) {
-		if p.WakeAddress() != "" && p.MinWorkers > 0 {
+		if p.Service.WakeAddress() != "" && p.MinWorkers > 0 {
 			out = append(out, Problem{File: c.FileOf(p.Name), Key: poolKey(p, "service", "wake"),
 				Msg: fmt.Sprintf("min_workers = %d: the pool never idles at zero, so its wake address only takes requests while all its replicas are down", p.MinWorkers)})
 		}

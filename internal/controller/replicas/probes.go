@@ -136,7 +136,7 @@ const StartProbeWake = 25 * time.Millisecond
 // StartPeriod is a new replica's probe.Target.StartPeriod: fast for a
 // pool with a wake address, none for the others.
 func StartPeriod(cfg *config.Pool) time.Duration {
-	if cfg.WakeAddress() == "" {
+	if cfg.Service.WakeAddress() == "" {
 		return 0
 	}
 	return StartProbeWake
