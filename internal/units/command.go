@@ -185,12 +185,9 @@ func (r *CommandRunner) properties(argv, env []string, stdout, stderr *os.File, 
 		prop("PrivateDevices", true),
 		prop("PrivateIPC", true),
 		prop("RestrictAddressFamilies", allowList{true, []string{"AF_UNIX", "AF_INET", "AF_INET6"}}),
-		prop("ProtectKernelTunables", true),
-		prop("ProtectKernelModules", true),
-		prop("ProtectKernelLogs", true),
-		prop("ProtectControlGroups", true),
-		prop("ProtectClock", true),
-		prop("ProtectHostname", true),
+	}
+	props = append(props, protectKernel()...)
+	props = append(props,
 		prop("ProtectProc", "invisible"),
 		prop("RestrictNamespaces", uint64(0)),
 		prop("RestrictRealtime", true),
@@ -203,7 +200,7 @@ func (r *CommandRunner) properties(argv, env []string, stdout, stderr *os.File, 
 		prop("SystemCallErrorNumber", int32(ePERM)),
 		prop("CapabilityBoundingSet", uint64(1<<0|1<<1)), // CAP_CHOWN, CAP_DAC_OVERRIDE
 		prop("UMask", uint32(0o077)),
-	}
+	)
 	return append(props, accountProperties(r.user, r.group)...)
 }
 

@@ -76,12 +76,9 @@ func hardening(preset, workingDirectory string) ([]sddbus.Property, error) {
 		// workers of a pool do not share them.
 		prop("PrivateTmp", true),
 		prop("ProtectSystem", protectSystem),
-		prop("ProtectKernelTunables", true), // /proc/sys, /sys read-only
-		prop("ProtectKernelModules", true),
-		prop("ProtectKernelLogs", true),
-		prop("ProtectControlGroups", true), // /sys/fs/cgroup read-only
-		prop("ProtectClock", true),
-		prop("ProtectHostname", true),
+	}
+	props = append(props, protectKernel()...)
+	props = append(props,
 		prop("RestrictSUIDSGID", true),
 		prop("RestrictRealtime", true),
 		prop("LockPersonality", true),
@@ -95,7 +92,7 @@ func hardening(preset, workingDirectory string) ([]sddbus.Property, error) {
 		// user, and one stopping would remove the others' IPC objects.
 		// Not ProtectHome nor PrivateDevices: an application may live
 		// under /home, and use a GPU.
-	}
+	)
 	if preset != HardeningStrict {
 		return props, nil
 	}
@@ -132,4 +129,20 @@ func environmentFiles(paths []string) ([]envFile, error) {
 		files = append(files, envFile{Path: path, IgnoreMissing: ignore})
 	}
 	return files, nil
+}
+
+// protectKernel keeps the kernel and the host's identity out of a unit's
+// reach: /proc/sys and /sys read-only (tunables), no module loading, no
+// kernel log, /sys/fs/cgroup read-only, no clock or hostname changes. The
+// workers' presets, the command runner's units and the wake process's
+// share it.
+func protectKernel() []sddbus.Property {
+	return []sddbus.Property{
+		prop("ProtectKernelTunables", true),
+		prop("ProtectKernelModules", true),
+		prop("ProtectKernelLogs", true),
+		prop("ProtectControlGroups", true),
+		prop("ProtectClock", true),
+		prop("ProtectHostname", true),
+	}
 }

@@ -83,12 +83,9 @@ func (s WakeSpec) properties() (socket, service []sddbus.Property, err error) {
 		prop("PrivateDevices", true),
 		prop("PrivateIPC", true),
 		prop("RestrictAddressFamilies", allowList{true, []string{"AF_UNIX", "AF_INET", "AF_INET6"}}),
-		prop("ProtectKernelTunables", true),
-		prop("ProtectKernelModules", true),
-		prop("ProtectKernelLogs", true),
-		prop("ProtectControlGroups", true),
-		prop("ProtectClock", true),
-		prop("ProtectHostname", true),
+	}
+	service = append(service, protectKernel()...)
+	service = append(service,
 		prop("RestrictNamespaces", uint64(0)),
 		prop("RestrictRealtime", true),
 		prop("RestrictSUIDSGID", true),
@@ -98,7 +95,7 @@ func (s WakeSpec) properties() (socket, service []sddbus.Property, err error) {
 		prop("SystemCallFilter", allowList{true, []string{"@system-service"}}),
 		prop("SystemCallErrorNumber", int32(ePERM)),
 		prop("UMask", uint32(0o077)),
-	}
+	)
 	return socket, service, nil
 }
 
