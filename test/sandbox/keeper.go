@@ -229,7 +229,7 @@ func (k *keeper) cleanup() {
 	if err := os.RemoveAll(stateDir(k.ks.Name)); err != nil {
 		k.logf("%v", err)
 	}
-	_ = os.Remove(StateRoot)
+	// StateRoot stays: see clearStale.
 }
 
 // killEntered ends the processes inside the sandbox whose parent is outside

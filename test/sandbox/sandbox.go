@@ -338,7 +338,9 @@ func clearStale(ctx context.Context, name string) error {
 	if err := os.RemoveAll(stateDir(name)); err != nil {
 		return fmt.Errorf("sandbox %s: %w", name, err)
 	}
-	_ = os.Remove(StateRoot) // only succeeds when no other sandbox is left
+	// StateRoot itself stays (an empty directory on /run): removing it when
+	// empty raced a sandbox being made, whose MkdirAll had just made it
+	// ("mkdir /run/flexiq-sandbox/NAME: no such file or directory").
 	return nil
 }
 
