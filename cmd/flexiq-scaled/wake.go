@@ -24,8 +24,10 @@ import (
 // not a command for people: the daemon's flexiq-POOL-wake.socket starts it
 // (internal/units/wake.go) with the listening socket, and it holds the
 // connections while the pool wakes, forwards them to the first ready
-// replica, and exits once idle, leaving the socket to systemd. It is not
-// listed by help.
+// replica, and exits once idle with the pool awake, leaving the socket to
+// systemd. The daemon starts it through that socket's service while the
+// pool has no ready replica, so that a first connection finds it up. It
+// is not listed by help.
 func cmdWake(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("wake", "[flags] POOL", "Serve a service pool's wake address with the socket systemd passes (LISTEN_FDS); started by flexiq-POOL-wake.socket.")
 	fs.SetOutput(stderr)
@@ -33,7 +35,7 @@ func cmdWake(args []string, stdout, stderr io.Writer) int {
 	root := fs.String("root-socket", "", "the daemon's root control socket, tried first")
 	mode := fs.String("mode", config.WakeHold, `"hold" or "reject"`)
 	hold := fs.Duration("hold-timeout", config.DefaultHoldTimeout, "how long a connection is held at most")
-	idle := fs.Duration("idle-exit", 30*time.Second, "exit after this long with no connection in hand")
+	idle := fs.Duration("idle-exit", 30*time.Second, "exit after this long with no connection in hand and the pool awake")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}

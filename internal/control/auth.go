@@ -47,6 +47,20 @@ type Authorizer struct {
 	// is root's (0, the zero value) but for a daemon of a user's service
 	// manager, whose user owns it anyway.
 	Owner uint32
+	// WakeOf, when set, names the pool whose wake process p is (issue 29:
+	// the daemon knows it by its cgroup), ok false for any other peer.
+	// That process runs as a dynamic user with no group of ours: it may
+	// wake its own pool and read its ready replicas, nothing else.
+	WakeOf func(p Peer) (pool string, ok bool)
+}
+
+// IsWakeProcess says whether p is pool's wake process.
+func (a Authorizer) IsWakeProcess(p Peer, pool string) bool {
+	if a.WakeOf == nil {
+		return false
+	}
+	got, ok := a.WakeOf(p)
+	return ok && got == pool
 }
 
 // Access is what p may do, from its primary and supplementary groups as
@@ -76,6 +90,11 @@ func (a Authorizer) Access(p Peer) Access {
 // socket's and metrics.sock's sockguard.Config.Admit.
 func (a Authorizer) Admit(p Peer) error {
 	if a.Access(p) == NoAccess {
+		if a.WakeOf != nil {
+			if _, ok := a.WakeOf(p); ok {
+				return nil
+			}
+		}
 		return fmt.Errorf("permission denied: reading the daemon's state needs root or membership of group %s, changing a pool membership of group %s (uid %d is in neither)", ReadGroup, AdminGroup, p.UID)
 	}
 	return nil

@@ -85,8 +85,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/pools/{pool}/unpin", s.change(s.unpin))
 	mux.HandleFunc("POST /v1/pools/{pool}/roll", s.change(s.roll))
 	mux.HandleFunc("POST /v1/reload", s.change(s.reload))
-	mux.HandleFunc("POST /v1/pools/{pool}/wake", s.wakeChange(s.wake))
-	mux.HandleFunc("GET /v1/pools/{pool}/wake/ready", s.read(s.wakeReady))
+	mux.HandleFunc("POST /v1/pools/{pool}/wake", s.wakeAccess(ChangeAccess, s.wake))
+	mux.HandleFunc("GET /v1/pools/{pool}/wake/ready", s.wakeAccess(ReadAccess, s.wakeReady))
 	return mux
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flexiq/flexiq-scaled/internal/api"
+	"github.com/flexiq/flexiq-scaled/internal/sockguard"
 )
 
 // WakeBackend is what a Backend adds for the pools' wake addresses (issue
@@ -34,17 +35,22 @@ var ErrNoWake = errors.New("the pool has no wake address ([pools.NAME.service.wa
 // client's timeout.
 const MaxWakeWait = 25 * time.Second
 
-// wakeChange authorises a change whose body is not a ChangeRequest.
-func (s *Server) wakeChange(h func(http.ResponseWriter, *http.Request, Peer)) http.HandlerFunc {
+// wakeAccess admits the pool's own wake process, and whoever has need
+// (a wake is a change: it starts replicas; the ready replicas are a read).
+func (s *Server) wakeAccess(need Access, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if p, ok := s.authorise(w, r, ChangeAccess); ok {
-			h(w, r, p)
+		if p, ok := sockguard.PeerFrom(r.Context()); ok && s.Auth.IsWakeProcess(p, r.PathValue("pool")) {
+			h(w, r)
+			return
+		}
+		if _, ok := s.authorise(w, r, need); ok {
+			h(w, r)
 		}
 	}
 }
 
-// wake is POST /v1/pools/{pool}/wake. It is a change: it starts replicas.
-func (s *Server) wake(w http.ResponseWriter, r *http.Request, _ Peer) {
+// wake is POST /v1/pools/{pool}/wake.
+func (s *Server) wake(w http.ResponseWriter, r *http.Request) {
 	wb, ok := s.Backend.(WakeBackend)
 	if !ok {
 		writeError(w, http.StatusNotFound, ErrNoWake.Error())

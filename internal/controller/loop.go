@@ -79,6 +79,9 @@ func (p *Pool) do(f func()) {
 // results of acting jobs: workers that started or failed to), and what
 // status shows.
 func (p *Pool) serviceChanged(ctx context.Context) {
+	// Connections held at the wake address go to a replica as soon as it
+	// is admitted, not after the publish's files and commands.
+	p.cold.note(p.cfg, p.workers)
 	now := p.clock()
 	p.workers.Svc.PublishReady(ctx, now)
 	changed := p.pub.Publish(p.facts(now), nil, nil, p.pub.Listed(), nil)

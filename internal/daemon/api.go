@@ -64,7 +64,7 @@ func StateDir(user bool) string {
 // cannot be opened costs the operator's commands, not the scaling: a
 // warning.
 func (d *daemon) serveControl(ctx context.Context) {
-	srv := &ctlsock.Server{Backend: d, Auth: ctlsock.Authorizer{Owner: uint32(os.Geteuid())}, Logf: func(format string, args ...any) {
+	srv := &ctlsock.Server{Backend: d, Auth: ctlsock.Authorizer{Owner: uint32(os.Geteuid()), WakeOf: wakeOf}, Logf: func(format string, args ...any) {
 		d.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, format, args...)
 	}}
 	d.serveSocket(ctx, ctlsock.SocketName, ctlsock.Listen, srv.Serve,

@@ -98,6 +98,9 @@ type daemon struct {
 	// kick, so a burst of changes costs one update, and a kick never
 	// blocks a pool.
 	statusKick chan struct{}
+	// warmers keep the wake processes of pools at zero running (wake.go),
+	// by pool; under mu.
+	warmers map[string]context.CancelFunc
 }
 
 // Run runs the daemon until SIGTERM or SIGINT and returns the exit code.

@@ -64,9 +64,10 @@ func (d *daemon) wakeSpec(pc *config.Pool) (units.WakeSpec, bool) {
 	if err != nil {
 		self = "/usr/bin/flexiq-scaled"
 	}
+	// control.sock alone: the wake process is a dynamic user, which
+	// root.sock refuses (internal/daemon/wakepeer.go).
 	exec := []string{self, "wake",
 		"--socket", filepath.Join(d.opts.RuntimeDir, ctlsock.SocketName),
-		"--root-socket", filepath.Join(d.opts.RuntimeDir, ctlsock.RootSocketName),
 		"--mode", w.Wake.Mode,
 		"--hold-timeout", w.Wake.HoldTimeout.String(),
 		pc.Name}
@@ -75,15 +76,16 @@ func (d *daemon) wakeSpec(pc *config.Pool) (units.WakeSpec, bool) {
 
 // syncWake makes the wake sockets match cfg: each pool's with a wake
 // address started, or adopted as the last daemon left it, or replaced
-// when its definition changed; the others' stopped. A socket that cannot
-// listen is a warning: the pool scales without it.
-func (d *daemon) syncWake(ctx context.Context, cfg *config.Config) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+// when its definition changed, and kept warm; the others' stopped. A
+// socket that cannot listen is a warning: the pool scales without it.
+func (d *daemon) syncWake(outer context.Context, cfg *config.Config) {
+	ctx, cancel := context.WithTimeout(outer, 30*time.Second)
 	defer cancel()
 	found, err := d.units.WakeStates(ctx)
 	if err != nil {
 		d.log.Event(eventlog.Lifecycle, eventlog.Warning, nil, "listing the wake sockets: %v", err)
 	}
+	var listening []string
 	for _, pc := range cfg.SortedPools() {
 		name := pc.Name
 		spec, ok := d.wakeSpec(pc)
@@ -96,11 +98,14 @@ func (d *daemon) syncWake(ctx context.Context, cfg *config.Config) {
 		case err != nil:
 			d.log.Event(eventlog.Lifecycle, eventlog.Warning, eventlog.Fields{"FLEXIQ_POOL": name},
 				"pool=%s wake address %s: %v: connections there are refused", name, spec.Listen, err)
+			continue
 		case started:
 			d.log.Event(eventlog.Lifecycle, eventlog.Info, eventlog.Fields{"FLEXIQ_POOL": name},
 				"pool=%s wake address %s: %s listening", name, spec.Listen, units.WakeSocketName(name))
 		}
+		listening = append(listening, name)
 	}
+	d.keepWarm(outer, listening)
 	for _, name := range slices.Sorted(maps.Keys(found)) {
 		if err := d.units.StopWake(ctx, name); err != nil {
 			d.log.Event(eventlog.Lifecycle, eventlog.Warning, eventlog.Fields{"FLEXIQ_POOL": name},
@@ -112,9 +117,72 @@ func (d *daemon) syncWake(ctx context.Context, cfg *config.Config) {
 	}
 }
 
+// keepWarm runs one warmer per pool that syncWake found listening, and
+// stops the others'. Each warmer is started afresh: a reload may have
+// given the pool another loop, whose ready set it must follow.
+func (d *daemon) keepWarm(ctx context.Context, listening []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, stop := range d.warmers {
+		stop()
+	}
+	d.warmers = map[string]context.CancelFunc{}
+	if d.stopping {
+		return
+	}
+	for _, name := range listening {
+		wctx, stop := context.WithCancel(ctx)
+		d.warmers[name] = stop
+		go d.warm(wctx, name)
+	}
+}
+
+// warm keeps the pool's wake process running while the pool has no ready
+// replica: traffic goes to the wake address then, and its first
+// connection should find the process up, not wait some 80 ms for systemd
+// to start it (issue 29's overhead). The process exits by itself once the
+// pool is awake and it is idle (internal/wake's IdleExit), and the
+// warmer starts it again when the last replica leaves the ready set. It
+// follows the ready set as the wake process does, by the long poll; a
+// start that fails is logged, and socket activation still serves.
+func (d *daemon) warm(ctx context.Context, name string) {
+	var after uint64
+	for ctx.Err() == nil {
+		p, err := d.pool(name)
+		var r api.WakeReady
+		if err == nil {
+			r, err = p.ColdWake().Ready(ctx, after, ctlsock.MaxWakeWait)
+		}
+		if err != nil {
+			// Not yet noted by the pool's loop, or gone with a reload
+			// (which starts the warmers again).
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
+		}
+		if r.Generation == after {
+			continue
+		}
+		after = r.Generation
+		if len(r.Addrs) > 0 {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = d.units.StartWakeProcess(sctx, name)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			d.log.Event(eventlog.Lifecycle, eventlog.Warning, eventlog.Fields{"FLEXIQ_POOL": name},
+				"pool=%s: starting its wake process ahead of a connection: %v (a connection will start it)", name, err)
+		}
+	}
+}
+
 // stopWake stops every wake socket: the daemon stops, its workers drain,
 // and nobody would wake a pool for the connections the sockets took.
 func (d *daemon) stopWake(ctx context.Context) {
+	d.keepWarm(ctx, nil)
 	found, err := d.units.WakeStates(ctx)
 	if err != nil {
 		return

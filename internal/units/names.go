@@ -34,6 +34,15 @@ func SliceName(pool string) string {
 	return unitPrefix + pool + ".slice"
 }
 
+// WakeServiceCgroup is the cgroup systemd gives pool's wake process (its
+// service in the pool's slice, under flexiq.slice; pool names hold no
+// dash, so the slice nests no deeper), as /proc/PID/cgroup shows it in
+// systemd's cgroup namespace. Only root can place a process there: the
+// control API knows the wake process by it.
+func WakeServiceCgroup(pool string) string {
+	return "/flexiq.slice/" + SliceName(pool) + "/" + WakeServiceName(pool)
+}
+
 // ParseUnitName is the inverse of UnitName. It accepts only names that
 // UnitName produces for a valid pool and a non-negative slot, so that a unit
 // named by hand (say flexiq-email@01.service) is never mistaken for a worker.

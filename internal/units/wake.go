@@ -12,9 +12,11 @@ import (
 // A service pool's wake address (issue 29): a transient socket unit,
 // flexiq-POOL-wake.socket, listens there, and its namesake service,
 // flexiq-POOL-wake.service, runs `flexiq-scaled wake POOL` when a
-// connection arrives (Accept=no: one process takes the listening socket,
-// holds the connections while the pool wakes, forwards them, and exits
-// once idle, leaving the socket to systemd again). The socket is the main
+// connection arrives, or when the daemon starts it ahead of one
+// (StartWakeProcess) while the pool is at zero (Accept=no: one process
+// takes the listening socket, holds the connections while the pool wakes,
+// forwards them, and exits once idle with the pool awake, leaving the
+// socket to systemd again). The socket is the main
 // unit of its StartTransientUnit call and the service an auxiliary one,
 // loaded but not started, as systemd-run --socket-property makes them: the
 // service stays loaded for as long as the socket refers to it, so that
@@ -73,8 +75,11 @@ func (s WakeSpec) properties() (socket, service []sddbus.Property, err error) {
 		// stopped (a restart of the daemon is not) with its socket.
 		prop("KillMode", "mixed"),
 		prop("TimeoutStopUSec", uint64(10_000_000)),
-		// It relays untrusted connections: root's uid, to reach the
-		// daemon's root.sock, and nothing else of root's.
+		// It relays untrusted connections: a dynamic user, which the
+		// daemon's control.sock knows by this service's cgroup (it may
+		// wake this pool and read its replicas, nothing else), with
+		// nothing of root's.
+		prop("DynamicUser", true),
 		prop("NoNewPrivileges", true),
 		prop("CapabilityBoundingSet", uint64(0)),
 		prop("ProtectSystem", "strict"),
@@ -134,6 +139,24 @@ func (m *Manager) EnsureWake(ctx context.Context, s WakeSpec) (started bool, err
 		return false, fmt.Errorf("starting %s listening on %s: it is %s/%s (is the address taken?)", sock, s.Listen, st[0].ActiveState, st[0].SubState)
 	}
 	return true, nil
+}
+
+// StartWakeProcess starts the pool's wake process through its service,
+// which systemd hands the socket as it would on a connection. The daemon
+// calls it when the pool has no ready replica, so that the first
+// connection finds the process up rather than waiting for its start. It
+// returns once systemd has queued the start: a process already running is
+// left alone, one stopping is started again after its stop.
+func (m *Manager) StartWakeProcess(ctx context.Context, pool string) error {
+	svc := WakeServiceName(pool)
+	err := m.call(ctx, "starting "+svc, func(c *conn) error {
+		_, err := c.StartUnitContext(ctx, svc, "replace", nil)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("starting %s: %w", svc, err)
+	}
+	return nil
 }
 
 // wakeState is the socket's Description and ActiveState; "" and "" when

@@ -35,6 +35,7 @@ func TestWakeSpecProperties(t *testing.T) {
 		{find(vp, "Slice"), `"flexiq-web.slice"`},
 		{find(vp, "CapabilityBoundingSet"), "@t 0"},
 		{find(vp, "ProtectSystem"), `"strict"`},
+		{find(vp, "DynamicUser"), "true"},
 	} {
 		if c.got != c.want {
 			t.Errorf("got %s, want %s", c.got, c.want)
@@ -45,6 +46,9 @@ func TestWakeSpecProperties(t *testing.T) {
 	}
 	if WakeSocketName("web") != "flexiq-web-wake.socket" || WakeServiceName("web") != "flexiq-web-wake.service" {
 		t.Error("unit names")
+	}
+	if got := WakeServiceCgroup("web"); got != "/flexiq.slice/flexiq-web.slice/flexiq-web-wake.service" {
+		t.Errorf("the wake service's cgroup: %s", got)
 	}
 	for _, bad := range []WakeSpec{{Pool: "web", Listen: "localhost:80", Exec: s.Exec}, {Pool: "web", Listen: "127.0.0.1:0", Exec: s.Exec}, {Pool: "web", Listen: "127.0.0.1:80"}} {
 		if _, _, err := bad.properties(); err == nil {

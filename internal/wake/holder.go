@@ -46,8 +46,11 @@ type Config struct {
 	HoldTimeout time.Duration
 	// RetryAfter is the Retry-After of a 503, rounded up to seconds (5 s).
 	RetryAfter time.Duration
-	// IdleExit is how long Serve goes on with no connection in hand
-	// before it returns ErrIdle (30 s).
+	// IdleExit is how long Serve goes on with no connection in hand and
+	// the pool awake (Ready answers some replica) before it returns
+	// ErrIdle (30 s). While the pool has no ready replica it stays:
+	// traffic comes to the wake address then, and its first connection
+	// must not wait for a process to start.
 	IdleExit time.Duration
 	// PollInterval is how often Ready is asked while a connection waits
 	// (20 ms); RefreshInterval while replicas are known and connections
@@ -161,8 +164,12 @@ func (h *Holder) Serve(ctx context.Context, ln net.Listener) error {
 	if d, ok := ln.(deadliner); ok {
 		_ = d.SetDeadline(time.Time{})
 	}
+	fire := func() { idleOnce.Do(func() { close(idle); stop() }) }
 	h.mu.Lock()
-	h.armIdleLocked(func() { idleOnce.Do(func() { close(idle); stop() }) })
+	h.armIdleLocked(ctx, fire)
+	// Learn the pool's state before the first connection: it then wakes
+	// the pool at once rather than after asking.
+	h.startPollLocked(ctx)
 	h.mu.Unlock()
 	go func() {
 		select {
@@ -210,25 +217,44 @@ func (h *Holder) Serve(ctx context.Context, ln net.Listener) error {
 			h.handle(ctx, c)
 			h.mu.Lock()
 			h.active--
-			h.armIdleLocked(func() { idleOnce.Do(func() { close(idle); stop() }) })
+			h.armIdleLocked(ctx, fire)
 			h.mu.Unlock()
 		}()
 	}
 }
 
-// armIdleLocked starts the idle timer when nothing is in hand.
-func (h *Holder) armIdleLocked(fire func()) {
+// armIdleLocked starts the idle timer when nothing is in hand. When it
+// fires with nothing in hand still, the holder exits if the pool is awake,
+// and waits another IdleExit if it is not (or cannot be asked).
+func (h *Holder) armIdleLocked(ctx context.Context, fire func()) {
 	if h.active > 0 {
 		return
 	}
 	gen := h.idleGen
 	time.AfterFunc(h.cfg.IdleExit, func() {
-		h.mu.Lock()
-		still := h.active == 0 && h.idleGen == gen
-		h.mu.Unlock()
-		if still {
-			fire()
+		still := func() bool {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			return h.active == 0 && h.idleGen == gen
 		}
+		if !still() || ctx.Err() != nil {
+			return
+		}
+		cctx, cancel := context.WithTimeout(ctx, h.cfg.CallTimeout)
+		addrs, err := h.waker.Ready(cctx)
+		cancel()
+		h.mu.Lock()
+		if h.active > 0 || h.idleGen != gen || ctx.Err() != nil {
+			h.mu.Unlock()
+			return
+		}
+		if err != nil || len(addrs) == 0 {
+			h.armIdleLocked(ctx, fire)
+			h.mu.Unlock()
+			return
+		}
+		h.mu.Unlock()
+		fire()
 	})
 }
 

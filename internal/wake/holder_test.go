@@ -292,6 +292,33 @@ func TestIdleExitLeavesTheSocketListening(t *testing.T) {
 	}
 }
 
+// TestStaysWhileCold: with no replica ready, the holder outlives its idle
+// time (the first connection of the next wake-up must not wait for a
+// process to start), and exits once the pool is awake. The old holder
+// exited after IdleExit whatever the pool's state.
+func TestStaysWhileCold(t *testing.T) {
+	p := newPool()
+	_, _, done, _ := serve(t, p, Config{IdleExit: 100 * time.Millisecond})
+	select {
+	case err := <-done:
+		t.Fatalf("Serve returned (%v) with the pool at zero", err)
+	case <-time.After(600 * time.Millisecond):
+	}
+	if n := p.wakes.Load(); n != 0 {
+		t.Fatalf("%d wake requests with no connection", n)
+	}
+	replica, _ := echoReplica(t)
+	p.set(replica)
+	select {
+	case err := <-done:
+		if err != ErrIdle {
+			t.Fatalf("Serve returned %v, want ErrIdle", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not exit after its idle time with the pool awake")
+	}
+}
+
 func TestLooksHTTP1(t *testing.T) {
 	for _, tc := range []struct {
 		in   string

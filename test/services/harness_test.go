@@ -2,11 +2,14 @@
 // systemd, nginx and Prometheus of Debian, in a sandbox: replicas of
 // test/service behind nginx, traffic from test/loadgen inside the
 // sandbox, the daemon scaling them. Each test boots a sandbox of its own
-// (with its own network namespace). The zero-loss and gang tests run one
-// after the other, alone: their figures and latencies need a quiet
-// machine. The restart and Prometheus tests, which measure nothing and
-// wait with generous deadlines, then run side by side (t.Parallel: Go
-// runs them after the sequential ones), to keep CI short.
+// (with its own network namespace). The tests with figures or latencies
+// (zero loss, squatters, socket activation, gang, the wake address's cold
+// requests, burst and awake load) run one after the other, alone: they
+// need a quiet machine. The others, which measure nothing and wait with
+// generous deadlines (restart, Prometheus, the command probe's user, the
+// wake address's reject mode, restart and HAProxy cycles), then run side
+// by side (t.Parallel: Go runs them after the sequential ones, as many at
+// once as -parallel, GOMAXPROCS by default), to keep CI short.
 //
 // The figures are on FIGURE lines:
 //

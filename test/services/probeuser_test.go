@@ -18,6 +18,7 @@ const probeIDScript = `#!/bin/sh
 // root, unless the readiness table says user = "root". On the code before
 // it, every probe ran as root (uid-0-gid-0).
 func TestCommandProbeRunsAsPoolUser(t *testing.T) {
+	t.Parallel() // measures nothing: beside the others that do not (package doc)
 	e := boot(t)
 	pool := func(name, probeUser string) string {
 		return `

@@ -2,6 +2,7 @@ package services
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexiq/flexiq-scaled/internal/api"
 	"github.com/flexiq/flexiq-scaled/internal/eventlog"
 	"github.com/flexiq/flexiq-scaled/test/servers"
 )
@@ -75,6 +77,13 @@ hold_timeout_sec = %g
 `, readyAfter, wakeAddr, mode, holdSec) + behindNginx
 }
 
+// fastCycles makes a wake pool's way back to zero shorter: a tick and a
+// drain period of 0.5 s rather than 1 s.
+func fastCycles(pool string) string {
+	return strings.NewReplacer("poll_interval_sec = 1\n", "poll_interval_sec = 0.5\n",
+		"drain_period_sec = 1\n", "drain_period_sec = 0.5\n").Replace(pool)
+}
+
 // bootWake starts the daemon with pool, nginx in front, and waits for the
 // wake socket and the upstream pointing at it.
 func bootWake(t *testing.T, pool string) *env {
@@ -114,7 +123,9 @@ func (e *env) waitAtZeroIn(upstream, want string) {
 // and its start and end (wall clock, ns).
 func (e *env) timedGet(path string) (code int, start, end time.Time) {
 	e.T.Helper()
-	out := e.Sh(`t0=$(date +%s%N); c=$(curl -s -o /dev/null -w '%{http_code}' --max-time 100 http://127.0.0.1:8080` + path + ` || true); t1=$(date +%s%N); echo "$c $t0 $t1"`)
+	// Timed inside the client, around the request: a curl started from a
+	// shell between two dates adds its own start, some 25 ms here.
+	out := e.Sh(`/usr/local/bin/flexiq-loadgen -once -timeout 100s -url http://127.0.0.1:8080` + path)
 	f := strings.Fields(out)
 	if len(f) != 3 {
 		e.T.Fatalf("timed request: %q", out)
@@ -124,24 +135,39 @@ func (e *env) timedGet(path string) (code int, start, end time.Time) {
 	return code, ns(f[1]), ns(f[2])
 }
 
-// mainStart is when the replica's process started (ExecMainStartTimestamp).
-func (e *env) mainStart(unit string) time.Time {
+// mainStart is when the unit's process started (ExecMainStartTimestamp).
+func (e *env) mainStart(unit string) time.Time { return e.unitTime(unit, "ExecMainStartTimestamp") }
+
+// unitTime is one of the unit's timestamps (a property such as
+// InactiveExitTimestamp, when systemd began to start it).
+func (e *env) unitTime(unit, prop string) time.Time {
 	e.T.Helper()
-	v := strings.TrimSpace(e.Sh("systemctl show -P ExecMainStartTimestamp --timestamp=us+utc " + unit))
+	v := strings.TrimSpace(e.Sh("systemctl show -P " + prop + " --timestamp=us+utc " + unit))
 	ts, err := time.Parse("Mon 2006-01-02 15:04:05.999999 MST", v)
 	if err != nil {
-		e.T.Fatalf("ExecMainStartTimestamp of %s: %v", unit, err)
+		e.T.Fatalf("%s of %s: %v", prop, unit, err)
 	}
 	return ts
 }
 
-// journalTime is the time of the first journal entry matching match at
-// or after after.
-func (e *env) journalTime(after time.Time, match string) time.Time {
+// ownStartToReady is a replica's own time from its start to ready: from
+// systemd beginning to start its unit (InactiveExitTimestamp) to its own
+// word that it is ready (flexiq-testservice logs "ready" as its /health
+// turns 200), the first such word at or after since. A request that
+// waited for it cannot be answered sooner; what the wake path adds is the
+// rest.
+func (e *env) ownStartToReady(unit string, since time.Time) (started, ready time.Time) {
+	e.T.Helper()
+	return e.unitTime(unit, "InactiveExitTimestamp"), e.journalTime(since, "_SYSTEMD_UNIT="+unit, "-g", " ready$")
+}
+
+// journalTime is the time of the first journal entry at or after after
+// that journalctl's arguments match.
+func (e *env) journalTime(after time.Time, match ...string) time.Time {
 	e.T.Helper()
 	var ts time.Time
-	e.Eventually(10*time.Second, "a journal entry "+match, func() (bool, string) {
-		out, _ := e.Try("journalctl", "-o", "short-unix", "-q", "--since", fmt.Sprintf("@%d", after.Unix()), match)
+	e.Eventually(10*time.Second, "a journal entry "+strings.Join(match, " "), func() (bool, string) {
+		out, _ := e.Try(append([]string{"journalctl", "-o", "short-unix", "-q", "--since", fmt.Sprintf("@%d", after.Unix())}, match...)...)
 		for _, line := range strings.Split(out, "\n") {
 			f := strings.Fields(line)
 			if len(f) == 0 {
@@ -170,6 +196,18 @@ func (e *env) journalTime(after time.Time, match string) time.Time {
 func TestWakeColdRequestHeld(t *testing.T) {
 	const readyAfter = 1500 * time.Millisecond
 	e := bootWake(t, wakePool(readyAfter, "hold", 5))
+	// The daemon starts the wake process while the pool is at zero: the
+	// first connection does not wait for its start.
+	e.Eventually(10*time.Second, "the wake process running ahead of a connection", func() (bool, string) {
+		st, _ := e.Try("systemctl", "is-active", "flexiq-web-wake.service")
+		return strings.TrimSpace(st) == "active", st
+	})
+	// It relays anyone's connections: a dynamic user, not root, which
+	// control.sock knows by its cgroup (it woke the pool below).
+	uid, _ := strconv.Atoi(strings.TrimSpace(e.Sh(`awk '/^Uid:/ {print $2}' /proc/$(systemctl show -P MainPID flexiq-web-wake.service)/status`)))
+	if uid < 61184 || uid > 65519 {
+		e.Errorf("the wake process runs as uid %d, want a dynamic user (61184–65519)", uid)
+	}
 	code, start, end := e.timedGet("/cold")
 	if code != 200 {
 		e.Fatalf("the cold request was answered %d, want 200", code)
@@ -178,27 +216,27 @@ func TestWakeColdRequestHeld(t *testing.T) {
 	if len(ws) == 0 {
 		e.Fatalf("answered 200 with no replica")
 	}
-	replicaStart := e.mainStart(ws[0])
+	unitStart, itsReady := e.ownStartToReady(ws[0], start)
 	cold := end.Sub(start)
+	// The overhead is the cold latency less the replica's own start to
+	// ready, as measured (the issue's figure); against the -ready-after
+	// it was given, it also counts the replica's own process start.
 	e.figure("wake-cold", "latency", cold.Round(time.Millisecond),
-		"replica_start_to_ready", readyAfter,
-		"overhead", (cold - readyAfter).Round(time.Millisecond),
-		"request_to_replica_start", replicaStart.Sub(start).Round(time.Millisecond),
-		"replica_ready_to_answer", end.Sub(replicaStart.Add(readyAfter)).Round(time.Millisecond))
+		"replica_own_start_to_ready", itsReady.Sub(unitStart).Round(time.Millisecond),
+		"overhead", (cold - itsReady.Sub(unitStart)).Round(time.Millisecond),
+		"ready_after", readyAfter,
+		"overhead_over_ready_after", (cold - readyAfter).Round(time.Millisecond))
 	// Where the overhead goes, from systemd's and the journal's times: the
 	// wake process's start (socket activation), the daemon's wake request
 	// and decision, the replica's start, its admission (the probe's ready).
+	// The wake process runs before the request (the daemon starts it while
+	// the pool is at zero): a negative figure.
 	wakeStart := e.mainStart("flexiq-web-wake.service")
-	requested := e.journalTime(start, "MESSAGE_ID="+string(eventlog.WakeRequested))
-	decided := e.journalTime(start, "MESSAGE_ID="+string(eventlog.Decision))
-	admitted := e.journalTime(start, "MESSAGE_ID="+string(eventlog.ReplicaReadiness))
-	ms := func(a, b time.Time) time.Duration { return b.Sub(a).Round(time.Millisecond) }
-	e.figure("wake-cold-breakdown", "request_to_wake_process", ms(start, wakeStart),
-		"wake_process_to_wake_request", ms(wakeStart, requested),
-		"wake_request_to_decision", ms(requested, decided),
-		"decision_to_replica_start", ms(decided, replicaStart),
-		"replica_start_to_admitted", ms(replicaStart, admitted),
-		"admitted_to_answer", ms(admitted, end))
+	kv := []any{"wake_process_to_request", start.Sub(wakeStart).Round(time.Millisecond)}
+	for _, st := range e.wakeStages(start, end, ws[0]) {
+		kv = append(kv, st.name, st.took.Round(time.Millisecond))
+	}
+	e.figure("wake-cold-breakdown", kv...)
 	// The journal's wake-up entry, from the wake process.
 	e.Eventually(10*time.Second, "the wake-up's journal entry", func() (bool, string) {
 		out, _ := e.Try("journalctl", "-o", "verbose", "MESSAGE_ID=4f1c1e0c5e7a4e3c9b7c2d5e8a1f6b2a")
@@ -210,19 +248,51 @@ func TestWakeColdRequestHeld(t *testing.T) {
 	}
 }
 
+// stage is one step of a cold request, from the journal's and systemd's
+// times.
+type stage struct {
+	name string
+	took time.Duration
+}
+
+// wakeStages splits a cold request (start to end) that replica unit
+// served into its steps, which add up to the whole: the request reaching
+// the daemon as a wake request, the decision, systemd starting the
+// replica, the replica's own start to ready, its admission (the probe),
+// and the answer (the held connection forwarded, the replica's answer
+// back through nginx).
+func (e *env) wakeStages(start, end time.Time, unit string) []stage {
+	e.T.Helper()
+	requested := e.journalTime(start, "MESSAGE_ID="+string(eventlog.WakeRequested))
+	decided := e.journalTime(start, "MESSAGE_ID="+string(eventlog.Decision))
+	admitted := e.journalTime(start, "MESSAGE_ID="+string(eventlog.ReplicaReadiness))
+	unitStart, itsReady := e.ownStartToReady(unit, start)
+	return []stage{
+		{"request_to_wake_request", requested.Sub(start)},
+		{"wake_request_to_decision", decided.Sub(requested)},
+		{"decision_to_replica_start", unitStart.Sub(decided)},
+		{"replica_own_start_to_ready", itsReady.Sub(unitStart)},
+		{"its_ready_to_admitted", admitted.Sub(itsReady)},
+		{"admitted_to_answer", end.Sub(admitted)},
+	}
+}
+
 // TestWakeEveryTime is the issue's second Done-when: 30 cycles of zero →
 // one request → back to zero, every request answered 200.
 //
-// The replica is ready 0.5 s after its start and the hold is 1 s, so that
-// 30 cycles take about two minutes rather than three; the overhead it
-// reports is measured against that 0.5 s as the cold test's is against
-// its 1.5 s.
+// The replica is ready 0.5 s after its start, the hold is 1 s (it bounds
+// a held connection too, so it must outlast the start), and the tick and
+// the drain period are 0.5 s, so that a cycle takes some 2.5 s rather
+// than the 3.4 s of 1 s ones; the overhead is measured as the cold
+// test's is.
 func TestWakeEveryTime(t *testing.T) {
 	const readyAfter = 500 * time.Millisecond
-	e := bootWake(t, wakePool(readyAfter, "hold", 1))
+	e := bootWake(t, fastCycles(wakePool(readyAfter, "hold", 1)))
 	const cycles = 30
 	var codes []int
-	var lat []time.Duration
+	var lat, over []time.Duration
+	stages := map[string][]time.Duration{}
+	var names []string
 	for i := range cycles {
 		if i > 0 {
 			e.waitAtZero()
@@ -230,6 +300,16 @@ func TestWakeEveryTime(t *testing.T) {
 		code, start, end := e.timedGet(fmt.Sprintf("/cycle-%d", i))
 		codes = append(codes, code)
 		lat = append(lat, end.Sub(start))
+		if ws := e.Workers("web"); code == 200 && len(ws) > 0 {
+			sts := e.wakeStages(start, end, ws[0])
+			over = append(over, end.Sub(start)-sts[3].took)
+			for _, st := range sts {
+				if _, seen := stages[st.name]; !seen {
+					names = append(names, st.name)
+				}
+				stages[st.name] = append(stages[st.name], st.took)
+			}
+		}
 	}
 	ok := 0
 	for _, c := range codes {
@@ -238,9 +318,22 @@ func TestWakeEveryTime(t *testing.T) {
 		}
 	}
 	slices.Sort(lat)
-	// Each cold latency less the replica's own time to ready.
+	slices.Sort(over)
+	if len(over) == 0 {
+		e.Fatalf("no cycle answered 200: %v", codes)
+	}
+	// Each cold latency less the replica's own start to ready, as
+	// measured; and less the -ready-after it was given.
 	e.figure("wake-every-time", "cycles", cycles, "ok", ok, "median", lat[len(lat)/2].Round(time.Millisecond), "max", lat[len(lat)-1].Round(time.Millisecond),
-		"overhead_median", (lat[len(lat)/2] - readyAfter).Round(time.Millisecond), "overhead_max", (lat[len(lat)-1] - readyAfter).Round(time.Millisecond))
+		"overhead_median", over[len(over)/2].Round(time.Millisecond), "overhead_max", over[len(over)-1].Round(time.Millisecond),
+		"over_ready_after_median", (lat[len(lat)/2] - readyAfter).Round(time.Millisecond))
+	var kv []any
+	for _, n := range names {
+		d := stages[n]
+		slices.Sort(d)
+		kv = append(kv, n, d[len(d)/2].Round(time.Millisecond))
+	}
+	e.figure("wake-every-time-stages-median", kv...)
 	if ok != cycles {
 		e.Errorf("%d of %d cold requests answered 200: %v", ok, cycles, codes)
 	}
@@ -250,6 +343,7 @@ func TestWakeEveryTime(t *testing.T) {
 // 503 with Retry-After at once, the pool wakes, and a retry after the cold
 // start is answered 200.
 func TestWakeRejectMode(t *testing.T) {
+	t.Parallel() // measures nothing: beside the others that do not (package doc)
 	e := bootWake(t, wakePool(1500*time.Millisecond, "reject", 10))
 	out := e.Sh(`curl -s -D - -o /dev/null -w 'took=%{time_total}\n' --max-time 30 http://127.0.0.1:8080/reject || true`)
 	if !strings.Contains(out, " 503") || !strings.Contains(strings.ToLower(out), "retry-after:") {
@@ -322,6 +416,7 @@ func TestWakeBurst(t *testing.T) {
 // holds the socket, the wake process rides the restart out, and the
 // replica, left running, is adopted and serves them.
 func TestWakeHeldAcrossRestart(t *testing.T) {
+	t.Parallel() // measures nothing: beside the others that do not (package doc)
 	e := bootWake(t, wakePool(3*time.Second, "hold", 30))
 	e.Sh(`for i in 1 2 3 4 5; do (curl -s -o /dev/null -w '%{http_code}\n' --max-time 100 http://127.0.0.1:8080/before-$i >>/run/wake-codes; true) & done; sleep 0.5
 systemctl restart flexiq-scaled.service &
@@ -344,17 +439,31 @@ wait`)
 }
 
 // TestWakeNoCostWhenAwake: once a replica is ready, nothing of the wake
-// path stays in the data path: the wake process exits after its idle time,
-// and 150 requests/s for 30 s reach the replica without starting it again.
+// path stays in the data path: 150 requests/s for 30 s reach the replica,
+// none the wake address (the wake process's own count of the connections
+// it accepted stays at the cold one), and the wake process exits after its
+// idle time, which runs meanwhile. Back at zero, the daemon starts it
+// again, ahead of a connection.
 func TestWakeNoCostWhenAwake(t *testing.T) {
 	// The hold (120 s) keeps the replica through the test.
 	e := bootWake(t, wakePool(1500*time.Millisecond, "hold", 120))
 	if code, _, _ := e.timedGet("/first"); code != 200 {
 		e.Fatalf("the cold request: %d", code)
 	}
-	e.Eventually(60*time.Second, "the wake process gone idle", func() (bool, string) {
-		st, _ := e.Try("systemctl", "is-active", "flexiq-web-wake.service")
-		return strings.TrimSpace(st) == "inactive", st
+	// Until the publish that follows the replica's admission has reloaded
+	// nginx, requests still take the wake address (and are forwarded): the
+	// count starts once nginx points at the replica, and the wake
+	// process's report (each second while it changes) has settled.
+	e.Eventually(20*time.Second, "nginx's upstream at the replica", func() (bool, string) {
+		up, _ := e.Try("cat", "/run/flexiq-scaled/discovery/web-upstream.conf")
+		return !strings.Contains(up, wakeAddr), up
+	})
+	var before api.WakeStats
+	e.Eventually(20*time.Second, "the wake process's count settled", func() (bool, string) {
+		a := e.wakeStats()
+		time.Sleep(1500 * time.Millisecond)
+		before = e.wakeStats()
+		return a == before && before.Held == 0 && before.Forwarding == 0, fmt.Sprintf("%+v then %+v", a, before)
 	})
 	started := e.UnitProp("flexiq-web-wake.service", "ExecMainStartTimestampMonotonic")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -363,17 +472,46 @@ func TestWakeNoCostWhenAwake(t *testing.T) {
 	if err != nil {
 		e.Fatalf("%v", err)
 	}
-	again := e.UnitProp("flexiq-web-wake.service", "ExecMainStartTimestampMonotonic")
-	st, _ := e.Try("systemctl", "is-active", "flexiq-web-wake.service")
-	// The wake process starts on the first connection at the wake address.
-	startedAgain := again != started || strings.TrimSpace(st) != "inactive"
-	e.figure("wake-awake", "sent", r.Sent, "failed", r.Failed(), "wake_process_started_again", startedAgain, "p99", r.P99)
+	// Its idle time (30 s) began with the cold request's end: it is gone
+	// about as the load ends, and its last report is the daemon's.
+	e.Eventually(60*time.Second, "the wake process gone idle", func() (bool, string) {
+		st, _ := e.Try("systemctl", "is-active", "flexiq-web-wake.service")
+		return strings.TrimSpace(st) == "inactive", st
+	})
+	// Its last report, sent as it exits, is the daemon's: the same
+	// process's count (no connection started another).
+	if again := e.UnitProp("flexiq-web-wake.service", "ExecMainStartTimestampMonotonic"); again != started {
+		e.Errorf("the wake process started again during the load (%s, then %s): requests went its way while a replica was ready", started, again)
+	}
+	wake := e.wakeStats()
+	e.figure("wake-awake", "sent", r.Sent, "failed", r.Failed(), "through_wake_address", wake.Accepted-before.Accepted, "p99", r.P99)
 	if r.Failed() != 0 {
 		e.Errorf("awake, %d of %d requests failed: %s", r.Failed(), r.Sent, r)
 	}
-	if startedAgain {
-		e.Errorf("requests went through the wake address while a replica was ready (the wake process started again: %s -> %s, now %s)", started, again, st)
+	if wake.Accepted != before.Accepted || before.Accepted == 0 {
+		e.Errorf("the wake address accepted %d connections during the load (%d before it, %d after): requests went its way while a replica was ready",
+			wake.Accepted-before.Accepted, before.Accepted, wake.Accepted)
 	}
+	// Back at zero (the operator's pin wins over the wake's hold), the
+	// daemon starts the wake process again ahead of the next connection.
+	e.CLI("pin", "web", "0")
+	e.waitAtZero()
+	e.Eventually(10*time.Second, "the wake process started again at zero", func() (bool, string) {
+		st, _ := e.Try("systemctl", "is-active", "flexiq-web-wake.service")
+		return strings.TrimSpace(st) == "active", st
+	})
+}
+
+// wakeStats is the wake process's last report of pool web's wake address,
+// as status --json shows it.
+func (e *env) wakeStats() api.WakeStats {
+	e.T.Helper()
+	var st api.StatusResponse
+	out := e.CLI("status", "--json")
+	if err := json.Unmarshal([]byte(out), &st); err != nil || len(st.Pools) != 1 || st.Pools[0].Wake == nil {
+		e.Fatalf("status --json: no wake address for web (%v):\n%s", err, out)
+	}
+	return st.Pools[0].Wake.WakeStats
 }
 
 // haproxyBackend is docs/services.md's HAProxy backend: the wake address
@@ -405,12 +543,13 @@ frontend web
 // TestWakeHAProxy: the same wake path behind Debian's HAProxy: 5 cycles of
 // zero → one request → zero, all answered 200.
 func TestWakeHAProxy(t *testing.T) {
+	t.Parallel() // measures nothing: beside the others that do not (package doc)
 	const backend = "/run/flexiq-scaled/discovery/web-backend.cfg"
 	pool := strings.NewReplacer(
 		"/etc/flexiq-scaled/web-upstream.tmpl", "/etc/flexiq-scaled/web-backend.tmpl",
 		"/run/flexiq-scaled/discovery/web-upstream.conf", backend,
 		"/usr/local/bin/flexiq-test-reload-nginx", "/usr/local/bin/flexiq-test-reload-haproxy",
-	).Replace(wakePool(500*time.Millisecond, "hold", 1))
+	).Replace(fastCycles(wakePool(500*time.Millisecond, "hold", 1)))
 	e := boot(t)
 	e.configure(pool, map[string]string{
 		"/etc/flexiq-scaled/web-backend.tmpl":       haproxyBackend,
@@ -429,11 +568,8 @@ func TestWakeHAProxy(t *testing.T) {
 		if i > 0 {
 			e.waitAtZeroIn(backend, "server wake "+wakeAddr)
 		}
-		code, start, end := e.timedGet(fmt.Sprintf("/haproxy-%d", i))
+		code, _, _ := e.timedGet(fmt.Sprintf("/haproxy-%d", i))
 		codes = append(codes, code)
-		if i == 0 {
-			e.figure("wake-haproxy-cold", "latency", end.Sub(start).Round(time.Millisecond))
-		}
 	}
 	for _, c := range codes {
 		if c != 200 {

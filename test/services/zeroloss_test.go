@@ -147,7 +147,10 @@ func (e *env) scaleUnderLoad(what string) (loadgen.Result, []time.Duration) {
 	e.T.Helper()
 	e.Sh("rm -f /run/flexiq-test-reloads")
 	since := strings.TrimSpace(e.Sh("date +%s.%N"))
-	const rate, length = 200, 40 * time.Second
+	// The pin to 6, the pin back to 1 and the drains are over some 15 s
+	// in (3 s, about 3 s to 6 in discovery, 3 s, 5.4 s back to 1 with a
+	// 5 s drain): 25 s of load covers them with 10 s to spare.
+	const rate, length = 200, 25 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), length+time.Minute)
 	defer cancel()
 	type outcome struct {
