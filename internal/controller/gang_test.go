@@ -433,3 +433,31 @@ func TestGangInDiscovery(t *testing.T) {
 		t.Errorf("after a restart discovery is\n%s\nwant\n%s", got, before)
 	}
 }
+
+// kernelPorts picks as the kernel does while no rank listens yet: each
+// picker, a group's, starts again from the lowest free port, since the
+// last group's listeners were closed.
+type kernelPorts struct{ next int }
+
+func (k *kernelPorts) Pick() (int, error) { k.next++; return 40000 + k.next - 1, nil }
+func (k *kernelPorts) Close()             {}
+
+// TestGangAutoPortsDistinct: groups started in the same round, and a group
+// started beside one whose ranks do not listen yet, get ports of their
+// own, as single replicas do. The old picker gave every group 40000 and
+// 40001.
+func TestGangAutoPortsDistinct(t *testing.T) {
+	g := newGangRig(t, gangPool(2, 3, config.Service{Ports: []config.Port{{Name: "http"}}}), nil, "0-5")
+	g.pool.workers.Gang.NewPicker = func() workers.PortPicker { return &kernelPorts{} }
+	g.start(g.pool)
+	seen := map[string]string{}
+	for slot := 1; slot <= 3; slot++ {
+		for r, rk := range g.spec(slot).Ranks {
+			p, who := rk.Environment["FLEXIQ_PORT_HTTP"], fmt.Sprintf("slot %d rank %d", slot, r)
+			if other, dup := seen[p]; dup {
+				t.Errorf("%s got port %s, which %s has", who, p, other)
+			}
+			seen[p] = who
+		}
+	}
+}

@@ -56,6 +56,27 @@ func (f *freePorts) Close() {
 	f.held = nil
 }
 
+// skipTaken is pick without the ports in taken, as replicas.FreePort is
+// for a single unit: the pool's replicas' own (a rank that does not listen
+// yet leaves its port free to the kernel), those of groups picked earlier
+// in the round, and those the port guard found another's listener on
+// (issue 27), which the kernel may offer again once that listener moves
+// to another of its addresses. The picker keeps each port it gave until
+// Close, so a retry gets another; after maxPickTries the start fails.
+func skipTaken(pick func() (int, error), taken map[int]bool) func() (int, error) {
+	return func() (int, error) {
+		for range maxPickTries {
+			p, err := pick()
+			if err != nil || !taken[p] {
+				return p, err
+			}
+		}
+		return 0, fmt.Errorf("picking a free port: %d picks were all ports held by replicas or found held by another", maxPickTries)
+	}
+}
+
+const maxPickTries = 20
+
 // portPlan assigns a service pool's named ports to its replicas and their
 // ranks.
 type portPlan struct {
@@ -128,7 +149,7 @@ func groupRanks(svc *config.Service, size, slot int, pick func() (int, error), c
 // gangSpec makes spec the gang group of the pool's size, when the pool has
 // groups. An error (no free port, too few CPUs to split) fails the start,
 // and the slot backs off as after any failed start.
-func (ws *Workers) gangSpec(spec *units.WorkerSpec) error {
+func (ws *Workers) gangSpec(spec *units.WorkerSpec, taken map[int]bool) error {
 	size := ws.Cfg.GroupSize()
 	if size < 2 {
 		return nil
@@ -146,11 +167,18 @@ func (ws *Workers) gangSpec(spec *units.WorkerSpec) error {
 	}
 	picker := ws.Gang.NewPicker()
 	defer picker.Close()
-	ranks, err := groupRanks(svc, size, spec.Slot, picker.Pick, cpus)
+	ranks, err := groupRanks(svc, size, spec.Slot, skipTaken(picker.Pick, taken), cpus)
 	if err != nil {
 		return err
 	}
 	spec.Ranks = ranks
+	// The next group of the same round must not get these: the picker's
+	// listeners are closed, and the ranks do not listen yet.
+	for _, rk := range ranks {
+		for _, p := range replicas.PortsFromEnvironment(svc, replicas.EnvList(rk.Environment)) {
+			taken[p] = true
+		}
+	}
 	return nil
 }
 

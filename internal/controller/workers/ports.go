@@ -25,7 +25,7 @@ func (ws *Workers) specsFor(now time.Time, slots []int, revision, why string) (m
 			// A gang group's ranks get their ports, and their peers', in
 			// gang.go; rank 0's are the replica's.
 			spec := specFor(ws.Cfg, slot, revision, nil)
-			if err := ws.gangSpec(&spec); err != nil {
+			if err := ws.gangSpec(&spec, held); err != nil {
 				ws.report.startFailed(slot, units.UnitName(ws.name, slot), why, err, ws.Slots.ArmBackoff(slot, now))
 				continue
 			}
