@@ -73,10 +73,10 @@ func (d *daemon) newPool(pc *config.Pool) (*runningPool, error) {
 		NewSource: source.NewWithCommandRunner(d.units.CommandRunner(pc.Name)),
 		// A service pool's probe commands and discovery after-change
 		// commands run the same way (issue 19).
-		Commands: d.units.CommandRunner(pc.Name),
+		Commands: d.units.CommandRunner(pc.Name).For(units.CommandHook),
 		// Its command probes run as the pool's user (issue 27).
 		ProbeCommands: func(user, group string) source.CommandRunner {
-			return d.units.CommandRunner(pc.Name).As(user, group)
+			return d.units.CommandRunner(pc.Name).For(units.CommandProbe).As(user, group)
 		},
 	})
 	if err != nil {

@@ -17,7 +17,9 @@ import (
 )
 
 // A command source's program runs in a transient service of its own,
-// flexiq-source-<pool>-<random>.service, in the manner of systemd-run
+// flexiq-source-<pool>-<random>.service (a command readiness probe's
+// flexiq-probe-…, an after-change command's flexiq-hook-…: For), in the
+// manner of systemd-run
 // --pipe --wait (systemd's src/run/run.c): Type=exec, its standard output
 // and error the write ends of pipes the daemon passes over D-Bus
 // (StandardOutputFileDescriptor=, StandardErrorFileDescriptor=), and the
@@ -27,7 +29,14 @@ import (
 // command's timeout. The name is never a worker's (those have "@"), and
 // the units live in system.slice, not under flexiq.slice, so that a limit an
 // administrator puts on the workers does not count the sources.
-const commandUnitPrefix = unitPrefix + "source-"
+//
+// The kinds name the units after what they run, so that the journal and
+// systemctl tell a pool's probes and hooks from its source.
+const (
+	CommandSource = "source"
+	CommandProbe  = "probe"
+	CommandHook   = "hook"
+)
 
 // commandStopTimeout bounds stopping a command's unit and reading what is
 // left in its pipes once the caller's context has ended.
@@ -46,6 +55,7 @@ const (
 type CommandRunner struct {
 	m    *Manager
 	pool string
+	kind string // CommandSource unless For says otherwise
 	// user and group are User= and Group= of the units; "" leaves them
 	// out (accountProperties).
 	user, group string
@@ -54,7 +64,15 @@ type CommandRunner struct {
 // CommandRunner returns a runner whose units are named after pool and run
 // as the daemon does (root).
 func (m *Manager) CommandRunner(pool string) *CommandRunner {
-	return &CommandRunner{m: m, pool: pool}
+	return &CommandRunner{m: m, pool: pool, kind: CommandSource}
+}
+
+// For returns a runner like r whose units are named for kind
+// (CommandProbe, CommandHook).
+func (r *CommandRunner) For(kind string) *CommandRunner {
+	c := *r
+	c.kind = kind
+	return &c
 }
 
 // As returns a runner like r whose commands run as user and group (User=
@@ -68,11 +86,12 @@ func (r *CommandRunner) As(user, group string) *CommandRunner {
 	return &c
 }
 
-// commandUnitName is a fresh unit name for one run of pool's command.
-func commandUnitName(pool string) string {
+// commandUnitName is a fresh unit name for one run of pool's command of
+// kind. Never a worker's (no "@") nor a wake address's (a random tail).
+func commandUnitName(kind, pool string) string {
 	var b [6]byte
 	rand.Read(b[:])
-	return commandUnitPrefix + pool + "-" + hex.EncodeToString(b[:]) + unitSuffix
+	return unitPrefix + kind + "-" + pool + "-" + hex.EncodeToString(b[:]) + unitSuffix
 }
 
 // RunCommand runs argv with env, in /, as a transient unit, copies its
@@ -99,7 +118,7 @@ func (r *CommandRunner) RunCommand(ctx context.Context, argv, env []string, stdo
 	}
 	defer outR.Close()
 	defer errR.Close()
-	unit := commandUnitName(r.pool)
+	unit := commandUnitName(r.kind, r.pool)
 	runtimeMax := commandRuntimeMaxDefault
 	if d, ok := ctx.Deadline(); ok {
 		runtimeMax = time.Until(d) + commandRuntimeMax

@@ -67,10 +67,21 @@ func TestCommandProperties(t *testing.T) {
 	if env, _ := props["Environment"].([]string); !slices.Equal(env, []string{"A=1"}) {
 		t.Errorf("Environment = %q", env)
 	}
-	if name := commandUnitName("email"); !strings.HasPrefix(name, "flexiq-source-email-") || !strings.HasSuffix(name, ".service") {
+	if name := commandUnitName(CommandSource, "email"); !strings.HasPrefix(name, "flexiq-source-email-") || !strings.HasSuffix(name, ".service") {
 		t.Errorf("unit name %q", name)
 	} else if _, _, ok := ParseUnitName(name); ok {
 		t.Errorf("%s parses as a worker's unit name", name)
+	}
+	// A pool's probes and after-change commands are named for what they
+	// run, not as its source (they were flexiq-source-POOL-*).
+	for kind, want := range map[string]string{CommandProbe: "flexiq-probe-web-", CommandHook: "flexiq-hook-web-"} {
+		if name := commandUnitName(kind, "web"); !strings.HasPrefix(name, want) {
+			t.Errorf("the %s unit is named %q, want %s…", kind, name, want)
+		}
+	}
+	cr := (&Manager{}).CommandRunner("web")
+	if cr.kind != CommandSource || cr.For(CommandProbe).As("nobody", "").kind != CommandProbe || cr.kind != CommandSource {
+		t.Errorf("For: kinds %q, %q", cr.kind, cr.For(CommandProbe).kind)
 	}
 }
 

@@ -50,6 +50,11 @@ period_sec = 1
 			t.Errorf("pool %s: the probe ran as %q, want only %s", name, got, want)
 		}
 	}
+	// Its units are named for what they run (they were flexiq-source-*).
+	started := e.Sh(`journalctl -q -o cat _PID=1 | grep -o 'Started flexiq-[a-z]*-web-' | sort | uniq -c || true`)
+	if !strings.Contains(started, "Started flexiq-probe-web-") || strings.Contains(started, "flexiq-source-web-") {
+		t.Errorf("the probe's units, as systemd started them: want flexiq-probe-web-*, only:\n%s", started)
+	}
 	if out := e.CLI("check-config"); !regexp.MustCompile(`(?m)^warning: .*pools\.rootprobe\.service\.readiness\.user: `).MatchString(out) {
 		t.Errorf("check-config warns of no probe run as root while the workers run as nobody:\n%s", out)
 	}
