@@ -98,9 +98,8 @@ type daemon struct {
 	// kick, so a burst of changes costs one update, and a kick never
 	// blocks a pool.
 	statusKick chan struct{}
-	// warmers keep the wake processes of pools at zero running (wake.go),
-	// by pool; under mu.
-	warmers map[string]context.CancelFunc
+	// warmers keep the wake processes of pools at zero running (warm.go).
+	warmers *warmers
 }
 
 // Run runs the daemon until SIGTERM or SIGINT and returns the exit code.
@@ -146,6 +145,7 @@ func Run(ctx context.Context, o Options) int {
 		reloads:    make(chan reloadAsk), loopDone: make(chan struct{}),
 		guard: controller.NewHostGuard(cfg.HostGuard, log, nil),
 	}
+	d.warmers = &warmers{pool: d.pool, units: mgr, log: log}
 
 	if err := d.start(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "flexiq-scaled: %v\n", err)

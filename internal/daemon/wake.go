@@ -105,7 +105,7 @@ func (d *daemon) syncWake(outer context.Context, cfg *config.Config) {
 		}
 		listening = append(listening, name)
 	}
-	d.keepWarm(outer, listening)
+	d.warmers.run(outer, listening)
 	for _, name := range slices.Sorted(maps.Keys(found)) {
 		if err := d.units.StopWake(ctx, name); err != nil {
 			d.log.Event(eventlog.Lifecycle, eventlog.Warning, eventlog.Fields{"FLEXIQ_POOL": name},
@@ -117,72 +117,10 @@ func (d *daemon) syncWake(outer context.Context, cfg *config.Config) {
 	}
 }
 
-// keepWarm runs one warmer per pool that syncWake found listening, and
-// stops the others'. Each warmer is started afresh: a reload may have
-// given the pool another loop, whose ready set it must follow.
-func (d *daemon) keepWarm(ctx context.Context, listening []string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, stop := range d.warmers {
-		stop()
-	}
-	d.warmers = map[string]context.CancelFunc{}
-	if d.stopping {
-		return
-	}
-	for _, name := range listening {
-		wctx, stop := context.WithCancel(ctx)
-		d.warmers[name] = stop
-		go d.warm(wctx, name)
-	}
-}
-
-// warm keeps the pool's wake process running while the pool has no ready
-// replica: traffic goes to the wake address then, and its first
-// connection should find the process up, not wait some 80 ms for systemd
-// to start it (issue 29's overhead). The process exits by itself once the
-// pool is awake and it is idle (internal/wake's IdleExit), and the
-// warmer starts it again when the last replica leaves the ready set. It
-// follows the ready set as the wake process does, by the long poll; a
-// start that fails is logged, and socket activation still serves.
-func (d *daemon) warm(ctx context.Context, name string) {
-	var after uint64
-	for ctx.Err() == nil {
-		p, err := d.pool(name)
-		var r api.WakeReady
-		if err == nil {
-			r, err = p.ColdWake().Ready(ctx, after, ctlsock.MaxWakeWait)
-		}
-		if err != nil {
-			// Not yet noted by the pool's loop, or gone with a reload
-			// (which starts the warmers again).
-			select {
-			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond):
-			}
-			continue
-		}
-		if r.Generation == after {
-			continue
-		}
-		after = r.Generation
-		if len(r.Addrs) > 0 {
-			continue
-		}
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err = d.units.StartWakeProcess(sctx, name)
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			d.log.Event(eventlog.Lifecycle, eventlog.Warning, eventlog.Fields{"FLEXIQ_POOL": name},
-				"pool=%s: starting its wake process ahead of a connection: %v (a connection will start it)", name, err)
-		}
-	}
-}
-
 // stopWake stops every wake socket: the daemon stops, its workers drain,
 // and nobody would wake a pool for the connections the sockets took.
 func (d *daemon) stopWake(ctx context.Context) {
-	d.keepWarm(ctx, nil)
+	d.warmers.stop()
 	found, err := d.units.WakeStates(ctx)
 	if err != nil {
 		return
